@@ -1,7 +1,8 @@
 """Reads of the benchmark tables: plain functions with keyword-only arguments."""
 from pathlib import Path
 
-from runs.models import Experiment, Sample, Suite
+from runs.models import Experiment, Paper, Sample, Suite
+from runs.sampling import sample_id as make_sample_id
 from runs.workspace import ExperimentSpec, MaskedFunctionSpec, WorkspaceSpec
 
 
@@ -36,7 +37,38 @@ def sample_experiments(*, sample: Sample) -> list[Experiment]:
 
 
 def workspace_spec(*, sample: Sample, context: str = "full") -> WorkspaceSpec:
-    paper = sample.paper
+    """What the workspace of `sample` holds: its masked functions and the experiments that need them."""
+    return _paper_workspace_spec(
+        paper=sample.paper,
+        sample_id=sample.sample_id,
+        functions=sample.functions.order_by("func_id"),
+        experiments=sample_experiments(sample=sample),
+        context=context,
+    )
+
+
+def gold_workspace_spec(*, paper: Paper) -> WorkspaceSpec:
+    """A workspace with nothing masked and every experiment: the gold code as the harness runs it."""
+    return _paper_workspace_spec(
+        paper=paper,
+        sample_id=make_sample_id(paper.paper_id, []),
+        functions=[],
+        experiments=list(paper.experiments.order_by("exp_id")),
+        context="full",
+    )
+
+
+def experiment_spec(experiment: Experiment) -> ExperimentSpec:
+    return ExperimentSpec(
+        exp_id=experiment.exp_id,
+        description=experiment.description,
+        command=experiment.command,
+        answer_format=experiment.answer_format,
+        timeout_seconds=experiment.timeout_seconds,
+    )
+
+
+def _paper_workspace_spec(*, paper: Paper, sample_id: str, functions, experiments, context: str) -> WorkspaceSpec:
     masked = [
         MaskedFunctionSpec(
             func_id=function.func_id,
@@ -46,25 +78,15 @@ def workspace_spec(*, sample: Sample, context: str = "full") -> WorkspaceSpec:
             relevant_paper=function.relevant_paper,
             line_hint=function.line_hint,
         )
-        for function in sample.functions.order_by("func_id")
-    ]
-    experiments = [
-        ExperimentSpec(
-            exp_id=experiment.exp_id,
-            description=experiment.description,
-            command=experiment.command,
-            answer_format=experiment.answer_format,
-            timeout_seconds=experiment.timeout_seconds,
-        )
-        for experiment in sample_experiments(sample=sample)
+        for function in functions
     ]
     return WorkspaceSpec(
-        sample_id=sample.sample_id,
+        sample_id=sample_id,
         paper_title=paper.title,
         paper_text=paper.text,
         code_dir=Path(paper.code_dir),
         masked=masked,
-        experiments=experiments,
+        experiments=[experiment_spec(experiment) for experiment in experiments],
         context=context,
     )
 

@@ -8,16 +8,16 @@ that promise independently of how the workspace was built.
 
 No Django here: the service layer turns a Sample into a `WorkspaceSpec`.
 """
+import ast
 import json
 import os
 import re
 import shlex
 import shutil
-import tokenize
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from io import StringIO
 from pathlib import Path
 
 from runs.masking import (
@@ -256,7 +256,6 @@ def _refsol(spec: WorkspaceSpec) -> str:
 
 # --- the audit -----------------------------------------------------------------------------------
 
-# Bodies shorter than this (after squashing) are too generic to call a copy a leak (`return self.x`).
 MIN_LEAK_LENGTH = 40
 NEAR_COPY_RATIO = 0.85
 
@@ -267,17 +266,48 @@ class AuditResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _squash(text: str, *, python: bool) -> str:
-    """Text without comments (for Python) and without any whitespace, for substring comparison."""
-    if python:
-        try:
-            tokens = tokenize.generate_tokens(StringIO(text).readline)
-            text = tokenize.untokenize(
-                (token.type, token.string) for token in tokens if token.type != tokenize.COMMENT
-            )
-        except (tokenize.TokenError, IndentationError, SyntaxError):
-            text = re.sub(r"#[^\n]*", "", text)
-    return re.sub(r"\s+", "", text)
+def _squash_line(line: str) -> str:
+    """A line as compared for copies: comment markers, trailing comments and all whitespace removed.
+
+    Stripping leading `#` and `>` finds bodies pasted as comments, quotes or indented in Markdown.
+    """
+    line = line.strip().lstrip("#>").strip()
+    line = re.sub(r"\s+#.*$", "", line)
+    return re.sub(r"\s+", "", line)
+
+
+def _body_fingerprint(body: str) -> list[str]:
+    """The code lines of a body (docstring and comment-only lines dropped), squashed."""
+    lines = textwrap.dedent(body).splitlines()
+    try:
+        statements = ast.parse(textwrap.dedent(body)).body
+        first = statements[0] if statements else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            lines = lines[first.end_lineno :]
+    except SyntaxError:
+        pass
+    return [squashed for line in lines if not line.strip().startswith("#") and (squashed := _squash_line(line))]
+
+
+def _contains_body(haystack: list[str], needle: list[str]) -> bool:
+    """Whether the needle's lines occur in order in the haystack, close together.
+
+    Extra lines in between are allowed (a copy keeps the original's comments, or gains some), up
+    to as many again as the body has.
+    """
+    window = 2 * len(needle) + 2
+    for start, line in enumerate(haystack):
+        if line != needle[0]:
+            continue
+        position = 1
+        for candidate in haystack[start + 1 : start + window]:
+            if position == len(needle):
+                break
+            if candidate == needle[position]:
+                position += 1
+        if position == len(needle):
+            return True
+    return False
 
 
 def _gold_number_strings(values: list[float]) -> set[str]:
@@ -334,7 +364,9 @@ def audit_workspace(root: Path, *, original_bodies: dict[str, str], gold_results
     a function elsewhere whose body is nearly the same is a warning for a person to look at.
     """
     result = AuditResult()
-    squashed_bodies = {label: _squash(body, python=True) for label, body in original_bodies.items()}
+    fingerprints = {label: _body_fingerprint(body) for label, body in original_bodies.items()}
+    # Bodies of a line or two (`return self.x`) are too generic for a copy to prove anything.
+    fingerprints = {label: lines for label, lines in fingerprints.items() if sum(map(len, lines)) >= MIN_LEAK_LENGTH}
     normalised_bodies = {label: normalise_code(body) for label, body in original_bodies.items()}
     gold_strings = _gold_number_strings([n for gold in gold_results for n in _flatten_numbers(gold)])
     for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and not p.is_symlink()):
@@ -344,9 +376,9 @@ def audit_workspace(root: Path, *, original_bodies: dict[str, str], gold_results
         text = _texts_of(path)
         if text is None:
             continue
-        squashed = _squash(text, python=path.suffix == ".py")
-        for label, body in squashed_bodies.items():
-            if len(body) >= MIN_LEAK_LENGTH and body in squashed:
+        lines = [squashed for line in text.splitlines() if (squashed := _squash_line(line))]
+        for label, fingerprint in fingerprints.items():
+            if _contains_body(lines, fingerprint):
                 result.leaks.append(f"{relative}: contains the original body of masked function {label}")
         for spelling in sorted(gold_strings):
             if re.search(rf"(?<![0-9.]){re.escape(spelling)}(?![0-9])", text):

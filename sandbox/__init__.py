@@ -1,0 +1,92 @@
+"""Sandboxes for running untrusted code (agents' commands, re-execution of submissions).
+
+No Django here: the package is usable from workers, scripts and tests alike.
+
+    from sandbox import Limits, open_sandbox
+
+    with open_sandbox("docker", workspace, limits=Limits(memory_mb=1024), name=f"attempt-{id}") as sb:
+        result = sb.execute("python3 run.py", timeout=600)
+        answer = sb.read_file("answer.json")
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from .base import (
+    DISK_QUOTA_EXIT_CODE,
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxError,
+    sandbox_env,
+)
+
+BACKENDS = ("docker", "bubblewrap")
+_ALIASES = {"bwrap": "bubblewrap"}
+
+__all__ = [
+    "BACKENDS",
+    "DISK_QUOTA_EXIT_CODE",
+    "ExecResult",
+    "Limits",
+    "Sandbox",
+    "SandboxError",
+    "backend_problem",
+    "open_sandbox",
+    "sandbox_env",
+]
+
+
+def _canonical(backend: str) -> str:
+    name = _ALIASES.get(backend, backend)
+    if name not in BACKENDS:
+        raise SandboxError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return name
+
+
+def open_sandbox(
+    backend: str,
+    workspace: str | Path,
+    *,
+    limits: Limits | None = None,
+    name: str = "",
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
+    gpus: str | int | None = None,
+) -> Sandbox:
+    """Opens a sandbox on an existing workspace directory with the named backend.
+
+    backend: "docker" or "bubblewrap" (alias "bwrap").
+    name: identifies the sandbox, typically "attempt-<id>"; the Docker container is named after it
+        and a leftover container of that name (from a crashed worker) is removed first. Empty:
+        a random unique name.
+    image: Docker image; default $SANDBOX_IMAGE, else autoexperiment-base:bookworm. Ignored by
+        bubblewrap, which uses the host's /usr.
+    env: extra environment variables for commands, on top of the fixed allow-list.
+    gpus: pass GPUs through: "all", a count, or comma-separated device ids. Docker uses device
+        requests (needs the NVIDIA container toolkit); bubblewrap binds /dev/nvidia*.
+    """
+    backend = _canonical(backend)
+    if backend == "docker":
+        from .docker_backend import DockerSandbox
+
+        return DockerSandbox(workspace, limits=limits, name=name, image=image, env=env, gpus=gpus)
+    from .bwrap_backend import BubblewrapSandbox
+
+    return BubblewrapSandbox(workspace, limits=limits, name=name, env=env, gpus=gpus)
+
+
+def backend_problem(backend: str, image: str | None = None) -> str | None:
+    """None when the backend can run sandboxes on this machine, else what is missing and how to
+    provide it (for health checks, tests and the benchmark script)."""
+    backend = _canonical(backend)
+    if backend == "docker":
+        from .docker_backend import probe
+
+        return probe(image or os.environ.get("SANDBOX_IMAGE") or None)
+    from .bwrap_backend import probe
+
+    return probe()

@@ -1,0 +1,362 @@
+"""bubblewrap backend: each command in fresh Linux namespaces over the host's read-only /usr."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+
+from .base import (
+    WORKSPACE_MOUNT,
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxError,
+    signal_exit_code,
+)
+from .cgroup import Cgroup
+from .output import BoundedOutput
+
+INSTALL_HINT = (
+    "install bubblewrap (sandbox/images/install_host_packages.sh, or apt-get install bubblewrap "
+    "python3-numpy) and allow unprivileged user namespaces"
+)
+# Read-only views of the host's /etc that programs need (dynamic linking, alternatives such as the
+# BLAS numpy loads, Python's site configuration, time zone). The rest of /etc (shadow, ssh keys,
+# service configuration) stays out; passwd, group and hosts are generated.
+_ETC_ALLOWED = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "nsswitch.conf",
+    "os-release",
+    "debian_version",
+    "mime.types",
+    "matplotlibrc",
+)
+_SYSTEM_DIRECTORIES = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_SANDBOX_UID = 1000
+_CLONE_NEWNS = 0x00020000
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+# Loaded up front: the child between fork and exec should not be loading libraries.
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+
+
+class BubblewrapSandbox(Sandbox):
+    """Runs each command with bubblewrap in new namespaces (user, pid, net, ipc, uts, cgroup).
+
+    The host's /usr (and the /bin, /lib... links) is mounted read-only, so what is installed on the
+    host (python3, numpy) is what commands get; the workspace is the only writable host directory;
+    /tmp and /dev/shm are private tmpfs. A root worker drops to uid 1000 before starting bwrap, so
+    the sandbox never holds real root. Limits: RLIMIT_NPROC, FSIZE, CPU and CORE through prlimit
+    inside the new user namespace (so the process count is the sandbox's own, not shared with other
+    processes of the uid); memory, process count and CPU share through a cgroup when one can be
+    created, else RLIMIT_AS for memory. When the command's shell exits, the pid namespace dies with
+    it, taking every process it left behind.
+    """
+
+    backend = "bubblewrap"
+
+    def __init__(
+        self,
+        workspace,
+        *,
+        limits: Limits | None = None,
+        name: str = "",
+        env: Mapping[str, str] | None = None,
+        gpus: str | int | None = None,
+    ) -> None:
+        super().__init__(workspace, limits=limits, name=name, env=env)
+        self._bwrap = shutil.which("bwrap", path="/usr/local/bin:/usr/bin:/bin")
+        if self._bwrap is None:
+            raise SandboxError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+        self._gpus = gpus
+        self._prepare_workspace()
+        self._root = os.geteuid() == 0
+        self._bind_source = str(self.workspace)
+        if self._root:
+            # bwrap runs as the unprivileged uid, which may not traverse the workspace's parents
+            # (e.g. a 0700 /tmp/pytest-of-root). Each command's process, still root, bind-mounts
+            # the workspace onto this empty, reachable directory in a mount namespace of its own,
+            # so nothing is mounted on the host and nothing is left behind by a crash.
+            self._bind_source = tempfile.mkdtemp(prefix="autoexperiment-sandbox-")
+            os.chmod(self._bind_source, 0o755)
+        try:
+            self._cgroup = Cgroup.create(name, self.limits) if self._root else None
+        except Exception:
+            self._remove_bind_source()
+            raise
+
+    def _close(self) -> None:
+        try:
+            if self._cgroup is not None:
+                self._cgroup.remove()
+        finally:
+            self._remove_bind_source()
+
+    def _remove_bind_source(self) -> None:
+        if self._root:
+            try:
+                os.rmdir(self._bind_source)
+            except OSError:
+                pass
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _execute(self, command: str, *, timeout: float, inner_cwd: str) -> ExecResult:
+        output = BoundedOutput(self.limits.output_bytes)
+        data_fds: list[int] = []
+        status_read, status_write = os.pipe()
+        started = time.monotonic()
+        try:
+            argv = self._argv(command, timeout, inner_cwd, data_fds, status_write)
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=[status_write, *data_fds],
+                start_new_session=True,
+                preexec_fn=self._drop_privileges if self._root else None,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            raise SandboxError(f"cannot start bwrap: {error}") from error
+        finally:
+            for fd in (status_write, *data_fds):
+                os.close(fd)
+
+        stop_reading = threading.Event()
+        reader = threading.Thread(
+            target=_pump, args=(process.stdout.fileno(), output, stop_reading), daemon=True
+        )
+        reader.start()
+
+        def finished(wait: float) -> bool:
+            try:
+                process.wait(timeout=wait)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+
+        try:
+            timed_out, over_quota = self._supervise(
+                started=started, timeout=timeout, finished=finished, kill=lambda: self._kill(process)
+            )
+        finally:
+            # Normally the pid namespace is already gone with the shell; this covers the rest.
+            self._kill(process)
+            process.wait()
+            stop_reading.set()
+            reader.join()
+            process.stdout.close()
+            status = _read_all(status_read)
+            os.close(status_read)
+
+        exit_code = _exit_code(status, process.returncode)
+        text = output.text()
+        # bwrap sets the sandbox up in its child, so a setup failure looks like the command
+        # failing with bwrap's message as the only output (a command imitating it only hurts itself).
+        if b"child-pid" not in status or (
+            exit_code == 1 and text.startswith("bwrap: ") and text.count("\n") == 1 and not timed_out
+        ):
+            raise SandboxError(f"bubblewrap could not create the sandbox: {text.strip()} ({INSTALL_HINT})")
+        return self._result(
+            output=output,
+            exit_code=exit_code,
+            timed_out=timed_out,
+            over_quota=over_quota,
+            started=started,
+        )
+
+    def _kill(self, process: subprocess.Popen) -> None:
+        # bwrap leads its own session; killing it takes the sandbox down (--die-with-parent and
+        # the end of the pid namespace), and the cgroup catches anything left over.
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self._cgroup is not None:
+            self._cgroup.kill()
+
+    def _drop_privileges(self) -> None:
+        # Runs in the child between fork and exec, as root: make the workspace reachable (see
+        # __init__), join the cgroup, then become an ordinary uid. Staying real root would exempt
+        # the sandbox from RLIMIT_NPROC and make any namespace escape an escape to root.
+        _check(_libc.unshare(_CLONE_NEWNS))
+        _check(_libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None))
+        _check(_libc.mount(str(self.workspace).encode(), self._bind_source.encode(), None, _MS_BIND, None))
+        if self._cgroup is not None:
+            self._cgroup.join()
+        os.setgroups([])
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+
+    # -- command line -------------------------------------------------------------------------
+
+    def _argv(
+        self, command: str, timeout: float, inner_cwd: str, data_fds: list[int], status_fd: int
+    ) -> list[str]:
+        limits = self.limits
+        argv = [
+            self._bwrap,
+            "--unshare-all",  # user, pid, network, ipc, uts, cgroup namespaces
+            "--unshare-user",
+            "--uid", str(_SANDBOX_UID),
+            "--gid", str(_SANDBOX_UID),
+            "--hostname", "sandbox",
+            "--die-with-parent",
+            "--new-session",
+            "--json-status-fd", str(status_fd),
+            "--clearenv",
+        ]
+        for key, value in self.env.items():
+            argv += ["--setenv", key, value]
+        argv += ["--ro-bind", "/usr", "/usr"]
+        for name in _SYSTEM_DIRECTORIES:
+            host = f"/{name}"
+            if os.path.islink(host):
+                argv += ["--symlink", os.readlink(host), host]
+            elif os.path.isdir(host):
+                argv += ["--ro-bind", host, host]
+        for name in _ETC_ALLOWED:
+            argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        for path in sorted(glob.glob("/etc/python3*")):
+            argv += ["--ro-bind", path, path]
+        for path, content in _generated_etc().items():
+            argv += ["--ro-bind-data", str(_data_fd(content, data_fds)), path]
+        argv += [
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/tmp",
+            "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/dev/shm",
+        ]
+        if self._gpus:
+            for device in sorted(glob.glob("/dev/nvidia*")) + ["/dev/dri"]:
+                argv += ["--dev-bind-try", device, device]
+        # /dev is an unbounded tmpfs; read-only, its devices still work and /dev/shm stays writable.
+        argv += ["--remount-ro", "/dev"]
+        argv += [
+            "--bind", self._bind_source, WORKSPACE_MOUNT,
+            # Last: everything outside the mounts above (the sandbox's own root) becomes read-only.
+            "--remount-ro", "/",
+            "--chdir", inner_cwd,
+            "--",
+        ]
+        argv += self._prlimit_args(timeout)
+        argv += [_shell(), "-c", command]
+        return argv
+
+    def _prlimit_args(self, timeout: float) -> list[str]:
+        limits = self.limits
+        args = [
+            "/usr/bin/prlimit",
+            f"--nproc={limits.pids}",
+            f"--fsize={limits.file_size_mb * 2**20}",
+            f"--cpu={limits.cpu_seconds_for(timeout)}",
+            "--core=0",
+        ]
+        if self._cgroup is None:
+            args.append(f"--as={limits.memory_mb * 2**20}")
+        return [*args, "--"]
+
+
+def _pump(fd: int, output: BoundedOutput, stop: threading.Event) -> None:
+    """Copies the pipe into output until EOF, or until stop is set and nothing is left to read."""
+    while True:
+        readable, _, _ = select.select([fd], [], [], 0.1)
+        if readable:
+            data = os.read(fd, 65536)
+            if not data:
+                return
+            output.feed(data)
+        elif stop.is_set():
+            return
+
+
+def _read_all(fd: int) -> bytes:
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _exit_code(status: bytes, returncode: int) -> int:
+    """The command's exit status from bwrap's JSON status, else from bwrap's own return code."""
+    for line in status.decode(errors="replace").splitlines():
+        try:
+            document = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(document, dict) and "exit-code" in document:
+            return signal_exit_code(int(document["exit-code"]))
+    return signal_exit_code(returncode)
+
+
+def _data_fd(content: str, fds: list[int]) -> int:
+    """A pipe whose read end holds content, for --ro-bind-data (small enough for the pipe buffer)."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, content.encode())
+    os.close(write_end)
+    fds.append(read_end)
+    return read_end
+
+
+@functools.cache
+def _generated_etc() -> dict[str, str]:
+    return {
+        "/etc/passwd": (
+            "root:x:0:0:root:/root:/bin/sh\n"
+            f"sandbox:x:{_SANDBOX_UID}:{_SANDBOX_UID}:sandbox:/tmp:/bin/bash\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        ),
+        "/etc/group": f"root:x:0:\nsandbox:x:{_SANDBOX_UID}:\nnogroup:x:65534:\n",
+        "/etc/hosts": "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+    }
+
+
+@functools.cache
+def _shell() -> str:
+    return "/bin/bash" if os.path.exists("/usr/bin/bash") or os.path.exists("/bin/bash") else "/bin/sh"
+
+
+def probe() -> str | None:
+    """None when bubblewrap can create a sandbox here, else why not and how to fix it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as workspace:
+        try:
+            with BubblewrapSandbox(workspace, name="probe") as sandbox:
+                result = sandbox.execute("python3 -c 'import numpy'", timeout=30)
+        except SandboxError as error:
+            return str(error)
+    if not result.ok:
+        return f"python3 with numpy does not run under bubblewrap: {result.output.strip()} ({INSTALL_HINT})"
+    return None

@@ -1,0 +1,191 @@
+"""An optional cgroup for the bubblewrap backend.
+
+rlimits are per process: a hundred processes may each take the memory limit. A cgroup bounds the
+sandbox as a whole (memory, process count, CPU share) and lists every process it holds so all can
+be killed. Creating one needs write access to the cgroup tree, which a root worker has on cgroup
+v1 hosts and on v2 hosts where our cgroup delegates the controllers; elsewhere the bubblewrap
+backend runs with rlimits alone (Cgroup.create returns None).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+
+from .base import Limits
+
+logger = logging.getLogger(__name__)
+
+_PERIOD_US = 100_000
+
+
+def _mounts() -> list[tuple[str, str, str, set[str]]]:
+    """(root, mount point, fs type, super options) of every cgroup mount."""
+    mounts = []
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            before, _, after = line.partition(" - ")
+            fields, tail = before.split(), after.split()
+            if len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
+                mounts.append((fields[3], fields[4], tail[0], set(tail[2].split(","))))
+    return mounts
+
+
+def _own_paths() -> dict[str, str]:
+    """Our cgroup path per v1 controller, and under "" the v2 path."""
+    paths = {}
+    with open("/proc/self/cgroup") as handle:
+        for line in handle:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                paths[controller] = path
+    return paths
+
+
+def _directory(mount_root: str, mount_point: str, path: str) -> Path | None:
+    # Inside a container the mount may show only a subtree of the hierarchy.
+    if mount_root != "/" and not path.startswith(mount_root):
+        return None
+    relative = path[len(mount_root) :] if mount_root != "/" else path
+    return Path(mount_point) / relative.lstrip("/")
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(value)
+
+
+class Cgroup:
+    """One sandbox's cgroup(s): created with the limits applied, joined by each command's process
+    before it drops privileges, emptied and removed on close."""
+
+    def __init__(self, directories: list[Path], version: int) -> None:
+        self.directories = directories
+        self.version = version
+
+    @classmethod
+    def create(cls, name: str, limits: Limits) -> Cgroup | None:
+        if os.geteuid() != 0:
+            return None
+        leaf = f"autoexperiment-sandbox-{name or 'anonymous'}-{secrets.token_hex(4)}"
+        try:
+            mounts, paths = _mounts(), _own_paths()
+            v1 = {
+                controller: (root, point)
+                for root, point, fstype, options in mounts
+                if fstype == "cgroup"
+                for controller in ("memory", "pids", "cpu")
+                if controller in options
+            }
+            if "memory" in v1 and "pids" in v1:
+                return cls._create_v1(v1, paths, leaf, limits)
+            for root, point, fstype, _ in mounts:
+                if fstype == "cgroup2" and "" in paths:
+                    return cls._create_v2(root, point, paths[""], leaf, limits)
+        except OSError as error:
+            logger.info("no cgroup for the sandbox (%s); using rlimits only", error)
+        return None
+
+    @classmethod
+    def _create_v1(cls, v1, paths, leaf, limits: Limits) -> Cgroup | None:
+        created: list[Path] = []
+        try:
+            for controller, (root, point) in v1.items():
+                parent = _directory(root, point, paths.get(controller, "/"))
+                if parent is None:
+                    raise OSError(f"our {controller} cgroup is not visible")
+                directory = parent / leaf
+                # Several controllers may share one hierarchy (e.g. "cpu,cpuacct" with "memory").
+                if directory not in created:
+                    directory.mkdir()
+                    created.append(directory)
+                if controller == "memory":
+                    _write(directory / "memory.limit_in_bytes", str(limits.memory_mb * 2**20))
+                    swap = directory / "memory.memsw.limit_in_bytes"
+                    if swap.exists():
+                        _write(swap, str(limits.memory_mb * 2**20))
+                elif controller == "pids":
+                    _write(directory / "pids.max", str(limits.pids))
+                elif controller == "cpu":
+                    _write(directory / "cpu.cfs_period_us", str(_PERIOD_US))
+                    _write(directory / "cpu.cfs_quota_us", str(int(limits.cpus * _PERIOD_US)))
+        except OSError:
+            Cgroup(created, 1).remove()
+            raise
+        return cls(created, 1)
+
+    @classmethod
+    def _create_v2(cls, root, point, path, leaf, limits: Limits) -> Cgroup | None:
+        parent = _directory(root, point, path)
+        if parent is None:
+            return None
+        enabled = set((parent / "cgroup.subtree_control").read_text().split())
+        if not {"memory", "pids"} <= enabled:
+            # Enabling them here fails while our own process sits in this cgroup (no internal
+            # processes rule); only a delegated tree (systemd Delegate=yes) offers them.
+            return None
+        directory = parent / leaf
+        directory.mkdir()
+        group = cls([directory], 2)
+        try:
+            _write(directory / "memory.max", str(limits.memory_mb * 2**20))
+            if (directory / "memory.swap.max").exists():
+                _write(directory / "memory.swap.max", "0")
+            _write(directory / "pids.max", str(limits.pids))
+            if "cpu" in enabled:
+                _write(directory / "cpu.max", f"{int(limits.cpus * _PERIOD_US)} {_PERIOD_US}")
+        except OSError:
+            group.remove()
+            raise
+        return group
+
+    def join(self) -> None:
+        """Moves the calling process in. Runs in the child between fork and exec: no logging,
+        no locks."""
+        pid = str(os.getpid())
+        for directory in self.directories:
+            _write(directory / "cgroup.procs", pid)
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for directory in self.directories:
+            try:
+                found |= {int(pid) for pid in (directory / "cgroup.procs").read_text().split()}
+            except OSError:
+                pass
+        return found
+
+    def kill(self, wait: float = 5.0) -> None:
+        """SIGKILLs every process in the cgroup, repeating until none is left (forks may race)."""
+        if self.version == 2 and (self.directories[0] / "cgroup.kill").exists():
+            try:
+                _write(self.directories[0] / "cgroup.kill", "1")
+            except OSError:
+                pass
+        deadline = time.monotonic() + wait
+        while (pids := self.pids()) and time.monotonic() < deadline:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.01)
+
+    def remove(self) -> None:
+        self.kill()
+        for directory in self.directories:
+            # rmdir fails with EBUSY until killed processes have fully exited.
+            for _ in range(100):
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            else:
+                logger.warning("could not remove cgroup %s", directory)

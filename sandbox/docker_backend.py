@@ -1,0 +1,293 @@
+"""Docker backend: one locked-down container per sandbox, commands run in it with docker exec."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import DeviceRequest, Ulimit
+from docker.utils.socket import frames_iter
+
+from .base import WORKSPACE_MOUNT, ExecResult, Limits, Sandbox, SandboxError
+from .output import BoundedOutput
+
+DEFAULT_IMAGE = "autoexperiment-base:bookworm"
+NAME_PREFIX = "autoexperiment-sandbox-"
+ENGINE_HINT = "start one with sandbox/images/start_docker_engine.sh (or point DOCKER_HOST at one)"
+IMAGE_HINT = "build it with sandbox/images/build_base_image.sh"
+
+# PID 1 of every container, in Python because it must never fork: a fork bomb takes every free
+# process slot, and a shell that fails to fork exits, stopping the container. It survives commands'
+# `kill -KILL -1` (the kernel never delivers that to PID 1), reaps orphans, and on SIGUSR1 (sent
+# through the API on a timeout, which needs no process slot inside) kills every other process.
+_INIT = """\
+import os, signal, time
+signal.signal(signal.SIGUSR1, lambda *_: os.kill(-1, signal.SIGKILL))
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+while True:
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        time.sleep(1)
+"""
+# Each command runs under this wrapper (bash, for builtins that need no free process slot): stderr
+# joins stdout in order, and once the command returns, whatever it left running is killed, and
+# waited for until init has reaped it, before the exec (and its output stream) ends, so that the
+# next command finds its process slots free.
+_WRAPPER = """\
+"$@" 2>&1; status=$?
+kill -KILL -1 2>/dev/null
+end=$((SECONDS + 5))
+while procs=(/proc/[0-9]*); (( ${#procs[@]} > 2 && SECONDS < end )); do kill -KILL -1 2>/dev/null; done
+exit $status
+"""
+_GRACE = 5.0
+
+
+def container_name(name: str) -> str:
+    """The container's name: deterministic for a given sandbox name, so that a retried attempt
+    finds and removes what its crashed predecessor left; random when no name is given."""
+    if not name:
+        return NAME_PREFIX + uuid.uuid4().hex[:12]
+    return NAME_PREFIX + re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:180]
+
+
+def _client() -> docker.DockerClient:
+    try:
+        client = docker.from_env()
+        client.ping()
+    except DockerException as error:
+        raise SandboxError(f"no Docker engine answers ({error}); {ENGINE_HINT}") from error
+    return client
+
+
+class DockerSandbox(Sandbox):
+    """Runs commands in a container created for this sandbox and removed on close.
+
+    The container has no network, runs as an unprivileged user with every capability dropped and
+    no-new-privileges, has a read-only root filesystem with the workspace bind-mounted read-write
+    at /workspace and a size-limited tmpfs /tmp, and is held to memory (no swap), pids and CPU
+    limits; file size, CPU time and core limits apply per command through prlimit. The SDK's exec
+    has no timeout, so the output is read in a thread while this one watches the clock.
+
+    The engine may be remote (DOCKER_HOST), but the workspace is bind-mounted and file operations
+    run locally: the engine's host must see the workspace at the same path (local socket, SSH
+    tunnel to this host, or a shared filesystem).
+
+    Root workers run commands as uid 1000 and chown the workspace to it; other workers run them as
+    their own uid, which already owns the workspace.
+    """
+
+    backend = "docker"
+
+    def __init__(
+        self,
+        workspace,
+        *,
+        limits: Limits | None = None,
+        name: str = "",
+        image: str | None = None,
+        env: Mapping[str, str] | None = None,
+        gpus: str | int | None = None,
+    ) -> None:
+        super().__init__(workspace, limits=limits, name=name, env=env)
+        self.image = image or os.environ.get("SANDBOX_IMAGE") or DEFAULT_IMAGE
+        self.container_name = container_name(name)
+        self._client = _client()
+        self._user = f"{self.uid}:{self.gid}"
+        try:
+            self._client.images.get(self.image)
+        except ImageNotFound:
+            raise SandboxError(f"Docker image {self.image} does not exist; {IMAGE_HINT}") from None
+        self._prepare_workspace()
+        self._remove_container()
+        try:
+            self._container = self._client.containers.run(
+                self.image,
+                ["python3", "-c", _INIT],
+                name=self.container_name,
+                detach=True,
+                user=self._user,
+                working_dir=WORKSPACE_MOUNT,
+                environment=self.env,
+                hostname="sandbox",
+                network_mode="none",
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                read_only=True,
+                tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.limits.tmp_mb}m,mode=1777"},
+                volumes={str(self.workspace): {"bind": WORKSPACE_MOUNT, "mode": "rw"}},
+                mem_limit=f"{self.limits.memory_mb}m",
+                memswap_limit=f"{self.limits.memory_mb}m",
+                pids_limit=self.limits.pids,
+                nano_cpus=int(self.limits.cpus * 1e9),
+                ulimits=[
+                    Ulimit(name="fsize", soft=self._fsize, hard=self._fsize),
+                    Ulimit(name="core", soft=0, hard=0),
+                ],
+                labels={"org.autoexperiment.sandbox": self.name or self.container_name},
+                device_requests=_device_requests(gpus),
+            )
+        except DockerException as error:
+            self._remove_container()
+            raise SandboxError(f"cannot start container {self.container_name}: {error}") from error
+
+    @property
+    def _fsize(self) -> int:
+        return self.limits.file_size_mb * 2**20
+
+    def _close(self) -> None:
+        self._remove_container()
+        self._client.close()
+
+    def _remove_container(self) -> None:
+        try:
+            self._client.containers.get(self.container_name).remove(force=True, v=True)
+        except NotFound:
+            pass
+        except APIError as error:
+            if error.status_code != 409:  # 409: removal already in progress
+                raise SandboxError(f"cannot remove container {self.container_name}: {error}") from error
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _execute(self, command: str, *, timeout: float, inner_cwd: str) -> ExecResult:
+        api = self._client.api
+        output = BoundedOutput(self.limits.output_bytes)
+        started = time.monotonic()
+        argv = ["/bin/bash", "-c", _WRAPPER, "sandbox", *self._prlimit_args(timeout),
+                "/bin/bash", "-c", command]
+        try:
+            exec_id, stream = self._start_exec(argv, inner_cwd)
+        except DockerException as error:
+            raise SandboxError(f"cannot run a command in {self.container_name}: {error}") from error
+        raw = getattr(stream, "_sock", stream)
+        # The client's API timeout would otherwise end a quiet command's stream after 60 s.
+        raw.settimeout(None)
+        reader = threading.Thread(target=_pump, args=(stream, output), daemon=True)
+        reader.start()
+
+        def finished(wait: float) -> bool:
+            reader.join(wait)
+            return not reader.is_alive()
+
+        try:
+            timed_out, over_quota = self._supervise(
+                started=started, timeout=timeout, finished=finished, kill=self._kill_all
+            )
+            if not finished(_GRACE):
+                # The container ignored the kill (or something holds the stream): restart it.
+                self._restart()
+                if not finished(_GRACE):
+                    raw.shutdown(socket.SHUT_RDWR)
+                    reader.join()
+        finally:
+            stream.close()
+        return self._result(
+            output=output,
+            exit_code=self._exit_code(exec_id),
+            timed_out=timed_out,
+            over_quota=over_quota,
+            started=started,
+        )
+
+    def _start_exec(self, argv: list[str], inner_cwd: str):
+        api = self._client.api
+
+        def start():
+            exec_id = api.exec_create(
+                self._container.id, argv, user=self._user, workdir=inner_cwd,
+                environment=self.env, stdout=True, stderr=True, stdin=False, tty=False,
+            )["Id"]
+            return exec_id, api.exec_start(exec_id, socket=True)
+
+        try:
+            return start()
+        except APIError:
+            self._container.reload()
+            if self._container.status == "running":
+                raise
+        # The container stopped (the engine restarted, its init was OOM-killed): bring it back.
+        self._restart()
+        return start()
+
+    def _prlimit_args(self, timeout: float) -> list[str]:
+        return [
+            "/usr/bin/prlimit",
+            f"--fsize={self._fsize}",
+            f"--cpu={self.limits.cpu_seconds_for(timeout)}",
+            "--core=0",
+            "--",
+        ]
+
+    def _kill_all(self) -> None:
+        """Kills every process but init, and returns once they are gone (or the container was
+        restarted), so the next command has its process slots back."""
+        try:
+            self._container.kill(signal="SIGUSR1")
+            deadline = time.monotonic() + _GRACE
+            while time.monotonic() < deadline:
+                if len(self._container.top().get("Processes") or []) <= 1:
+                    return
+                time.sleep(0.05)
+        except DockerException:
+            pass
+        self._restart()
+
+    def _restart(self) -> None:
+        try:
+            self._container.restart(timeout=0)
+        except DockerException as error:
+            raise SandboxError(f"cannot restart container {self.container_name}: {error}") from error
+
+    def _exit_code(self, exec_id: str) -> int:
+        # The stream can end a moment before the engine records the exit code.
+        deadline = time.monotonic() + _GRACE
+        while True:
+            info = self._client.api.exec_inspect(exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            if time.monotonic() > deadline:
+                return 137
+            time.sleep(0.01)
+
+
+def _pump(stream, output: BoundedOutput) -> None:
+    try:
+        for _, data in frames_iter(stream, tty=False):
+            output.feed(data)
+    except OSError:
+        pass  # the socket was shut down to abandon a stuck stream
+
+
+def _device_requests(gpus: str | int | None) -> list[DeviceRequest] | None:
+    if not gpus:
+        return None
+    if gpus == "all":
+        return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if isinstance(gpus, int) or str(gpus).isdigit():
+        return [DeviceRequest(count=int(gpus), capabilities=[["gpu"]])]
+    return [DeviceRequest(device_ids=str(gpus).split(","), capabilities=[["gpu"]])]
+
+
+def probe(image: str | None = None) -> str | None:
+    """None when an engine answers and the image exists, else what is missing and how to fix it."""
+    image = image or DEFAULT_IMAGE
+    try:
+        client = _client()
+    except SandboxError as error:
+        return str(error)
+    try:
+        client.images.get(image)
+    except ImageNotFound:
+        return f"Docker image {image} does not exist; {IMAGE_HINT}"
+    finally:
+        client.close()
+    return None

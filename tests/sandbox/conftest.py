@@ -1,0 +1,121 @@
+"""Fixtures running the sandbox tests against every backend.
+
+A backend that cannot run here is skipped on a workstation but fails under CI (env CI set), with
+the command that provides it: CI must exercise both.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandbox import Limits, backend_problem, open_sandbox
+
+BACKENDS = ["bubblewrap", "docker"]
+# Set in the test process before sandboxes open: it must never be visible inside one.
+SECRET_NAME = "AUTOEXPERIMENT_TEST_SECRET"
+SECRET_VALUE = "sk-test-0f9e8d7c6b5a-do-not-leak"
+EXTRA_NAME = "SANDBOX_EXTRA"
+EXTRA_VALUE = "passed-on-purpose"
+# Small enough that the attacks hit the limits quickly.
+TEST_LIMITS = Limits(memory_mb=512, pids=64, cpus=1.0, file_size_mb=40, disk_mb=100)
+
+_HINTS = {
+    "bubblewrap": "run sandbox/images/install_host_packages.sh (apt-get install bubblewrap python3-numpy)",
+    "docker": "run sandbox/images/start_docker_engine.sh, then sandbox/images/build_base_image.sh",
+}
+
+
+@functools.cache
+def _problem(backend: str) -> str | None:
+    return backend_problem(backend)
+
+
+def require_backend(backend: str) -> None:
+    problem = _problem(backend)
+    if problem is None:
+        return
+    message = f"{backend} sandbox unavailable: {problem}. To provide it: {_HINTS[backend]}"
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def require():
+    """require(backend): skip, or fail under CI, when the backend cannot run here."""
+    return require_backend
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request) -> str:
+    require_backend(request.param)
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def secret_in_environment():
+    """The worker's secrets, present in the test process while sandboxes are opened and used."""
+    secrets = {SECRET_NAME: SECRET_VALUE, "DATABASE_URL": f"postgres://app:{SECRET_VALUE}@127.0.0.1/app"}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in secrets.items():
+            patch.setenv(name, value)
+        yield secrets
+
+
+@pytest.fixture(scope="module")
+def extra_env() -> dict[str, str]:
+    """What the module's sandbox is opened with as the caller's extra environment."""
+    return {EXTRA_NAME: EXTRA_VALUE}
+
+
+@pytest.fixture(scope="module")
+def sandbox(backend, secret_in_environment, extra_env, tmp_path_factory):
+    """One sandbox per backend and test module (a Docker container takes seconds to start)."""
+    workspace = tmp_path_factory.mktemp(f"workspace-{backend}")
+    with open_sandbox(backend, workspace, limits=TEST_LIMITS, env=extra_env) as box:
+        yield box
+
+
+@pytest.fixture
+def open_fresh(backend, secret_in_environment, tmp_path_factory):
+    """Opens more sandboxes of the current backend; all are closed after the test."""
+    opened = []
+
+    def open_one(**options):
+        options.setdefault("limits", TEST_LIMITS)
+        workspace = options.pop("workspace", None) or tmp_path_factory.mktemp("fresh")
+        box = open_sandbox(backend, workspace, **options)
+        opened.append(box)
+        return box
+
+    yield open_one
+    for box in opened:
+        box.close()
+
+
+def _host_process_count() -> int:
+    return sum(1 for entry in os.listdir("/proc") if entry.isdigit())
+
+
+class HostHealth:
+    def __init__(self) -> None:
+        self.processes_before = _host_process_count()
+
+    def check(self) -> None:
+        """The host still runs commands, has memory to spare, and no flood of processes remains."""
+        assert subprocess.run(["true"], timeout=10).returncode == 0
+        meminfo = Path("/proc/meminfo").read_text()
+        available = next(line for line in meminfo.splitlines() if line.startswith("MemAvailable"))
+        assert int(available.split()[1]) > 2**20, "less than 1 GiB of memory left on the host"
+        assert _host_process_count() < self.processes_before + 30, "processes were left running on the host"
+
+
+@pytest.fixture
+def host_health() -> HostHealth:
+    """Captures the host's state before the test; call .check() after an attack."""
+    return HostHealth()
