@@ -17,7 +17,9 @@ Pure Python: no Django here, so the sandbox side and scripts can use it too.
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
+import operator
 import re
 import textwrap
 import tokenize
@@ -42,7 +44,6 @@ __all__ = [
 ]
 
 STUB_STATEMENT = "raise NotImplementedError"
-HINT_STATUSES = ("none", "exact", "stale")
 _ACCESSORS = ("getter", "setter", "deleter")
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _DEFAULT_UNIT = "    "
@@ -144,14 +145,7 @@ class _Lines:
 
     def line_of(self, offset: int) -> int:
         """1-based line holding a character offset."""
-        low, high = 0, len(self.starts) - 1
-        while low < high:
-            mid = (low + high + 1) // 2
-            if self.starts[mid] <= offset:
-                low = mid
-            else:
-                high = mid - 1
-        return low + 1
+        return bisect.bisect_right(self.starts, offset)
 
     def newline(self, lineno: int) -> str:
         """The line break to use near a line: its own, else the file's first, else `\\n`."""
@@ -315,6 +309,8 @@ def _analyse(source: str) -> _Analysis:
         return _parse(source)
     except SyntaxError as error:
         raise MaskingError(f"the source does not parse: {error.msg} at line {error.lineno}") from None
+    except ValueError as error:  # a NUL byte, on Python before 3.12
+        raise MaskingError(f"the source does not parse: {error}") from None
 
 
 def _split_name(name: str) -> str:
@@ -353,16 +349,17 @@ def _not_found(analysis: _Analysis, requested: str, key: str, line_hint: int | N
     return FunctionNotFound(message)
 
 
-def _choose(
-    analysis: _Analysis, name: str, line_hint: int | None
-) -> tuple[_Function, str, str]:
+def _choose(analysis: _Analysis, name: str, line_hint: int | None) -> tuple[_Function, str, str]:
     """The definition `name` refers to, with the hint status and a note when the hint was stale."""
-    if line_hint is not None and (isinstance(line_hint, bool) or not isinstance(line_hint, int)):
-        raise MaskingError(f"line hint {line_hint!r} for `{name}` is not a line number")
+    if line_hint is not None:
+        try:
+            if isinstance(line_hint, bool):
+                raise TypeError
+            line_hint = operator.index(line_hint)  # also numpy and pandas integers
+        except TypeError:
+            raise MaskingError(f"line hint {line_hint!r} for `{name}` is not a line number") from None
     key = _split_name(name)
-    candidates = [
-        f for f in analysis.functions if any(a == key or a.endswith("." + key) for a in f.aliases)
-    ]
+    candidates = [f for f in analysis.functions if any(a == key or a.endswith("." + key) for a in f.aliases)]
     if not candidates:
         raise _not_found(analysis, name, key, line_hint)
 
@@ -434,10 +431,11 @@ def _indent_unit(analysis: _Analysis, def_indent: str) -> str:
         body = getattr(node, "body", None)
         if not isinstance(body, list) or not body or not hasattr(node, "lineno"):
             continue
-        if body[0].lineno <= node.lineno:
+        inner = _leading_whitespace(lines.content(body[0].lineno))
+        # A block proper: the first statement starts its own line (not `def f(a,\n b): return`).
+        if body[0].lineno <= node.lineno or lines.char_col(body[0].lineno, body[0].col_offset) != len(inner):
             continue
         outer = _leading_whitespace(lines.content(node.lineno))
-        inner = _leading_whitespace(lines.content(body[0].lineno))
         if inner.startswith(outer) and len(inner) > len(outer):
             return inner[len(outer) :]
     return "\t" if "\t" in def_indent else _DEFAULT_UNIT
@@ -561,12 +559,14 @@ def _indent_body(body: str, indent: str, newline: str) -> str:
 
 def _prepare_body(new_body: str) -> str:
     body = _NEWLINE.sub("\n", new_body)
-    body = textwrap.dedent(body)  # a no-op for a dedented body, a kindness for an indented one
+    first_code = next((line for line in body.split("\n") if line.strip()), "")
+    if first_code[:1].isspace():
+        # Handed an indented body after all. Only then dedent: textwrap also blanks
+        # whitespace-only lines, which inside a multi-line string would change its value.
+        body = textwrap.dedent(body)
     lines = body.split("\n")
     while lines and not lines[-1].strip():
-        lines.pop()
-    while lines and not lines[0].strip():
-        lines.pop(0)
+        lines.pop()  # the span ends before the last line break, which stays in the file
     return "\n".join(lines)
 
 
@@ -605,7 +605,7 @@ def function_body_source(source: str, name: str, *, line_hint: int | None = None
     `function_body_source` gives the file back unchanged (bodies written on the `def` line and
     whitespace-only lines aside).
     """
-    analysis, _, location = _find(source, name, line_hint)
+    location = locate_function(source, name, line_hint=line_hint)
     text = source[location.body_start : location.body_end]
     return _dedent_body(text, location.body_indent, inline=location.inline)
 
@@ -617,7 +617,7 @@ def replace_function_body(source: str, name: str, new_body: str, *, line_hint: i
     byte outside the body is kept. Raises MaskingError when the body is empty or the result does
     not parse.
     """
-    analysis, function, location = _find(source, name, line_hint)
+    analysis, _, location = _find(source, name, line_hint)
     body = _prepare_body(new_body)
     if not body.strip():
         raise MaskingError(f"the new body for `{location.qualified_name}` (line {location.def_line}) is empty")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .base import (
     DISK_QUOTA_EXIT_CODE,
+    TIMEOUT_EXIT_CODE,
     ExecResult,
     Limits,
     Sandbox,
@@ -34,6 +35,7 @@ __all__ = [
     "Limits",
     "Sandbox",
     "SandboxError",
+    "TIMEOUT_EXIT_CODE",
     "backend_problem",
     "open_sandbox",
     "sandbox_env",

@@ -26,6 +26,8 @@ SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 # EDQUOT: the exit code a command gets when it leaves the workspace over Limits.disk_mb.
 DISK_QUOTA_EXIT_CODE = 122
+# 128 + SIGKILL: the exit code of a command killed at its timeout.
+TIMEOUT_EXIT_CODE = 137
 # How often a running command's workspace is measured against Limits.disk_mb; a command can
 # overshoot the cap by what it writes in one interval.
 _DISK_CHECK_INTERVAL = 0.5
@@ -89,8 +91,8 @@ class ExecResult:
 
     output: stdout and stderr interleaved, decoded as UTF-8; when longer than Limits.output_bytes,
     its head and tail around a "[... N bytes truncated ...]" marker (and truncated is True).
-    exit_code: the shell's exit status; 128+N when killed by signal N (so 137 after a timeout),
-    DISK_QUOTA_EXIT_CODE when the workspace was left over its disk cap.
+    exit_code: the shell's exit status; 128+N when killed by signal N (TIMEOUT_EXIT_CODE, 137, after
+    a timeout), DISK_QUOTA_EXIT_CODE (122) when the workspace was left over its disk cap.
     """
 
     output: str
@@ -173,7 +175,8 @@ class Sandbox(ABC):
         self.close()
 
     def close(self) -> None:
-        """Kills whatever still runs and releases the backend's resources. Safe to call twice."""
+        """Kills whatever still runs and releases the backend's resources. Safe to call twice.
+        Waits for a command running in another thread to finish (at the latest at its timeout)."""
         with self._lock:
             if self._closed:
                 return
@@ -257,6 +260,8 @@ class Sandbox(ABC):
     ) -> ExecResult:
         duration = time.monotonic() - started
         text = output.text()
+        if timed_out:
+            exit_code = TIMEOUT_EXIT_CODE  # whatever the dying process tree happened to report
         if over_quota or self._over_disk_quota():
             text += (
                 f"\n[sandbox] disk quota exceeded: the workspace is over its "

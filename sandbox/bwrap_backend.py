@@ -141,6 +141,7 @@ class BubblewrapSandbox(Sandbox):
                 preexec_fn=self._drop_privileges if self._root else None,
             )
         except (OSError, subprocess.SubprocessError) as error:
+            os.close(status_read)
             raise SandboxError(f"cannot start bwrap: {error}") from error
         finally:
             for fd in (status_write, *data_fds):
@@ -177,8 +178,9 @@ class BubblewrapSandbox(Sandbox):
         text = output.text()
         # bwrap sets the sandbox up in its child, so a setup failure looks like the command
         # failing with bwrap's message as the only output (a command imitating it only hurts itself).
-        if b"child-pid" not in status or (
-            exit_code == 1 and text.startswith("bwrap: ") and text.count("\n") == 1 and not timed_out
+        if not timed_out and (
+            b"child-pid" not in status
+            or (exit_code == 1 and text.startswith("bwrap: ") and text.count("\n") == 1)
         ):
             raise SandboxError(f"bubblewrap could not create the sandbox: {text.strip()} ({INSTALL_HINT})")
         return self._result(

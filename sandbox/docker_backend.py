@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 from collections.abc import Mapping
 
 import docker
@@ -102,6 +103,13 @@ class DockerSandbox(Sandbox):
         self.container_name = container_name(name)
         self._client = _client()
         self._user = f"{self.uid}:{self.gid}"
+        try:
+            self._start_container(gpus)
+        except BaseException:
+            self._client.close()
+            raise
+
+    def _start_container(self, gpus: str | int | None) -> None:
         try:
             self._client.images.get(self.image)
         except ImageNotFound:
@@ -234,7 +242,9 @@ class DockerSandbox(Sandbox):
             self._container.kill(signal="SIGUSR1")
             deadline = time.monotonic() + _GRACE
             while time.monotonic() < deadline:
-                if len(self._container.top().get("Processes") or []) <= 1:
+                # pids_stats counts killed processes until init has reaped them; `top` does not.
+                stats = self._client.api.stats(self._container.id, stream=False, one_shot=True)
+                if (stats.get("pids_stats") or {}).get("current", 0) <= 1:
                     return
                 time.sleep(0.05)
         except DockerException:
@@ -257,6 +267,23 @@ class DockerSandbox(Sandbox):
             if time.monotonic() > deadline:
                 return 137
             time.sleep(0.01)
+
+
+def remove_stale_containers(older_than_seconds: float) -> list[str]:
+    """Removes sandbox containers created more than older_than_seconds ago, e.g. those of workers
+    killed before they could close them; returns their names. For a periodic or start-up sweep:
+    pick an age above the longest attempt so that live sandboxes are spared."""
+    client = _client()
+    removed = []
+    try:
+        for container in client.containers.list(all=True, filters={"label": "org.autoexperiment.sandbox"}):
+            created = datetime.fromisoformat(container.attrs["Created"][:26].rstrip("Z") + "+00:00")
+            if (datetime.now(timezone.utc) - created).total_seconds() > older_than_seconds:
+                container.remove(force=True, v=True)
+                removed.append(container.name)
+    finally:
+        client.close()
+    return removed
 
 
 def _pump(stream, output: BoundedOutput) -> None:

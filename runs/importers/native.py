@@ -16,22 +16,34 @@ optional key would otherwise be silently ignored); gold.json is generated, so ex
 Two things are not errors: a stale `line` hint (the real def line is stored and reported) and an
 experiment without a gold result yet (imported with `gold_result=None` and reported).
 
-The sync helpers at the bottom (`SyncReport`, `upsert_tracked`, `relation_sync`, `delete_gone_*`,
-`resolve_code_file`, `answer_format_of`) are shared with the upstream importer.
+The helpers shared with the upstream importer live in `runs.importers.common`.
 """
 import json
 import math
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from django.db import transaction
 
-from runs.importers.common import ImportReport, ReportEntry, SuiteFormatError, upsert
+from runs.importers.common import (
+    ImportReport,
+    SuiteFormatError,
+    answer_format_of,
+    delete_gone_experiments,
+    delete_gone_functions,
+    delete_gone_papers,
+    hint_repair,
+    json_type,
+    reject_json_constant,
+    relation_sync,
+    resolve_code_file,
+    upsert,
+    upsert_tracked,
+)
 from runs.masking import MaskingError, locate_function
-from runs.models import Experiment, Function, Paper, Sample, Suite
+from runs.models import Experiment, Function, Paper, Suite
 
 # PositiveIntegerField is a 32-bit integer in Postgres; a larger id would crash the write.
 MAX_ID = 2**31 - 1
@@ -39,146 +51,6 @@ SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
 PAPER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEFAULT_TIMEOUT = Experiment._meta.get_field("timeout_seconds").default
 REQUIRED = object()
-
-
-# ---------------------------------------------------------------------------------------------
-# Shared by both importers
-
-
-@dataclass
-class SyncReport(ImportReport):
-    """An ImportReport that also records rows deleted because they are gone from the source.
-
-    Deletions must count as changes (a re-import that removes a function did change something), and
-    ImportReport has no outcome for them.
-    """
-
-    deleted: Counter = field(default_factory=Counter)
-    removed: list[ReportEntry] = field(default_factory=list)
-
-    def delete(self, where: str, reason: str, *, kind: str, count: int = 1) -> None:
-        self.deleted[kind] += count
-        self.removed.append(ReportEntry(where, reason))
-
-    @property
-    def changed_anything(self) -> bool:
-        return super().changed_anything or bool(sum(self.deleted.values()))
-
-    def render(self) -> str:
-        lines = [super().render(), f"Deleted ({len(self.removed)}):"]
-        lines.extend(f"  - {entry}" for entry in self.removed)
-        return "\n".join(lines)
-
-
-def upsert_tracked(model, *, lookup: dict, values: dict, report: ImportReport, kind: str):
-    """`upsert`, also saying whether the row was created (relations of new rows are not "updates")."""
-    before = report.created[kind]
-    instance = upsert(model, lookup=lookup, values=values, report=report, kind=kind)
-    return instance, report.created[kind] > before
-
-
-def relation_sync(manager, wanted: list, *, created: bool, report: ImportReport, kind: str) -> None:
-    """Make a many-to-many relation hold exactly `wanted`.
-
-    Unlike common.set_relation this also counts the change when the relation used to be empty,
-    so filling the dependencies of an existing experiment is not an invisible change.
-    """
-    current = set(manager.values_list("pk", flat=True))
-    if current == {obj.pk for obj in wanted}:
-        return
-    manager.set(wanted)
-    if not created:
-        report.count(kind, "updated")
-
-
-def delete_gone_functions(*, paper: Paper, keep: set[int], report: SyncReport, where: str) -> None:
-    """Delete the paper's functions not in `keep`, and the samples that mask any of them.
-
-    Deleting only the function would leave each such sample masking fewer functions than its id
-    says. No run references samples yet; once runs exist, a sample with runs must make the import
-    refuse instead of deleting history.
-    """
-    for function in paper.functions.exclude(func_id__in=keep):
-        samples = list(Sample.objects.filter(functions=function).order_by("sample_id"))
-        for sample in samples:
-            sample.delete()
-        if samples:
-            names = ", ".join(sample.sample_id for sample in samples)
-            report.delete(where, f"sample(s) {names}: they mask function {function.func_id}, which is gone",
-                          kind="sample", count=len(samples))
-        report.delete(where, f"function {function.func_id} ({function.file}:{function.name}) is no longer "
-                      "in the source", kind="function")
-        function.delete()
-
-
-def delete_gone_experiments(*, paper: Paper, keep: set[int], report: SyncReport, where: str) -> None:
-    """Delete the paper's experiments not in `keep` (samples derive their experiments, so none break)."""
-    for experiment in paper.experiments.exclude(exp_id__in=keep):
-        report.delete(where, f"experiment {experiment.exp_id} is no longer in the source", kind="experiment")
-        experiment.delete()
-
-
-def delete_gone_papers(*, suite: Suite, keep: set[str], report: SyncReport, where: str) -> None:
-    """Delete the suite's papers not in `keep`, with everything that hangs off them."""
-    for paper in suite.papers.exclude(paper_id__in=keep):
-        counts = (paper.functions.count(), paper.experiments.count(), paper.samples.count())
-        report.delete(where, f"paper {paper.paper_id} is no longer in the source (with its {counts[0]} "
-                      f"function(s), {counts[1]} experiment(s) and {counts[2]} sample(s))", kind="paper")
-        paper.delete()
-
-
-def resolve_code_file(code_dir: Path, relative: str) -> tuple[Path | None, str | None]:
-    """The file `relative` inside `code_dir`, or None and why not.
-
-    Paths from metadata are untrusted: an absolute path or `..` could point the masker (and the
-    workspace builder after it) at any file on the server.
-    """
-    pure = PurePosixPath(relative)
-    if not relative or pure.is_absolute() or ".." in pure.parts or "\\" in relative:
-        return None, f"{relative!r} is not a relative path inside the code directory"
-    path = code_dir / pure
-    try:
-        inside = path.resolve().is_relative_to(code_dir.resolve())
-    except (OSError, RuntimeError) as error:
-        return None, f"{relative!r} cannot be resolved: {error}"
-    if not inside:
-        return None, f"{relative!r} leads outside the code directory (symbolic link?)"
-    if not path.is_file():
-        return None, f"{relative!r}: no such file in {code_dir}"
-    return path, None
-
-
-def answer_format_of(value):
-    """The answer an agent must give, derived from a result: numbers become 0.0, lists keep their length."""
-    if isinstance(value, dict):
-        return {key: answer_format_of(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [answer_format_of(item) for item in value]
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return 0.0
-    return value
-
-
-def reject_json_constant(name: str):
-    """json.loads hook: NaN and Infinity are not JSON, and Postgres jsonb refuses them at write time."""
-    raise ValueError(f"{name} is not allowed in JSON")
-
-
-def json_type(value) -> str:
-    """A value's JSON type name, for error messages written for people who edit JSON."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,21 +152,32 @@ def resolve_dir_error(relative: str) -> str | None:
 
 Checker = Callable[[object], str | None]
 
+
+def _at_most(check: Checker, length: int) -> Checker:
+    """`check`, and no longer than the database column (a longer value would fail at write time)."""
+    def bounded(value):
+        error = check(value)
+        if error is None and len(value) > length:
+            return f"longer than {length} characters"
+        return error
+    return bounded
+
+
 SUITE_FIELDS: dict[str, tuple[Checker, object]] = {
     "name": (_slug, REQUIRED),
-    "version": (_string, ""),
+    "version": (_at_most(_string, Suite._meta.get_field("version").max_length), ""),
     "description": (_string, ""),
     "papers": (_dir_array, REQUIRED),
 }
 PAPER_FIELDS = {
     "id": (_paper_id, REQUIRED),
-    "title": (_text, REQUIRED),
+    "title": (_at_most(_text, Paper._meta.get_field("title").max_length), REQUIRED),
     "functions": (_array, REQUIRED),
     "experiments": (_array, REQUIRED),
 }
 FUNCTION_FIELDS = {
     "id": (_id, REQUIRED),
-    "file": (_text, REQUIRED),
+    "file": (_at_most(_text, Function._meta.get_field("file").max_length), REQUIRED),
     "name": (_text, REQUIRED),
     "description": (_text, REQUIRED),
     "relevant_paper": (_string, ""),
@@ -419,7 +302,7 @@ class _SuiteSpec:
 
 def _check_paper_md(path: Path, *, file: str, title: str | None, problems: _Problems) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         problems.add(file, "", "file not found (the paper text is required)")
         return ""
@@ -480,9 +363,8 @@ def _check_functions(raw: list, *, code_dir: Path, file: str, problems: _Problem
                          f"({location.qualified_name} at line {location.def_line})")
             continue
         seen_defs[key] = index
-        if location.hint_status == "stale":
-            report.repair(f"{file}: {path}.line", f"stale line hint {hint}: {location.qualified_name} is "
-                          f"defined at line {location.def_line}; stored {location.def_line}")
+        if hint is not None and hint != location.def_line:
+            report.repair(f"{file}: {path}.line", hint_repair(location, hint))
         if location.qualified_name != values["name"]:
             report.repair(f"{file}: {path}.name", f"{values['name']!r} resolved to the qualified name "
                           f"{location.qualified_name!r}, which is stored")
@@ -628,7 +510,7 @@ def _raise(suite_dir: Path, problems: _Problems):
     raise SuiteFormatError(f"{suite_dir}: the suite cannot be imported ({len(problems)} problem(s)):\n{listing}")
 
 
-def _write_paper(suite: Suite, spec: _PaperSpec, *, report: SyncReport) -> None:
+def _write_paper(suite: Suite, spec: _PaperSpec, *, report: ImportReport) -> None:
     file = f"{spec.directory}/paper.json"
     paper = upsert(Paper, lookup={"suite": suite, "paper_id": spec.paper_id}, report=report, kind="paper",
                    values={"title": spec.title, "text": spec.text, "code_dir": spec.code_dir, "source_url": ""})
@@ -665,7 +547,7 @@ def import_native_suite(path: Path) -> tuple[Suite, ImportReport]:
     suite_dir = Path(path)
     if not suite_dir.is_dir():
         raise SuiteFormatError(f"{suite_dir}: not a directory")
-    report = SyncReport()
+    report = ImportReport()
     spec = _check_suite(suite_dir, report=report)
     with transaction.atomic():
         suite = upsert(Suite, lookup={"name": spec.name}, report=report, kind="suite",

@@ -18,7 +18,13 @@ Inputs, all in `metadata_dir`:
 Code: the gold code of paper P is the directory `<code_dir>/<P>/` (a checkout of the paper's
 repository). A paper whose directory is missing is still imported, with an empty `code_dir`, so it
 shows up; its functions, experiments and samples are skipped, because without code nothing can be
-located, masked or run. Run the import again once the code is there.
+located, masked or run. Run the import again once the code is there. `code_dir` itself must exist
+(a missing one is far more likely a typo than a release without any code; pass an empty directory
+to import the metadata alone).
+
+Re-importing deletes the papers, functions and experiments of the suite that are no longer
+imported (gone from the CSVs, or now skipped), and the samples masking a deleted function; each
+deletion is reported.
 
 Bad rows never stop the import: each is skipped or repaired and reported as
 `<file>:<line>: <field>: <reason>` (the line where the CSV record starts; records span lines).
@@ -36,21 +42,21 @@ from pathlib import Path
 
 from django.db import transaction
 
-from runs.importers.common import ImportReport, SuiteFormatError, upsert
-from runs.importers.native import (
-    MAX_ID,
-    PAPER_ID,
-    SLUG,
-    SyncReport,
+from runs.importers.common import (
+    ImportReport,
+    SuiteFormatError,
     answer_format_of,
     delete_gone_experiments,
     delete_gone_functions,
     delete_gone_papers,
+    hint_repair,
     reject_json_constant,
     relation_sync,
     resolve_code_file,
+    upsert,
     upsert_tracked,
 )
+from runs.importers.native import MAX_ID, PAPER_ID, SLUG
 from runs.masking import MaskingError, locate_function
 from runs.models import Experiment, Function, Paper, Sample, Suite
 from runs.sampling import sample_id
@@ -201,7 +207,9 @@ def _read_jsonl(path: Path, *, report: ImportReport) -> list[_Row]:
             report.skip(f"{name}:{number}: row", "blank line")
             continue
         try:
-            value = json.loads(raw, parse_constant=reject_json_constant)
+            # NaN is tolerated here: nothing parsed from a jsonl file is stored as JSON (results
+            # there are only compared with the CSV's, never used as gold).
+            value = json.loads(raw)
         except ValueError as error:
             report.skip(f"{name}:{number}: row", f"not valid JSON: {error}")
             continue
@@ -339,8 +347,10 @@ def _compare(row: _Row, stale: _Row | None, columns: list[tuple[str, str]], *, r
     for csv_column, jsonl_key in columns:
         ours, theirs = row.get(csv_column), _text(stale.values.get(jsonl_key))
         if theirs and ours and _normalise(csv_column, ours) != _normalise(csv_column, theirs):
-            report.skip(stale.at(jsonl_key), f"{_short(theirs)} disagrees with {row.file}:{row.line} "
-                        f"({_short(ours)}); the CSV value is kept{note}")
+            theirs_part, ours_part = (_result_difference(_normalise(csv_column, theirs), _normalise(csv_column, ours))
+                                      if csv_column == "result" else None) or _difference(theirs, ours)
+            report.skip(stale.at(jsonl_key), f"{theirs_part} disagrees with {row.file}:{row.line} "
+                        f"({ours_part}); the CSV value is kept{note}")
 
 
 def _text(value) -> str:
@@ -361,9 +371,27 @@ def _normalise(column: str, value: str):
     return " ".join(value.split())
 
 
-def _short(value: str) -> str:
-    value = " ".join(value.split())
-    return repr(value if len(value) <= 60 else value[:57] + "...")
+def _result_difference(a, b) -> tuple[str, str] | None:
+    """The first key whose value differs between two parsed results, as two short excerpts."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return None
+    for key in list(a) + [key for key in b if key not in a]:
+        if a.get(key, "<missing>") != b.get(key, "<missing>"):
+            return f"{key}={str(a.get(key, '<missing>'))[:40]}", f"{key}={str(b.get(key, '<missing>'))[:40]}"
+    return None
+
+
+def _difference(a: str, b: str, *, width: int = 50) -> tuple[str, str]:
+    """Short excerpts of `a` and `b` starting just before their first difference."""
+    a, b = " ".join(a.split()), " ".join(b.split())
+    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, index - 10)
+
+    def excerpt(text: str) -> str:
+        part = text[start : start + width]
+        return repr(("..." if start else "") + part + ("..." if start + width < len(text) else ""))
+
+    return excerpt(a), excerpt(b)
 
 
 def _plan_functions(rows: list[_Row], *, stale: dict, details: dict, plan: _Plan, report: ImportReport):
@@ -408,7 +436,7 @@ def _plan_functions(rows: list[_Row], *, stale: dict, details: dict, plan: _Plan
                                         description=description, relevant_paper=relevant, line_hint=def_line)
     for key, stale_row in stale.items():
         if key not in seen:
-            report.skip(stale_row.at("row"), f"function {key[1]} of {key[0]} is not in {FUNCS} "
+            report.skip(stale_row.at("row"), f"function {key[1]} of {key[0]} has no usable row in {FUNCS} "
                         "(the CSV is the source of truth); ignored")
 
 
@@ -440,6 +468,7 @@ def _locate(row: _Row, code_dir: Path, *, sources: dict, report: ImportReport) -
     hint = _parse_id(raw_hint) if raw_hint else None
     if raw_hint and not hint:
         report.repair(row.at("header_line"), f"{raw_hint!r} is not a line number; ignored")
+        hint = None
     try:
         location = locate_function(source, name, line_hint=hint)
     except (MaskingError, SyntaxError, ValueError) as locate_error:
@@ -448,11 +477,10 @@ def _locate(row: _Row, code_dir: Path, *, sources: dict, report: ImportReport) -
     if len(location.qualified_name) > FIELD_LENGTH["name"]:
         report.skip(row.at("name"), f"qualified name longer than {FIELD_LENGTH['name']} characters")
         return None
-    if location.hint_status == "stale":
-        report.repair(row.at("header_line"), f"stale: {location.qualified_name} is defined at line "
-                      f"{location.def_line}, not {hint}; stored {location.def_line}")
-    elif hint is None:
-        report.repair(row.at("header_line"), f"no line given; {location.qualified_name} found by name at line "
+    if hint is not None and hint != location.def_line:
+        report.repair(row.at("header_line"), hint_repair(location, hint))
+    elif not raw_hint:
+        report.repair(row.at("header_line"), f"empty; {location.qualified_name} found by name at line "
                       f"{location.def_line}; stored {location.def_line}")
     return location.qualified_name, location.def_line
 
@@ -462,6 +490,15 @@ def _plan_experiments(rows: list[_Row], *, stale: dict, plan: _Plan, report: Imp
     commands = {}
     for row in rows:
         commands.setdefault((row.get("paper_id"), row.get("solution")), row.get("exp_id"))
+
+    def renumbered(key, stale_row) -> str:
+        # Upstream dropped experiments and renumbered the rest in the CSV but not in the jsonl;
+        # saying so explains a wall of disagreements.
+        match = commands.get((key[0], _text(stale_row.values.get("solution"))))
+        if match is None or _parse_id(match) == key[1]:
+            return ""
+        return f" (its command is that of {EXPS} exp_id {match}: the jsonl numbering is stale)"
+
     for row in rows:
         key = _row_key(row, "exp_id", plan=plan, seen=seen, report=report)
         if key is None:
@@ -469,13 +506,9 @@ def _plan_experiments(rows: list[_Row], *, stale: dict, plan: _Plan, report: Imp
         paper_id, exp_id = key
         stale_row = stale.get(key)
         if stale_row is not None:
-            # Upstream dropped experiments and renumbered the rest in the CSV but not in the jsonl;
-            # saying so turns a wall of disagreements into one explanation.
-            match = commands.get((paper_id, _text(stale_row.values.get("solution"))))
-            note = "" if match in (None, str(exp_id)) else f" (its command is that of CSV exp_id {match}: the jsonl numbering is stale)"
             _compare(row, stale_row, [("description", "description"), ("solution", "solution"),
                                       ("func_dependencies", "func_dependencies"), ("result", "result")],
-                     report=report, note=note)
+                     report=report, note=renumbered(key, stale_row))
         if not plan.papers[paper_id].code_dir:
             report.skip(row.at("row"), f"paper {paper_id} has no code directory")
             continue
@@ -504,8 +537,8 @@ def _plan_experiments(rows: list[_Row], *, stale: dict, plan: _Plan, report: Imp
                                             gold_result=result, depends_on=depends_on)
     for key, stale_row in stale.items():
         if key not in seen:
-            report.skip(stale_row.at("row"), f"experiment {key[1]} of {key[0]} is not in {EXPS} "
-                        "(the CSV is the source of truth); ignored")
+            report.skip(stale_row.at("row"), f"experiment {key[1]} of {key[0]} has no usable row in {EXPS} "
+                        f"(the CSV is the source of truth); ignored{renumbered(key, stale_row)}")
 
 
 def _dependencies(row: _Row, paper_id: str, *, plan: _Plan, report: ImportReport) -> list[int]:
@@ -633,7 +666,7 @@ def _stale_rows(metadata_dir: Path, suffix: str, id_column: str, *, report: Impo
     return rows
 
 
-def _write(plan: _Plan, *, suite_name: str, metadata_dir: Path, code_dir: Path, report: SyncReport) -> Suite:
+def _write(plan: _Plan, *, suite_name: str, metadata_dir: Path, code_dir: Path, report: ImportReport) -> Suite:
     suite = upsert(Suite, lookup={"name": suite_name}, report=report, kind="suite",
                    values={"version": "", "source_format": Suite.UPSTREAM, "gold_root": str(code_dir.resolve()),
                            "description": f"Upstream AutoExperiment metadata imported from {metadata_dir.resolve()}"})
@@ -691,7 +724,7 @@ def import_upstream(*, metadata_dir: Path, code_dir: Path, suite_name: str = "up
         raise SuiteFormatError(f"{metadata_dir}: metadata directory not found")
     if not code_dir.is_dir():
         problems.append(f"{code_dir}: code directory not found (paper P's code is expected at {code_dir}/P/)")
-    report = SyncReport()
+    report = ImportReport()
     tables = {name: _read_csv(metadata_dir / name, report=report, problems=problems) for name in REQUIRED_COLUMNS}
     existing = Suite.objects.filter(name=suite_name).exclude(source_format=Suite.UPSTREAM).first()
     if existing is not None:

@@ -45,7 +45,8 @@ EOF
 
 # Every container gets its own copy of the tree under the vfs driver, so smaller starts faster.
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
-  "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/*
+  "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+  "$rootfs"/usr/share/locale/*
 
 echo "Importing $name"
 # Import untagged and tag only once the image works: a failed tar must not leave an empty image

@@ -12,6 +12,8 @@ DATA = {
     "noise_std": 0.5,
     # logistic task: scale of the true logits before labels are drawn
     "logit_scale": 3.0,
+    # true intercept of both tasks (added to the targets, respectively to the true logits)
+    "intercept": 1.0,
 }
 
 MODEL = {

@@ -1,7 +1,8 @@
-"""Objectives: least-squares and L2-regularised logistic regression.
+"""Objectives: least-squares and L2-regularised logistic regression with an intercept.
 
-Both expose `loss_and_grad(w, X, y)` returning the mean loss over the rows of X and its gradient
-with respect to w, so that the trainer treats them alike.
+Parameters are a dict {"weight": array of shape (dim,), "bias": float}. Both objectives expose
+`loss_and_grad(params, X, y)` returning the mean loss over the rows of X and a dict of gradients
+with the same keys as `params`, so that the trainer and the optimisers treat them alike.
 """
 import numpy as np
 
@@ -11,11 +12,14 @@ from utils import log1pexp, sigmoid
 class LinearRegression:
     name = "linreg"
 
-    def loss_and_grad(self, w, X, y):
-        residual = X @ w - y
+    def loss_and_grad(self, params, X, y):
+        residual = X @ params["weight"] + params["bias"] - y
         loss = 0.5 * np.mean(residual ** 2)
-        grad = X.T @ residual / X.shape[0]
-        return loss, grad
+        grads = {
+            "weight": X.T @ residual / X.shape[0],
+            "bias": np.mean(residual),
+        }
+        return loss, grads
 
 
 class LogisticRegression:
@@ -24,12 +28,17 @@ class LogisticRegression:
     def __init__(self, l2):
         self.l2 = l2
 
-    def loss_and_grad(self, w, X, y):
-        margins = y * (X @ w)
-        loss = np.mean(log1pexp(-margins)) + 0.5 * self.l2 * np.dot(w, w)
-        coef = -y * sigmoid(-margins)
-        grad = X.T @ coef / X.shape[0] + self.l2 * w
-        return loss, grad
+    def loss_and_grad(self, params, X, y):
+        weight = params["weight"]
+        margins = y * (X @ weight + params["bias"])
+        # the intercept is not regularised
+        loss = np.mean(log1pexp(-margins)) + 0.5 * self.l2 * np.dot(weight, weight)
+        coef = -y * sigmoid(-margins) / X.shape[0]
+        grads = {
+            "weight": X.T @ coef + self.l2 * weight,
+            "bias": np.sum(coef),
+        }
+        return loss, grads
 
 
 def build_model(task, l2):

@@ -39,9 +39,9 @@ def load_task(task, seed):
     data_rng = np.random.default_rng(seed)
     d = config.DATA
     if task == "linreg":
-        X, y, _ = make_regression(d["n_samples"], d["dim"], d["condition_number"], d["noise_std"], data_rng)
+        X, y, _ = make_regression(d["n_samples"], d["dim"], d["condition_number"], d["noise_std"], d["intercept"], data_rng)
     else:
-        X, y, _ = make_classification(d["n_samples"], d["dim"], d["condition_number"], d["logit_scale"], data_rng)
+        X, y, _ = make_classification(d["n_samples"], d["dim"], d["condition_number"], d["logit_scale"], d["intercept"], data_rng)
     return X, y
 
 
@@ -62,27 +62,28 @@ def learning_rate(args, step):
 def train(args):
     X, y = load_task(args.task, args.seed)
     model = build_model(args.task, config.MODEL["logreg_l2"])
-    optimizer = build_optimizer(args.optimizer, X.shape[1], config.OPTIMIZERS[args.optimizer], args.weight_decay)
+    optimizer = build_optimizer(args.optimizer, config.OPTIMIZERS[args.optimizer], args.weight_decay)
     batches = minibatches(X.shape[0], args.batch_size, np.random.default_rng(args.seed + 1))
 
-    w = np.full(X.shape[1], config.TRAIN["init_value"])
+    params = {"weight": np.full(X.shape[1], config.TRAIN["init_value"]), "bias": 0.0}
     result = {}
     grad_norms = []
     for step in range(args.steps):
         batch = next(batches)
-        _, grad = model.loss_and_grad(w, X[batch], y[batch])
+        _, grads = model.loss_and_grad(params, X[batch], y[batch])
         if args.clip is not None:
-            grad, norm = clip_by_global_norm(grad, args.clip)
+            grads, norm = clip_by_global_norm(grads, args.clip)
             grad_norms.append(norm)
-        w = optimizer.step(w, grad, learning_rate(args, step))
+        params = optimizer.step(params, grads, learning_rate(args, step))
         done = step + 1
         if done in config.TRAIN["checkpoints"] or done == args.steps:
-            loss, _ = model.loss_and_grad(w, X, y)
+            loss, _ = model.loss_and_grad(params, X, y)
             key = "final_loss" if done == args.steps else f"loss_step_{done}"
             result[key] = float(loss)
             if not args.quiet:
                 print(f"step {done:4d}  loss {loss:.6f}")
-    result["param_norm"] = float(np.linalg.norm(w))
+    result["weight_norm"] = float(np.linalg.norm(params["weight"]))
+    result["bias"] = float(params["bias"])
     if args.clip is not None:
         result["mean_grad_norm"] = float(np.mean(grad_norms))
     return result

@@ -15,6 +15,7 @@ COLLECTION = {
 EVALUATION = {
     "n_samples": 2000,
     "temperature": 1.0,
+    "browsing_model": "rbp",
     "patience": 0.8,
     # standard deviation of the Gaussian noise added to the grades by the "noisy" ranker
     "noise_std": 1.0,

@@ -28,7 +28,8 @@ def parse_args(argv=None):
     parser.add_argument("--ranker", choices=["oracle", "noisy", "popularity", "ideal"], default="oracle",
                         help="'ideal' evaluates the target policy itself instead of sampled rankings")
     parser.add_argument("--temperature", type=float, default=ev["temperature"])
-    parser.add_argument("--patience", type=float, default=ev["patience"])
+    parser.add_argument("--browsing-model", choices=["rbp", "dcg"], default=ev["browsing_model"])
+    parser.add_argument("--patience", type=float, default=ev["patience"], help="patience of the rbp model")
     parser.add_argument("--n-samples", type=int, default=ev["n_samples"])
     parser.add_argument("--noise-std", type=float, default=ev["noise_std"])
     parser.add_argument("--levels", choices=sorted(LEVELS), default=ev["levels"])
@@ -50,7 +51,7 @@ def level_groups(level, user_groups, item_groups):
 def evaluate(args):
     collection_rng = np.random.default_rng(args.seed)
     grades, user_groups, item_groups = make_collection(rng=collection_rng, **config.COLLECTION)
-    weights = position_weights(grades.shape[1], args.patience)
+    weights = position_weights(grades.shape[1], args.browsing_model, args.patience)
     target = target_exposure(grades, weights)
     random = random_exposure(grades.shape, weights)
     if args.ranker == "ideal":

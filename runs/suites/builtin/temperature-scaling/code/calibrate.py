@@ -16,7 +16,7 @@ import config
 from calibration.histogram import HistogramBinning
 from calibration.temperature import TemperatureScaler
 from data import make_splits
-from metrics import adaptive_calibration_error, brier_score, expected_calibration_error
+from metrics import adaptive_calibration_error, brier_score, calibration_errors
 from model import SoftmaxRegression
 from utils import negative_log_likelihood, softmax, top_label
 
@@ -27,6 +27,7 @@ def parse_args(argv=None):
     parser.add_argument("--n-bins", type=int, default=config.CALIBRATION["n_bins"])
     parser.add_argument("--n-train", type=int, default=config.DATA["n_train"])
     parser.add_argument("--train-steps", type=int, default=config.MODEL["steps"])
+    parser.add_argument("--l2", type=float, default=config.MODEL["l2"], help="L2 penalty on the weights")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
 
@@ -37,7 +38,7 @@ def main(argv=None):
     (X_train, y_train), (X_val, y_val), (X_test, y_test) = make_splits(
         rng=np.random.default_rng(args.seed), **data_settings)
 
-    model = SoftmaxRegression(X_train.shape[1], data_settings["n_classes"])
+    model = SoftmaxRegression(X_train.shape[1], data_settings["n_classes"], args.l2)
     train_loss = model.fit(X_train, y_train, config.MODEL["lr"], args.train_steps)
     print(f"train loss after {args.train_steps} steps: {train_loss:.6f}")
     val_logits, test_logits = model.logits(X_val), model.logits(X_test)
@@ -63,9 +64,13 @@ def main(argv=None):
         val_confidences, val_correct = top_label(softmax(val_logits), y_val)
         binning = HistogramBinning(args.n_bins, config.CALIBRATION["prior_strength"])
         binning.fit(val_confidences, val_correct)
+        # in-sample calibration error: what is left of it is due to the prior alone
+        result["val_ece"] = float(calibration_errors(binning.predict(val_confidences), val_correct, args.n_bins)[0])
         raw_confidences, correct = top_label(softmax(test_logits), y_test)
         confidences = binning.predict(raw_confidences)
-    result["ece"] = float(expected_calibration_error(confidences, correct, args.n_bins))
+    ece, mce = calibration_errors(confidences, correct, args.n_bins)
+    result["ece"] = float(ece)
+    result["mce"] = float(mce)
     result["adaptive_ece"] = float(adaptive_calibration_error(confidences, correct, args.n_bins))
     print(json.dumps(result))
 

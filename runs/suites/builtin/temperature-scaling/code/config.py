@@ -15,6 +15,8 @@ DATA = {
 MODEL = {
     "lr": 0.5,
     "steps": 1000,
+    # L2 penalty on the weights (not on the biases)
+    "l2": 0.001,
 }
 
 CALIBRATION = {

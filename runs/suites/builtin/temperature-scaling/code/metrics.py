@@ -1,19 +1,24 @@
-"""Calibration metrics."""
+"""Calibration metrics of top-label confidences, and the Brier score of full probability vectors."""
 import numpy as np
 
 
-def expected_calibration_error(confidences, correct, n_bins):
+def calibration_errors(confidences, correct, n_bins):
     bins = np.floor(confidences * n_bins).astype(int)
+    counts = np.zeros(n_bins)
     gaps = np.zeros(n_bins)
+    np.add.at(counts, bins, 1.0)
     np.add.at(gaps, bins, confidences - correct)
-    return np.sum(np.abs(gaps)) / confidences.shape[0]
+    ece = np.sum(np.abs(gaps)) / confidences.size
+    occupied = counts > 0
+    mce = np.max(np.abs(gaps[occupied]) / counts[occupied])
+    return ece, mce
 
 
 def adaptive_calibration_error(confidences, correct, n_bins):
     order = np.argsort(confidences, kind="stable")
     gaps = [np.sum(c) - np.sum(a) for c, a in zip(np.array_split(confidences[order], n_bins),
                                                    np.array_split(correct[order], n_bins))]
-    return np.sum(np.abs(gaps)) / confidences.shape[0]
+    return np.sum(np.abs(gaps)) / confidences.size
 
 
 def brier_score(probs, labels):

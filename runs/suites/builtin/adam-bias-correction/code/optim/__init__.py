@@ -4,12 +4,11 @@ from optim.schedules import warmup_cosine_lr
 from optim.sgd import SGD
 
 
-def build_optimizer(name, dim, settings, weight_decay=0.0):
+def build_optimizer(name, settings, weight_decay=0.0):
     if name in ("momentum", "nesterov"):
-        return SGD(dim, momentum=settings["momentum"], nesterov=settings["nesterov"])
+        return SGD(momentum=settings["momentum"], nesterov=settings["nesterov"])
     if name in ("adam", "amsgrad", "adamw"):
         return Adam(
-            dim,
             beta1=settings["beta1"],
             beta2=settings["beta2"],
             eps=settings["eps"],

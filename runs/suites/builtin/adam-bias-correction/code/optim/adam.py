@@ -2,31 +2,42 @@ import numpy as np
 
 
 class Adam:
-    """Adam with optional AMSGrad maximum and decoupled (AdamW) weight decay."""
+    """Adam with an optional AMSGrad maximum and optional decoupled (AdamW) weight decay.
 
-    def __init__(self, dim, beta1=0.9, beta2=0.999, eps=1e-8, amsgrad=False, weight_decay=0.0):
+    `step` takes and returns a dict of parameters; moment estimates are kept by parameter name.
+    Weight decay, when enabled, applies to every parameter except the bias.
+    """
+
+    def __init__(self, beta1=0.9, beta2=0.999, eps=1e-8, amsgrad=False, weight_decay=0.0):
         self.beta1 = beta1
         self.beta2 = beta2
         self.eps = eps
         self.amsgrad = amsgrad
         self.weight_decay = weight_decay
-        self.m = np.zeros(dim)
-        self.v = np.zeros(dim)
-        self.v_max = np.zeros(dim)
+        self.m = {}
+        self.v = {}
+        self.v_max = {}
         self.t = 0
 
-    def update_moments(self, grads):
-        self.t += 1
-        self.m = self.beta1 * self.m + (1 - self.beta1) * grads
-        self.v = self.beta2 * self.v + (1 - self.beta2) * grads ** 2
-        m_hat = self.m / (1 - self.beta1 ** self.t)
-        v_hat = self.v / (1 - self.beta2 ** self.t)
+    def update_moments(self, name, grad):
+        m = self.beta1 * self.m.get(name, 0.0) + (1 - self.beta1) * grad
+        v = self.beta2 * self.v.get(name, 0.0) + (1 - self.beta2) * grad ** 2
+        self.m[name] = m
+        self.v[name] = v
+        m_hat = m / (1 - self.beta1 ** self.t)
+        v_hat = v / (1 - self.beta2 ** self.t)
         return m_hat, v_hat
 
     def step(self, params, grads, lr):
-        m_hat, v_hat = self.update_moments(grads)
-        if self.amsgrad:
-            self.v_max = np.maximum(self.v_max, v_hat)
-            v_hat = self.v_max
-        update = m_hat / (np.sqrt(v_hat) + self.eps)
-        return params - lr * (update + self.weight_decay * params)
+        self.t += 1
+        new_params = {}
+        for name, value in params.items():
+            m_hat, v_hat = self.update_moments(name, grads[name])
+            if self.amsgrad:
+                v_hat = np.maximum(self.v_max.get(name, v_hat), v_hat)
+                self.v_max[name] = v_hat
+            update = m_hat / (np.sqrt(v_hat) + self.eps)
+            if name != "bias":
+                update = update + self.weight_decay * value
+            new_params[name] = value - lr * update
+        return new_params

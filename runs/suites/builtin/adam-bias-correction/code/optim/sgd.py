@@ -1,18 +1,22 @@
-import numpy as np
-
-
 class SGD:
-    """Stochastic gradient descent with heavy-ball or Nesterov momentum."""
+    """Stochastic gradient descent with heavy-ball or Nesterov momentum.
 
-    def __init__(self, dim, momentum=0.9, nesterov=False):
+    `step` takes and returns a dict of parameters; the velocity of each parameter is kept by name.
+    """
+
+    def __init__(self, momentum=0.9, nesterov=False):
         self.momentum = momentum
         self.nesterov = nesterov
-        self.velocity = np.zeros(dim)
+        self.velocity = {}
 
     def step(self, params, grads, lr):
-        self.velocity = self.momentum * self.velocity + grads
-        if self.nesterov:
-            direction = grads + self.momentum * self.velocity
-        else:
-            direction = self.velocity
-        return params - lr * direction
+        new_params = {}
+        for name, value in params.items():
+            velocity = self.momentum * self.velocity.get(name, 0.0) + grads[name]
+            self.velocity[name] = velocity
+            if self.nesterov:
+                direction = grads[name] + self.momentum * velocity
+            else:
+                direction = velocity
+            new_params[name] = value - lr * direction
+        return new_params

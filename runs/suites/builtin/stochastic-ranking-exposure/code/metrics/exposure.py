@@ -2,9 +2,13 @@
 import numpy as np
 
 
-def position_weights(n_positions, patience):
-    ranks = np.arange(n_positions)
-    return (1.0 - patience) * patience ** ranks
+def position_weights(n_positions, browsing_model, patience):
+    ranks = np.arange(1, n_positions + 1)
+    if browsing_model == "rbp":
+        return (1.0 - patience) * patience ** (ranks - 1)
+    if browsing_model == "dcg":
+        return 1.0 / np.log2(ranks + 1)
+    raise ValueError(f"unknown browsing model {browsing_model!r}")
 
 
 def expected_exposure(rankings, weights):

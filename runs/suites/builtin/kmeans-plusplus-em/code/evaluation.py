@@ -1,0 +1,17 @@
+"""Agreement between a clustering and the generating labels."""
+import numpy as np
+
+
+def normalized_mutual_information(labels_true, labels_pred):
+    classes, true_index = np.unique(labels_true, return_inverse=True)
+    clusters, pred_index = np.unique(labels_pred, return_inverse=True)
+    joint = np.zeros((classes.size, clusters.size))
+    np.add.at(joint, (true_index, pred_index), 1.0 / labels_true.size)
+    p_true = joint.sum(axis=1)
+    p_pred = joint.sum(axis=0)
+    nonzero = joint > 0
+    outer = p_true[:, None] * p_pred[None, :]
+    mutual_information = np.sum(joint[nonzero] * np.log(joint[nonzero] / outer[nonzero]))
+    entropy_true = -np.sum(p_true * np.log(p_true))
+    entropy_pred = -np.sum(p_pred * np.log(p_pred))
+    return 2.0 * mutual_information / (entropy_true + entropy_pred)

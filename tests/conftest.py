@@ -1,0 +1,184 @@
+"""Shared fixtures: a small suite in our format, and fake gold code for the upstream fixture's papers."""
+import copy
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+# CI checks the repository out with ../shared beside it (see .ci/run).
+UPSTREAM_FIXTURE = Path(
+    os.environ.get(
+        "AUTOEXPERIMENT_UPSTREAM_FIXTURE",
+        Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "upstream-autoexperiment",
+    )
+)
+
+# --- our suite format ----------------------------------------------------------------------------
+
+NATIVE_CODE = {
+    "model.py": (
+        '"""A toy model with two same-named methods."""\n'
+        "\n"
+        "\n"
+        "class Loss:\n"
+        "    def __call__(self, x):\n"  # line 5
+        "        return x * 2\n"
+        "\n"
+        "\n"
+        "class Other:\n"
+        "    def __call__(self, x):\n"  # line 10
+        "        return x + 1\n"
+        "\n"
+        "\n"
+        "def train(steps):\n"  # line 14
+        "    return steps\n"
+    ),
+    "utils/metrics.py": "def mean(values):\n    return sum(values) / len(values)\n",
+    "run.py": "print('{\"loss\": 1.0}')\n",
+}
+
+NATIVE_PAPER = {
+    "id": "toy-paper",
+    "title": "A Toy Paper",
+    "functions": [
+        {"id": 0, "file": "model.py", "name": "Loss.__call__", "description": "Doubles x.",
+         "relevant_paper": "We double.", "line": 5},
+        {"id": 1, "file": "model.py", "name": "Other.__call__", "description": "Adds one.", "line": 10},
+        # Stale hint: the def is at line 14.
+        {"id": 2, "file": "model.py", "name": "train", "description": "Trains.", "relevant_paper": "", "line": 3},
+        {"id": 3, "file": "utils/metrics.py", "name": "mean", "description": "The mean.", "line": None},
+    ],
+    "experiments": [
+        {"id": 0, "description": "Train and report the loss.", "command": "python run.py",
+         "answer_format": {"loss": 0.0, "curve": [0.0, 0.0]}, "depends_on": [0, 2], "rtol": None, "atol": None,
+         "timeout": 60},
+        {"id": 1, "description": "Report the mean.", "command": "python run.py --mean",
+         "answer_format": {"mean": 0.0}, "depends_on": [1, 3], "rtol": 0.1, "atol": 1e-6, "timeout": 30},
+    ],
+}
+
+NATIVE_GOLD = {
+    "generated_by": "python manage.py make_gold",
+    "python": "3.11.2",
+    "numpy": "1.26.4",
+    "results": {"0": {"loss": 0.25, "curve": [1.0, 0.5]}},
+    "spread": {"0": 0.001},
+}
+
+
+def write_native_suite(root: Path, *, suite: dict | None = None, paper: dict | None = None,
+                       gold: dict | None = NATIVE_GOLD, code: dict | None = None,
+                       paper_md: str | None = None) -> Path:
+    """Write a one-paper suite in our format under `root` and return `root`.
+
+    Arguments replace the defaults above (pass `gold=None` for no gold.json); tests break one thing
+    at a time on top of a suite known to be valid.
+    """
+    paper = copy.deepcopy(NATIVE_PAPER if paper is None else paper)
+    suite = {"name": "toy", "version": "1.0", "description": "A toy suite.", "papers": ["toy-paper"]} if suite is None else suite
+    paper_dir = root / "toy-paper"
+    for relative, text in (NATIVE_CODE if code is None else code).items():
+        (paper_dir / "code" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (paper_dir / "code" / relative).write_text(text)
+    (root / "suite.json").write_text(json.dumps(suite, indent=2))
+    (paper_dir / "paper.json").write_text(json.dumps(paper, indent=2))
+    title = paper.get("title", "A Toy Paper") if isinstance(paper, dict) else "A Toy Paper"
+    (paper_dir / "paper.md").write_text(paper_md if paper_md is not None else f"# {title}\n\nWe double x.\n")
+    if gold is not None:
+        (paper_dir / "gold.json").write_text(json.dumps(gold, indent=2))
+    return root
+
+
+@pytest.fixture
+def native_suite(tmp_path) -> Path:
+    """A valid suite "toy" with one paper, four functions (one stale hint) and two experiments (one gold)."""
+    return write_native_suite(tmp_path / "toy")
+
+
+@pytest.fixture
+def native_suite_writer():
+    """`write_native_suite`, for tests that write a modified suite (test modules cannot import conftest)."""
+    return write_native_suite
+
+
+@pytest.fixture
+def native_paper() -> dict:
+    """A fresh copy of the default paper.json, to modify."""
+    return copy.deepcopy(NATIVE_PAPER)
+
+
+@pytest.fixture
+def native_gold() -> dict:
+    """A fresh copy of the default gold.json, to modify."""
+    return copy.deepcopy(NATIVE_GOLD)
+
+
+# --- fake gold code for the upstream fixture -----------------------------------------------------
+
+# Functions placed away from their `header_line` hint, to exercise stale hints: (paper, func_id) -> shift.
+# 2303.11932 func 3 is one of four `__call__` in losses.py: its hint (105) then matches none of them
+# and the nearest def (107) must still be chosen.
+STALE_SHIFTS = {("2205.00048", 3): 2, ("2303.11932", 3): 2}
+
+
+def upstream_functions(paper_ids) -> list[dict]:
+    """The fixture's mlrc_funcs.csv rows for `paper_ids`."""
+    with open(UPSTREAM_FIXTURE / "mlrc_funcs.csv", newline="", encoding="utf-8") as handle:
+        return [row for row in csv.DictReader(handle) if row["paper_id"] in paper_ids]
+
+
+def write_upstream_code(root: Path, *, paper_ids=("2205.00048", "2303.11932")) -> Path:
+    """Generate `<root>/<paper_id>/<file>` with every function the fixture names, and return `root`.
+
+    Each def sits on its `header_line` (shifted for STALE_SHIFTS). Names defined more than once in
+    a file (the four `__call__` in losses.py) and dunder methods live in a class `F<func_id>`, so
+    only the line hint tells them apart; the others are module-level functions.
+    """
+    if not UPSTREAM_FIXTURE.is_dir():
+        pytest.skip(f"upstream fixture not found at {UPSTREAM_FIXTURE}")
+    by_file: dict[tuple[str, str], list[dict]] = {}
+    for row in upstream_functions(paper_ids):
+        by_file.setdefault((row["paper_id"], row["file"]), []).append(row)
+    for (paper_id, relative), rows in by_file.items():
+        names = [row["name"] for row in rows]
+        lines: list[str] = []
+        for row in sorted(rows, key=_def_line):
+            target = _def_line(row) + STALE_SHIFTS.get((paper_id, int(row["func_id"])), 0)
+            in_class = names.count(row["name"]) > 1 or row["name"].startswith("__")
+            while len(lines) < target - (2 if in_class else 1):
+                lines.append("# filler")
+            if in_class:
+                lines += [f"class F{row['func_id']}:", f"    def {row['name']}(self, *args):", "        return None"]
+            else:
+                lines += [f"def {row['name']}(*args):", "    return None"]
+        path = root / paper_id / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    return root
+
+
+def _def_line(row: dict) -> int:
+    # 2203.01928's only function has no header_line; its body starts at line_start.
+    return int(row["header_line"] or int(row["line_start"]) - 1)
+
+
+@pytest.fixture
+def upstream_metadata() -> Path:
+    """The upstream fixture directory (read-only)."""
+    if not UPSTREAM_FIXTURE.is_dir():
+        pytest.skip(f"upstream fixture not found at {UPSTREAM_FIXTURE}")
+    return UPSTREAM_FIXTURE
+
+
+@pytest.fixture
+def upstream_code(tmp_path, upstream_metadata) -> Path:
+    """Fake gold code for papers 2205.00048 and 2303.11932; the fixture's other papers have none."""
+    return write_upstream_code(tmp_path / "code")
+
+
+@pytest.fixture
+def upstream_code_writer(upstream_metadata):
+    """`write_upstream_code`, for tests that need code for other papers."""
+    return write_upstream_code
