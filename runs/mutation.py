@@ -229,7 +229,7 @@ def function_mutants(
     for statement in statements:
         finder.visit(statement)
 
-    candidates = sorted(finder.candidates, key=lambda c: c.position)
+    candidates = sorted(finder.candidates, key=lambda c: (c.position, c.description))
     returns = [c for c in candidates if c.description.endswith("returns zeros")]
     if len(returns) > 1:
         lines_listed = ", ".join(c.description.split(":")[0].removeprefix("line ") for c in returns)

@@ -201,8 +201,8 @@ class Sandbox(ABC):
         """
         if not isinstance(command, str):
             raise SandboxError("command must be a string")
-        if not timeout or timeout <= 0:
-            raise SandboxError("timeout must be a positive number of seconds")
+        if not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise SandboxError("timeout must be a positive, finite number of seconds")
         directory = self._host_path(cwd)
         if not directory.is_dir():
             raise SandboxError(f"cwd {cwd!r} is not a directory in the workspace")

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import require
+
+pytest_plugins = ["tests.fakes.fixtures"]
+
 # CI checks the repository out with ../shared beside it (see .ci/run).
 UPSTREAM_FIXTURE = Path(
     os.environ.get(
@@ -136,8 +140,7 @@ def write_upstream_code(root: Path, *, paper_ids=("2205.00048", "2303.11932")) -
     a file (the four `__call__` in losses.py) and dunder methods live in a class `F<func_id>`, so
     only the line hint tells them apart; the others are module-level functions.
     """
-    if not UPSTREAM_FIXTURE.is_dir():
-        pytest.skip(f"upstream fixture not found at {UPSTREAM_FIXTURE}")
+    require(UPSTREAM_FIXTURE.is_dir(), f"the upstream fixture is expected at {UPSTREAM_FIXTURE} (../shared beside the checkout)")
     by_file: dict[tuple[str, str], list[dict]] = {}
     for row in upstream_functions(paper_ids):
         by_file.setdefault((row["paper_id"], row["file"]), []).append(row)
@@ -167,8 +170,7 @@ def _def_line(row: dict) -> int:
 @pytest.fixture
 def upstream_metadata() -> Path:
     """The upstream fixture directory (read-only)."""
-    if not UPSTREAM_FIXTURE.is_dir():
-        pytest.skip(f"upstream fixture not found at {UPSTREAM_FIXTURE}")
+    require(UPSTREAM_FIXTURE.is_dir(), f"the upstream fixture is expected at {UPSTREAM_FIXTURE} (../shared beside the checkout)")
     return UPSTREAM_FIXTURE
 
 

@@ -22,7 +22,6 @@ from runs.agents.llm import (
 from runs.agents.llm import pricing
 from runs.agents.llm.openai_chat import PLACEHOLDER_API_KEY, parse_arguments
 from tests.fakes import FakeError, FakeLLMServer, FakeTurn
-from tests.fakes.fixtures import fake_llm  # noqa: F401 (a fixture, until tests/conftest.py registers it)
 
 KEY = "sk-test-key"
 LIST_FILES = ToolSpec(
