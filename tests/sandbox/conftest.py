@@ -124,7 +124,8 @@ class HostHealth:
         available = next(line for line in meminfo.splitlines() if line.startswith("MemAvailable"))
         assert int(available.split()[1]) > 2**20, "less than 1 GiB of memory left on the host"
         # Fresh sandboxes opened by the test may add their init process.
-        assert _sandbox_user_processes() <= self.processes_before + 3, "sandboxed processes were left running"
+        left = _sandbox_user_processes()
+        assert left <= self.processes_before + 3, f"sandboxed processes were left running: {subprocess.run(['ps', '-u', str(sandbox_identity()[0]), '-o', 'pid,ppid,stat,etime,args'], capture_output=True, text=True).stdout}"
 
 
 @pytest.fixture
