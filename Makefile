@@ -7,12 +7,13 @@ export DEBUG ?= 1
 export REDIS_URL ?= redis://127.0.0.1:6379/0
 PORT ?= 8000
 
-.PHONY: install system-packages services sandbox-images test test-fast demo bench clean
+.PHONY: install system-packages services sandbox-images test test-fast demo bench bench-sandbox clean
 
 install: system-packages $(VENV)/.installed
 
+# The sandboxes' Debian packages, and Chromium for the page tests.
 system-packages:
-	@scripts/install_system_packages.sh
+	@sandbox/images/install_host_packages.sh chromium
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,9 @@ services:
 sandbox-images: install
 	@sandbox/images/start_docker_engine.sh
 	@sandbox/images/build_base_image.sh
+
+bench-sandbox: sandbox-images
+	$(BIN)/python scripts/bench_sandbox.py
 
 test: install services sandbox-images
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest

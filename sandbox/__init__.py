@@ -31,11 +31,11 @@ _ALIASES = {"bwrap": "bubblewrap"}
 __all__ = [
     "BACKENDS",
     "DISK_QUOTA_EXIT_CODE",
+    "TIMEOUT_EXIT_CODE",
     "ExecResult",
     "Limits",
     "Sandbox",
     "SandboxError",
-    "TIMEOUT_EXIT_CODE",
     "backend_problem",
     "open_sandbox",
     "sandbox_env",

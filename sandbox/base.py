@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Self
 
 from .output import BoundedOutput
 
@@ -168,7 +169,7 @@ class Sandbox(ABC):
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -199,8 +200,8 @@ class Sandbox(ABC):
         in the ExecResult. Raises SandboxError for a closed sandbox, a cwd that is not a directory
         inside the workspace, or a backend failure.
         """
-        if not isinstance(command, str):
-            raise SandboxError("command must be a string")
+        if not isinstance(command, str) or "\0" in command:
+            raise SandboxError("command must be a string without NUL bytes")
         if not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise SandboxError("timeout must be a positive, finite number of seconds")
         directory = self._host_path(cwd)

@@ -138,7 +138,8 @@ class BubblewrapSandbox(Sandbox):
                 env={"PATH": "/usr/bin:/bin"},
                 pass_fds=[status_write, *data_fds],
                 start_new_session=True,
-                preexec_fn=self._drop_privileges if self._root else None,
+                # Only os-level calls run between fork and exec (see _drop_privileges).
+                preexec_fn=self._drop_privileges if self._root else None,  # noqa: PLW1509
             )
         except (OSError, subprocess.SubprocessError) as error:
             os.close(status_read)
@@ -193,11 +194,13 @@ class BubblewrapSandbox(Sandbox):
 
     def _kill(self, process: subprocess.Popen) -> None:
         # bwrap leads its own session; killing it takes the sandbox down (--die-with-parent and
-        # the end of the pid namespace), and the cgroup catches anything left over.
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # the end of the pid namespace), and the cgroup catches anything left over. Only while
+        # bwrap is unreaped: its pid (the group id) cannot have been reused yet.
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self._cgroup is not None:
             self._cgroup.kill()
 

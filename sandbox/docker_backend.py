@@ -8,8 +8,8 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
@@ -167,7 +167,6 @@ class DockerSandbox(Sandbox):
     # -- running ------------------------------------------------------------------------------
 
     def _execute(self, command: str, *, timeout: float, inner_cwd: str) -> ExecResult:
-        api = self._client.api
         output = BoundedOutput(self.limits.output_bytes)
         started = time.monotonic()
         argv = ["/bin/bash", "-c", _WRAPPER, "sandbox", *self._prlimit_args(timeout),
@@ -277,8 +276,8 @@ def remove_stale_containers(older_than_seconds: float) -> list[str]:
     removed = []
     try:
         for container in client.containers.list(all=True, filters={"label": "org.autoexperiment.sandbox"}):
-            created = datetime.fromisoformat(container.attrs["Created"][:26].rstrip("Z") + "+00:00")
-            if (datetime.now(timezone.utc) - created).total_seconds() > older_than_seconds:
+            created = datetime.fromisoformat(container.attrs["Created"])
+            if (datetime.now(UTC) - created).total_seconds() > older_than_seconds:
                 container.remove(force=True, v=True)
                 removed.append(container.name)
     finally:

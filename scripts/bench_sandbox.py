@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sandbox import BACKENDS, backend_problem, open_sandbox  # noqa: E402
+from sandbox import BACKENDS, backend_problem, open_sandbox
 
 COMMAND = "python3 -c pass"
 

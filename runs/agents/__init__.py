@@ -1,0 +1,70 @@
+"""Agents that attempt a sample, their tools and their trajectories.
+
+Create an agent by name, then run it on a built workspace in a sandbox::
+
+    agent = agent_from_name("react", history="window", window=5)
+    result = agent.run(model=model, sandbox=sandbox, workspace=workspace, trajectory_path=path)
+    result.exit_status, result.final_answer, result.trajectory
+
+Every agent has a `name` and `run(*, model, sandbox, workspace, trajectory_path, clock=...,
+on_step=None) -> AgentResult`. Agents added later (agentless, gold, noop, mutant) register a
+factory with `register_agent`; they reuse `tools.run_tool` / `TrajectoryWriter.tool_step` for
+their actions and `base.Budget` for their limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .base import EXIT_STATUSES, AgentResult, Budget
+from .react import AgentConfig, ReActAgent, run_agent
+from .trajectory import FORMAT as TRAJECTORY_FORMAT
+from .trajectory import Trajectory, TrajectoryFormatError, TrajectoryWriter, load_trajectory
+
+__all__ = [
+    "AGENTS",
+    "EXIT_STATUSES",
+    "TRAJECTORY_FORMAT",
+    "Agent",
+    "AgentConfig",
+    "AgentResult",
+    "Budget",
+    "ReActAgent",
+    "Trajectory",
+    "TrajectoryFormatError",
+    "TrajectoryWriter",
+    "agent_from_name",
+    "load_trajectory",
+    "register_agent",
+    "run_agent",
+]
+
+
+class Agent(Protocol):
+    """What the attempt service needs of an agent."""
+
+    name: str
+
+    def run(self, *, model, sandbox, workspace, trajectory_path, clock=..., on_step=None) -> AgentResult: ...
+
+
+# name -> factory taking the agent's settings as keyword arguments.
+AGENTS: dict[str, Callable[..., Agent]] = {"react": ReActAgent}
+
+
+def register_agent(name: str, factory: Callable[..., Agent]) -> None:
+    """Make `agent_from_name(name, **config)` return `factory(**config)`."""
+    AGENTS[name] = factory
+
+
+def agent_from_name(name: str, **config: Any) -> Agent:
+    """The agent registered as `name`, configured with `config` (e.g. history="window", window=3).
+
+    Raises ValueError for an unknown name and TypeError for a setting the agent does not have.
+    """
+    try:
+        factory = AGENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown agent {name!r}; known agents: {', '.join(sorted(AGENTS))}") from None
+    return factory(**config)

@@ -5,10 +5,12 @@
 #   debootstrap    building the base image from Debian packages (no registry is needed);
 #   python3-numpy  experiments under bwrap run the host's /usr, so python3 and numpy come from here;
 #   util-linux     prlimit, which applies per-command resource limits in both backends.
-# A clean CI clone runs this through start_docker_engine.sh / build_base_image.sh.
+# A clean CI clone runs this through start_docker_engine.sh / build_base_image.sh, and through the
+# Makefile, which adds the packages the rest of the project needs as arguments (chromium).
+# usage: install_host_packages.sh [EXTRA_PACKAGE...]
 set -euo pipefail
 
-packages=(bubblewrap docker.io debootstrap python3 python3-numpy util-linux)
+packages=(bubblewrap docker.io debootstrap python3 python3-numpy util-linux "$@")
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

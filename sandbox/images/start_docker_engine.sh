@@ -26,7 +26,8 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
 # A dockerd that is starting (or stuck) holds the pid file; starting a second one would fail.
-if ! pgrep -x dockerd >/dev/null; then
+pid_file=/var/run/docker.pid
+if ! { [ -f "$pid_file" ] && $sudo kill -0 "$(cat "$pid_file")" 2>/dev/null; }; then
   echo "Starting dockerd (log: $log)"
   # setsid: the engine must outlive the shell (make, CI step) that started it.
   $sudo setsid sh -c "nohup dockerd --storage-driver=vfs --iptables=false --bridge=none >>'$log' 2>&1 &"

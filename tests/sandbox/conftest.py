@@ -6,15 +6,15 @@ the command that provides it: CI must exercise both.
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from sandbox import Limits, backend_problem, open_sandbox
+from sandbox import Limits, open_sandbox
 from sandbox.base import sandbox_identity
+from tests.support import require_backend
 
 BACKENDS = ["bubblewrap", "docker"]
 # Set in the test process before sandboxes open: it must never be visible inside one.
@@ -24,33 +24,6 @@ EXTRA_NAME = "SANDBOX_EXTRA"
 EXTRA_VALUE = "passed-on-purpose"
 # Small enough that the attacks hit the limits quickly.
 TEST_LIMITS = Limits(memory_mb=512, pids=64, cpus=1.0, file_size_mb=40, disk_mb=100)
-
-_HINTS = {
-    "bubblewrap": "run sandbox/images/install_host_packages.sh (apt-get install bubblewrap python3-numpy)",
-    "docker": "run sandbox/images/start_docker_engine.sh, then sandbox/images/build_base_image.sh",
-}
-
-
-@functools.cache
-def _problem(backend: str) -> str | None:
-    return backend_problem(backend)
-
-
-def require_backend(backend: str) -> None:
-    problem = _problem(backend)
-    if problem is None:
-        return
-    message = f"{backend} sandbox unavailable: {problem}. To provide it: {_HINTS[backend]}"
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="session")
-def require():
-    """require(backend): skip, or fail under CI, when the backend cannot run here."""
-    return require_backend
-
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(request) -> str:
@@ -99,33 +72,36 @@ def open_fresh(backend, secret_in_environment, tmp_path_factory):
         box.close()
 
 
-def _sandbox_user_processes() -> int:
-    """Host processes of the uid sandboxed commands run as (Docker shares the host's uids, bwrap's
-    user namespace maps onto it), so other activity on the machine does not count."""
+def _sandbox_user_processes() -> list[str]:
+    """Live host processes of the uid sandboxed commands run as (Docker shares the host's uids,
+    bwrap's user namespace maps onto it), so other activity on the machine does not count.
+    Zombies are left out: they run nothing, and the host's init reaps them."""
     uid = str(sandbox_identity()[0])
-    count = 0
-    for entry in os.listdir("/proc"):
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
-            status = Path(f"/proc/{entry}/status").read_text() if entry.isdigit() else ""
+            status = Path(f"/proc/{entry}/status").read_text()
         except OSError:
             continue
-        count += any(line.split()[1:2] == [uid] for line in status.splitlines() if line.startswith("Uid:"))
-    return count
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields["Uid"].split()[0] == uid and not fields["State"].strip().startswith("Z"):
+            found.append(f"{entry} {fields['Name'].strip()}")
+    return found
 
 
 class HostHealth:
     def __init__(self) -> None:
-        self.processes_before = _sandbox_user_processes()
+        self.processes_before = len(_sandbox_user_processes())
 
     def check(self) -> None:
         """The host still runs commands, has memory to spare, and no sandboxed process remains."""
-        assert subprocess.run(["true"], timeout=10).returncode == 0
+        assert subprocess.run(["true"], timeout=10, check=False).returncode == 0
         meminfo = Path("/proc/meminfo").read_text()
         available = next(line for line in meminfo.splitlines() if line.startswith("MemAvailable"))
         assert int(available.split()[1]) > 2**20, "less than 1 GiB of memory left on the host"
-        # Fresh sandboxes opened by the test may add their init process.
         left = _sandbox_user_processes()
-        assert left <= self.processes_before + 3, f"sandboxed processes were left running: {subprocess.run(['ps', '-u', str(sandbox_identity()[0]), '-o', 'pid,ppid,stat,etime,args'], capture_output=True, text=True).stdout}"
+        # Fresh sandboxes opened by the test may add their init process.
+        assert len(left) <= self.processes_before + 3, f"sandboxed processes were left running: {left}"
 
 
 @pytest.fixture

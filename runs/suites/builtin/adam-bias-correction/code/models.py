@@ -13,6 +13,7 @@ class LinearRegression:
     name = "linreg"
 
     def loss_and_grad(self, params, X, y):
+        """Half mean squared residual of the linear model on (X, y) and its gradient."""
         residual = X @ params["weight"] + params["bias"] - y
         loss = 0.5 * np.mean(residual ** 2)
         grads = {
@@ -29,6 +30,7 @@ class LogisticRegression:
         self.l2 = l2
 
     def loss_and_grad(self, params, X, y):
+        """Mean logistic loss plus L2 penalty on the weights (labels in {-1, +1}) and its gradient."""
         weight = params["weight"]
         margins = y * (X @ weight + params["bias"])
         # the intercept is not regularised

@@ -3,6 +3,7 @@ import numpy as np
 
 
 def normalized_mutual_information(labels_true, labels_pred):
+    """NMI between two labelings, arithmetic-mean normalisation, natural logarithms."""
     classes, true_index = np.unique(labels_true, return_inverse=True)
     clusters, pred_index = np.unique(labels_pred, return_inverse=True)
     joint = np.zeros((classes.size, clusters.size))

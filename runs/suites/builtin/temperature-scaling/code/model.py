@@ -15,6 +15,7 @@ class SoftmaxRegression:
         self.W = np.zeros((n_features + 1, n_classes))
 
     def loss_and_grad(self, W, X, Y):
+        """Mean cross-entropy plus L2 penalty (bias row excluded) and its gradient with respect to W."""
         n = X.shape[0]
         log_probs = log_softmax(X @ W)
         penalised = W.copy()
@@ -26,8 +27,9 @@ class SoftmaxRegression:
     def fit(self, X, y, lr, steps):
         Xb, Y = add_bias_column(X), one_hot(y, self.n_classes)
         for _ in range(steps):
-            loss, grad = self.loss_and_grad(self.W, Xb, Y)
+            _, grad = self.loss_and_grad(self.W, Xb, Y)
             self.W = self.W - lr * grad
+        loss, _ = self.loss_and_grad(self.W, Xb, Y)
         return loss
 
     def logits(self, X):

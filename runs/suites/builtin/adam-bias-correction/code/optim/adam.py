@@ -20,15 +20,18 @@ class Adam:
         self.t = 0
 
     def update_moments(self, name, grad):
+        """Update the moving averages of one parameter and return their bias-corrected values."""
         m = self.beta1 * self.m.get(name, 0.0) + (1 - self.beta1) * grad
         v = self.beta2 * self.v.get(name, 0.0) + (1 - self.beta2) * grad ** 2
         self.m[name] = m
         self.v[name] = v
+        # both averages start at zero: divide out the weight their terms sum to after t steps
         m_hat = m / (1 - self.beta1 ** self.t)
         v_hat = v / (1 - self.beta2 ** self.t)
         return m_hat, v_hat
 
     def step(self, params, grads, lr):
+        """One Adam / AMSGrad / AdamW update of every parameter; returns the new parameters."""
         self.t += 1
         new_params = {}
         for name, value in params.items():
@@ -37,6 +40,7 @@ class Adam:
                 v_hat = np.maximum(self.v_max.get(name, v_hat), v_hat)
                 self.v_max[name] = v_hat
             update = m_hat / (np.sqrt(v_hat) + self.eps)
+            # decoupled weight decay acts on the parameter itself, not through the adaptive denominator
             if name != "bias":
                 update = update + self.weight_decay * value
             new_params[name] = value - lr * update

@@ -10,6 +10,7 @@ class SGD:
         self.velocity = {}
 
     def step(self, params, grads, lr):
+        """One momentum update of every parameter; returns the new parameters."""
         new_params = {}
         for name, value in params.items():
             velocity = self.momentum * self.velocity.get(name, 0.0) + grads[name]

@@ -5,6 +5,7 @@ from utils import logsumexp
 
 
 def log_gaussian_diag(X, means, variances):
+    """Log-density of every point under every diagonal Gaussian, shape (n, k)."""
     d = X.shape[1]
     mahalanobis = np.sum((X[:, None, :] - means[None, :, :]) ** 2 / variances[None, :, :], axis=2)
     log_det = np.sum(np.log(variances), axis=1)
@@ -12,6 +13,7 @@ def log_gaussian_diag(X, means, variances):
 
 
 def e_step(X, weights, means, variances):
+    """Responsibilities and the mean log-likelihood per point."""
     log_joint = np.log(weights)[None, :] + log_gaussian_diag(X, means, variances)
     log_norm = logsumexp(log_joint, axis=1)
     responsibilities = np.exp(log_joint - log_norm[:, None])
@@ -19,9 +21,11 @@ def e_step(X, weights, means, variances):
 
 
 def m_step(X, responsibilities):
+    """Mixing weights, means and per-dimension variances from responsibilities."""
     counts = responsibilities.sum(axis=0)
     weights = counts / X.shape[0]
     means = responsibilities.T @ X / counts[:, None]
+    # variances around the new means
     squared = (X[:, None, :] - means[None, :, :]) ** 2
     variances = np.sum(responsibilities[:, :, None] * squared, axis=0) / counts[:, None]
     return weights, means, variances

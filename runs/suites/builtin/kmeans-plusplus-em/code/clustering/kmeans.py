@@ -3,6 +3,7 @@ import numpy as np
 
 
 def squared_distances(X, centers):
+    """Squared Euclidean distances between points (n, d) and centres (k, d), shape (n, k)."""
     return np.sum((X[:, None, :] - centers[None, :, :]) ** 2, axis=2)
 
 
@@ -12,6 +13,7 @@ def random_init(X, k, rng):
 
 
 def kmeans_plusplus(X, k, rng):
+    """Greedy k-means++ seeding: D^2 sampling with 2 + floor(ln k) candidates per centre."""
     n = X.shape[0]
     n_trials = 2 + int(np.log(k))
     centers = X[[rng.integers(n)]]
@@ -33,6 +35,10 @@ def inertia(X, centers):
 
 
 def lloyd(X, centers, max_iter):
+    """Lloyd iterations until the assignment no longer changes or max_iter is reached.
+
+    Returns the centres, the last assignment and the number of iterations.
+    """
     labels = np.argmin(squared_distances(X, centers), axis=1)
     for iteration in range(1, max_iter + 1):
         centers = np.array([X[labels == j].mean(axis=0) for j in range(centers.shape[0])])

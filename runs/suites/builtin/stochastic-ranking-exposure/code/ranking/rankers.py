@@ -14,6 +14,7 @@ def noisy_oracle_scores(grades, noise_std, rng):
 
 
 def popularity_scores(grades):
+    """Non-personalised scores: the fraction of users who find each item relevant."""
     n_users = grades.shape[0]
     popularity = np.sum(grades > 0, axis=0) / n_users
     return np.tile(popularity, (n_users, 1))

@@ -10,6 +10,7 @@ class HistogramBinning:
         self.bin_accuracy = None
 
     def fit(self, confidences, correct):
+        """Estimate the accuracy of every equal-width confidence bin, smoothed towards its midpoint."""
         bins = np.floor(confidences * self.n_bins).astype(int)
         hits = np.zeros(self.n_bins)
         totals = np.zeros(self.n_bins)
@@ -20,5 +21,6 @@ class HistogramBinning:
         return self
 
     def predict(self, confidences):
+        """Replace every confidence by the estimated accuracy of its bin."""
         bins = np.floor(confidences * self.n_bins).astype(int)
         return self.bin_accuracy[bins]

@@ -12,6 +12,7 @@ class TemperatureScaler:
         self.temperature = 1.0
 
     def fit(self, logits, labels):
+        """Fit the temperature by gradient descent on log T minimising the validation NLL."""
         n = logits.shape[0]
         true_logit = logits[np.arange(n), labels]
         log_t = 0.0
@@ -19,6 +20,7 @@ class TemperatureScaler:
             temperature = np.exp(log_t)
             probs = softmax(logits / temperature)
             expected_logit = np.sum(probs * logits, axis=1)
+            # derivative of the mean NLL with respect to log T
             grad = np.mean(true_logit - expected_logit) / temperature
             log_t = log_t - self.lr * grad
         self.temperature = float(np.exp(log_t))

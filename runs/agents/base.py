@@ -1,0 +1,131 @@
+"""What every agent shares: exit statuses, the exceptions that end a run, budgets, the result.
+
+An agent run ends by an exception that carries its exit status (mini-swe-agent's pattern): a limit
+check raises `StepLimitReached`, the final answer raises `Submitted`, and so on. The loop catches
+`AgentExit` in one place, writes the trajectory and returns an `AgentResult`. Baselines that never
+loop (agentless, gold, noop) reuse the same pieces.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from runs.scoring import ParsedAnswer
+
+if TYPE_CHECKING:
+    from .trajectory import Trajectory
+
+SUBMITTED = "submitted"
+STEP_LIMIT = "step_limit"
+TIME_LIMIT = "time_limit"
+COST_LIMIT = "cost_limit"
+MODEL_ERROR = "model_error"
+SANDBOX_ERROR = "sandbox_error"
+# A bug in the harness itself: the trajectory is still written, then the exception propagates.
+HARNESS_ERROR = "harness_error"
+# Written in the header while the run is going, so a reader can tell an unfinished trajectory.
+RUNNING = "running"
+
+EXIT_STATUSES = (SUBMITTED, STEP_LIMIT, TIME_LIMIT, COST_LIMIT, MODEL_ERROR, SANDBOX_ERROR, HARNESS_ERROR)
+
+
+class AgentExit(Exception):
+    """Ends an agent run; `exit_status` says how. The message says why, for the trajectory."""
+
+    exit_status = ""
+
+
+class Submitted(AgentExit):
+    exit_status = SUBMITTED
+
+
+class StepLimitReached(AgentExit):
+    exit_status = STEP_LIMIT
+
+
+class TimeLimitReached(AgentExit):
+    exit_status = TIME_LIMIT
+
+
+class CostLimitReached(AgentExit):
+    exit_status = COST_LIMIT
+
+
+class ModelFailed(AgentExit):
+    exit_status = MODEL_ERROR
+
+
+class SandboxFailed(AgentExit):
+    """The sandbox itself broke (backend gone, closed): nothing the agent did or can fix."""
+
+    exit_status = SANDBOX_ERROR
+
+
+@dataclass
+class Budget:
+    """Steps, wall time (model latency included) and USD an agent may spend.
+
+    A cost the price table does not know counts as 0 here but sets `cost_unknown`, which the
+    trajectory records, so a run on an unpriced model is never mistaken for a free one.
+    """
+
+    max_steps: int = 50
+    max_seconds: float = 1800.0
+    max_cost: float = 1.0
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+        self.steps = 0
+        self.cost = 0.0
+        self.cost_unknown = False
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def time_left(self) -> float:
+        return self.max_seconds - self.elapsed()
+
+    def charge(self, *, input_tokens: int = 0, output_tokens: int = 0, cost: float | None = 0.0) -> None:
+        """Count one model call's tokens and cost (None: price unknown)."""
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        if cost is None:
+            self.cost_unknown = True
+        else:
+            self.cost += cost
+
+    def check_time_and_cost(self) -> None:
+        """Raises TimeLimitReached or CostLimitReached when either is spent."""
+        elapsed = self.elapsed()
+        if elapsed >= self.max_seconds:
+            raise TimeLimitReached(f"time limit of {self.max_seconds:g} s reached after {elapsed:.1f} s")
+        if self.cost >= self.max_cost:
+            raise CostLimitReached(f"cost limit of ${self.max_cost:g} reached (spent ${self.cost:.4f})")
+
+    def check(self) -> None:
+        """Before a step: raises when no step, time or money is left."""
+        if self.steps >= self.max_steps:
+            raise StepLimitReached(f"step limit of {self.max_steps} reached without a final answer")
+        self.check_time_and_cost()
+
+
+@dataclass
+class AgentResult:
+    """How a run ended and what it submitted. `final_answer` is None when nothing was submitted."""
+
+    exit_status: str
+    final_answer_raw: str | None
+    final_answer: ParsedAnswer | None
+    trajectory: Trajectory
+    exit_message: str = ""
+
+    @property
+    def submitted(self) -> bool:
+        return self.exit_status == SUBMITTED
+

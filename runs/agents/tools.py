@@ -1,0 +1,667 @@
+"""The paper's agent tools, each run through the sandbox against the workspace.
+
+A tool is a `ToolSpec` (what the model sees) plus a function `(ToolContext, arguments) ->
+ToolResult`. Call them through `run_tool`, which checks the arguments against the schema, turns
+every mistake of the agent (bad JSON, unknown tool, a path leaving the workspace, a missing file)
+into an error observation the model can read, and truncates observations to a bounded size. Only
+two things escape `run_tool` as exceptions: `SandboxFailed` (the sandbox itself broke) and
+`ModelFailed` (the model behind `understand_file` / `edit_file` is unreachable), since neither is
+anything the agent could fix by trying again.
+
+Paths the agent gives are relative to its current directory (`change_directory`), or absolute
+under /workspace; nothing resolving outside the workspace (symlinks included) is accepted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from sandbox import Sandbox, SandboxError
+from sandbox.base import WORKSPACE_MOUNT
+
+from runs.scoring import ParsedAnswer, parse_answer
+
+from .base import ModelFailed, SandboxFailed
+from .llm import ChatModel, Message, ModelError, ToolCall, ToolSpec, Usage
+
+DEFAULT_MAX_OBSERVATION_CHARS = 10_000
+DEFAULT_COMMAND_TIMEOUT = 600.0
+# How many lines inspect_file_lines shows at most; longer ranges are cut with a note.
+MAX_INSPECT_LINES = 400
+# What understand_file / edit_file hand the helper model at most, in characters (~25k tokens).
+MAX_LLM_FILE_CHARS = 100_000
+# Below this many seconds left, a command is not started at all.
+MIN_COMMAND_SECONDS = 1.0
+
+
+@dataclass
+class ToolContext:
+    """What tools act on: the sandbox, its workspace on the host, and the agent's state.
+
+    `cwd` is the agent's current directory, workspace-relative ("." is /workspace). `model` runs
+    understand_file / edit_file (None: those tools answer with an error). `time_left` returns the
+    seconds left in the run's budget (None: unlimited); command timeouts never exceed it.
+    """
+
+    sandbox: Sandbox
+    workspace: Path
+    cwd: str = "."
+    model: ChatModel | None = None
+    max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS
+    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+    time_left: Callable[[], float | None] = lambda: None
+    temperature: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.workspace = Path(self.workspace).resolve()
+
+
+@dataclass
+class ToolResult:
+    """One tool call's outcome.
+
+    `observation` is what the model is shown (already truncated by `run_tool`; `truncated` says
+    so). `error` marks a call that failed (bad arguments, command not found, non-zero exit does
+    *not* count: that is information, not a tool failure), with a `traceback` when the harness
+    itself raised. `usage` / `cost` / `model_calls` account for helper-model calls (cost None:
+    price unknown). `answer` is set by an accepted final_answer.
+    """
+
+    observation: str
+    error: bool = False
+    truncated: bool = False
+    traceback: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost: float | None = 0.0
+    model_calls: int = 0
+    answer_raw: str | None = None
+    answer: ParsedAnswer | None = None
+
+    @property
+    def submitted(self) -> bool:
+        return self.answer is not None
+
+
+class ToolError(Exception):
+    """The agent used a tool wrongly; the message becomes an error observation."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    spec: ToolSpec
+    run: Callable[[ToolContext, dict[str, Any]], ToolResult]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+# --- observations and paths ----------------------------------------------------------------------
+
+
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    """`text` cut to about `limit` characters, keeping its head and tail around a marker.
+
+    Both ends matter: the head shows what a command started doing, the tail the error it died of.
+    """
+    if len(text) <= limit:
+        return text, False
+    head = limit // 2
+    tail = limit - head
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n[... {omitted} characters truncated ...]\n{text[-tail:]}", True
+
+
+def resolve_path(context: ToolContext, path: str) -> str:
+    """The workspace-relative POSIX path `path` names from the agent's cwd.
+
+    Raises ToolError for paths outside the workspace, whether by `..`, an absolute path elsewhere
+    or a symlink pointing out. The host path is never shown to the agent.
+    """
+    if not isinstance(path, str) or not path.strip() or "\0" in path:
+        raise ToolError(f"invalid path {path!r}")
+    raw = PurePosixPath(path.strip())
+    if raw.is_absolute():
+        try:
+            raw = raw.relative_to(WORKSPACE_MOUNT)
+        except ValueError:
+            raise ToolError(f"{path} is outside the workspace ({WORKSPACE_MOUNT})") from None
+        joined = raw
+    else:
+        joined = PurePosixPath(context.cwd) / raw
+    resolved = (context.workspace / joined).resolve()
+    if resolved != context.workspace and context.workspace not in resolved.parents:
+        raise ToolError(f"{path} is outside the workspace ({WORKSPACE_MOUNT})")
+    relative = resolved.relative_to(context.workspace).as_posix()
+    return relative or "."
+
+
+def display_path(relative: str) -> str:
+    """How a workspace-relative path is shown to the agent: absolute inside the sandbox."""
+    return WORKSPACE_MOUNT if relative == "." else f"{WORKSPACE_MOUNT}/{relative}"
+
+
+def unified_diff(path: str, old: str | None, new: str | None) -> str:
+    """A git-style unified diff of one file (None: the file does not exist on that side)."""
+    old_lines = (old or "").splitlines(keepends=True)
+    new_lines = (new or "").splitlines(keepends=True)
+    lines = list(
+        difflib.unified_diff(
+            old_lines,
+            new_lines,
+            fromfile="/dev/null" if old is None else f"a/{path}",
+            tofile="/dev/null" if new is None else f"b/{path}",
+        )
+    )
+    out = []
+    for line in lines:
+        if line.endswith("\n"):
+            out.append(line)
+        else:
+            # What diff(1) and git print, so that patch(1) reproduces the missing final newline.
+            out.append(line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _read_text(context: ToolContext, relative: str) -> str:
+    host = context.workspace / relative
+    if host.is_dir():
+        raise ToolError(f"{display_path(relative)} is a directory")
+    if not host.exists():
+        raise ToolError(f"{display_path(relative)} does not exist")
+    try:
+        return context.sandbox.read_file(relative)
+    except SandboxError as error:
+        raise ToolError(str(error)) from None
+
+
+def _write_text(context: ToolContext, relative: str, content: str) -> None:
+    if (context.workspace / relative).is_dir():
+        raise ToolError(f"{display_path(relative)} is a directory")
+    try:
+        context.sandbox.write_file(relative, content)
+    except SandboxError as error:
+        raise ToolError(str(error)) from None
+
+
+def _execute(context: ToolContext, command: str, timeout: Any) -> ToolResult:
+    """Runs a shell command in the agent's cwd with a timeout capped by the time budget."""
+    if timeout is None:
+        timeout = context.command_timeout
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise ToolError("timeout must be a positive number of seconds")
+    left = context.time_left()
+    capped = False
+    if left is not None and left < timeout:
+        if left < MIN_COMMAND_SECONDS:
+            raise ToolError("no time is left in the budget to run a command; submit your final answer")
+        timeout, capped = left, True
+    if not (context.workspace / context.cwd).is_dir():
+        # The agent deleted or moved its own cwd; fall back rather than fail every later command.
+        context.cwd = "."
+    try:
+        result = context.sandbox.execute(command, timeout=float(timeout), cwd=context.cwd)
+    except SandboxError as error:
+        raise SandboxFailed(f"sandbox failed to run a command: {error}") from error
+    status = f"exit code {result.exit_code}"
+    if result.timed_out:
+        why = " (the time budget's remainder)" if capped else ""
+        status = f"timed out after {timeout:.0f} s{why} and was killed"
+    header = f"[{status}; {result.duration:.1f} s; cwd {display_path(context.cwd)}]"
+    output = result.output if result.output else "(no output)\n"
+    return ToolResult(observation=f"{output.rstrip()}\n{header}", truncated=result.truncated)
+
+
+# --- helper-model calls --------------------------------------------------------------------------
+
+
+def _helper_completion(context: ToolContext, system: str, user: str, *, max_tokens: int) -> tuple[str, ToolResult]:
+    """One completion of the agent's model for a tool, and a ToolResult carrying its usage."""
+    if context.model is None:
+        raise ToolError("this tool needs a language model and none is configured for this run")
+    try:
+        completion = context.model.complete(
+            [Message.system(system), Message.user(user)],
+            tools=[],
+            max_tokens=max_tokens,
+            temperature=context.temperature,
+        )
+    except ModelError as error:
+        if error.retryable:
+            raise ModelFailed(f"helper model call failed: {error}") from error
+        # A request the provider refuses (a file too large for its context, say) is the agent's to
+        # work around, e.g. by inspecting lines instead.
+        raise ToolError(f"the helper model refused the request: {error}") from None
+    accounting = ToolResult(observation="", usage=completion.usage, cost=completion.cost, model_calls=1)
+    return completion.text, accounting
+
+
+def _numbered(text: str, start: int = 1, width: int | None = None) -> str:
+    lines = text.splitlines()
+    width = width or len(str(start + len(lines) - 1))
+    return "\n".join(f"{number:>{width}} | {line}" for number, line in enumerate(lines, start=start))
+
+
+def _fenced_body(text: str) -> str | None:
+    """The content between the first ``` line and the last ``` line, or None without a fence.
+
+    First and last, not the nearest pair: the file itself may contain fences (Markdown).
+    """
+    lines = text.splitlines(keepends=True)
+    opens = [i for i, line in enumerate(lines) if line.lstrip().startswith("```")]
+    if len(opens) < 2:
+        return None
+    return "".join(lines[opens[0] + 1 : opens[-1]])
+
+
+# --- the tools -----------------------------------------------------------------------------------
+
+
+def list_files(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    relative = resolve_path(context, args.get("path", "."))
+    if not (context.workspace / relative).is_dir():
+        raise ToolError(f"{display_path(relative)} is not a directory")
+    try:
+        entries = context.sandbox.list_files(relative, recursive=bool(args.get("recursive", False)))
+    except SandboxError as error:
+        raise ToolError(str(error)) from None
+    prefix = "" if relative == "." else relative + "/"
+    shown = [entry[len(prefix):] if entry.startswith(prefix) else entry for entry in entries]
+    listing = "\n".join(shown) if shown else "(empty directory)"
+    return ToolResult(observation=f"{display_path(relative)}:\n{listing}")
+
+
+def inspect_file_lines(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    relative = resolve_path(context, args["path"])
+    text = _read_text(context, relative)
+    lines = text.splitlines()
+    start = args.get("start_line", 1)
+    end = args.get("end_line", start + MAX_INSPECT_LINES - 1)
+    if start < 1 or end < start:
+        raise ToolError(f"need 1 <= start_line <= end_line; got start_line={start}, end_line={end}")
+    if not lines:
+        return ToolResult(observation=f"{display_path(relative)} is empty")
+    if start > len(lines):
+        raise ToolError(f"{display_path(relative)} has only {len(lines)} lines")
+    note = ""
+    if end - start + 1 > MAX_INSPECT_LINES:
+        end = start + MAX_INSPECT_LINES - 1
+        note = f"\n[shown {MAX_INSPECT_LINES} lines at most per call; continue from line {end + 1}]"
+    end = min(end, len(lines))
+    # Numbers as wide as the file's last one, so the columns line up from one call to the next.
+    body = _numbered("\n".join(lines[start - 1 : end]), start, width=len(str(len(lines))))
+    return ToolResult(observation=f"{display_path(relative)} lines {start}-{end} of {len(lines)}:\n{body}{note}")
+
+
+def understand_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    relative = resolve_path(context, args["path"])
+    text, cut = truncate(_read_text(context, relative), MAX_LLM_FILE_CHARS)
+    system = (
+        "You help a research engineer understand a codebase. You are given one file with line "
+        "numbers and a question about it. Answer the question precisely and concisely from the "
+        "file's content, citing line numbers. Say so when the file does not answer it."
+    )
+    user = (
+        f"File {display_path(relative)}{' (truncated in the middle)' if cut else ''}:\n"
+        f"```\n{_numbered(text)}\n```\n\nQuestion: {args['question']}"
+    )
+    answer, accounting = _helper_completion(context, system, user, max_tokens=2048)
+    accounting.observation = answer.strip() or "(the helper model gave no answer)"
+    return accounting
+
+
+def edit_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    relative = resolve_path(context, args["path"])
+    host = context.workspace / relative
+    old = _read_text(context, relative) if host.exists() else None
+    if old is not None and len(old) > MAX_LLM_FILE_CHARS:
+        raise ToolError(
+            f"{display_path(relative)} is too large for edit_file ({len(old)} characters); "
+            "edit it with write_file or a script instead"
+        )
+    system = (
+        "You edit files exactly as instructed. You are given a file and an edit instruction. Reply "
+        "with the complete new content of the file in a single ``` code block and nothing else: no "
+        "explanation, no elisions such as '...' or 'rest unchanged'. Change only what the "
+        "instruction asks for."
+    )
+    shown = "(the file does not exist yet; write its full content)" if old is None else f"```\n{old}```"
+    user = f"File {display_path(relative)}:\n{shown}\n\nInstruction: {args['instruction']}"
+    reply, accounting = _helper_completion(context, system, user, max_tokens=8192)
+    new = _fenced_body(reply)
+    if new is None:
+        accounting.observation = "edit_file failed: the editing model did not return the file in a code block; nothing was changed"
+        accounting.error = True
+        return accounting
+    if old is not None and old.endswith("\n") and not new.endswith("\n"):
+        new += "\n"
+    _write_text(context, relative, new)
+    diff = unified_diff(relative, old, new)
+    accounting.observation = f"Edited {display_path(relative)}:\n{diff}" if diff else f"{display_path(relative)}: no changes"
+    return accounting
+
+
+def write_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    relative = resolve_path(context, args["path"])
+    existed = (context.workspace / relative).exists()
+    _write_text(context, relative, args["content"])
+    verb = "Overwrote" if existed else "Created"
+    return ToolResult(observation=f"{verb} {display_path(relative)} ({len(args['content'])} characters)")
+
+
+def _run_script(context: ToolContext, args: dict[str, Any], interpreter: str) -> ToolResult:
+    relative = resolve_path(context, args["path"])
+    content = args.get("content")
+    if content is not None:
+        _write_text(context, relative, content)
+    elif not (context.workspace / relative).is_file():
+        raise ToolError(f"{display_path(relative)} does not exist; pass `content` to create it")
+    extra = args.get("arguments", "")
+    command = f"{interpreter} {shlex.quote(display_path(relative))}" + (f" {extra}" if extra else "")
+    return _execute(context, command, args.get("timeout"))
+
+
+def execute_python_script(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    return _run_script(context, args, "python3")
+
+
+def execute_bash_script(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    return _run_script(context, args, "bash")
+
+
+def command_line(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    if not args["command"].strip():
+        raise ToolError("command is empty")
+    return _execute(context, args["command"], args.get("timeout"))
+
+
+def move(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    source = resolve_path(context, args["source"])
+    destination = resolve_path(context, args["destination"])
+    if source == ".":
+        raise ToolError("cannot move the workspace itself")
+    if not (context.workspace / source).exists() and not (context.workspace / source).is_symlink():
+        raise ToolError(f"{display_path(source)} does not exist")
+    command = f"mv -- {shlex.quote(display_path(source))} {shlex.quote(display_path(destination))}"
+    try:
+        result = context.sandbox.execute(command, timeout=60, cwd=".")
+    except SandboxError as error:
+        raise SandboxFailed(f"sandbox failed to run a command: {error}") from error
+    if not result.ok:
+        raise ToolError(f"move failed: {result.output.strip()}")
+    return ToolResult(observation=f"Moved {display_path(source)} to {display_path(destination)}")
+
+
+def change_directory(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    relative = resolve_path(context, args["path"])
+    if not (context.workspace / relative).is_dir():
+        raise ToolError(f"{display_path(relative)} is not a directory")
+    context.cwd = relative
+    return ToolResult(observation=f"Current directory is now {display_path(relative)}")
+
+
+def final_answer(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+    answer = args["answer"]
+    raw = answer if isinstance(answer, str) else json.dumps(answer)
+    parsed = parse_answer(answer if isinstance(answer, str) else dict(answer))
+    if not parsed.ok:
+        # Not a submission: the model gets to fix its answer (at the cost of a step).
+        raise ToolError(f"the answer could not be read as a JSON object ({parsed.error}); nothing was submitted")
+    return ToolResult(observation="Final answer submitted.", answer_raw=raw, answer=parsed)
+
+
+# --- specs ---------------------------------------------------------------------------------------
+
+_PATH = {"type": "string", "description": "A path relative to the current directory, or absolute under /workspace."}
+_TIMEOUT = {
+    "type": "number",
+    "description": f"Seconds before the command is killed (default {DEFAULT_COMMAND_TIMEOUT:g}; never beyond the time left).",
+}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in [
+        Tool(
+            ToolSpec(
+                "list_files",
+                "List the files and directories in a directory (directories end in '/').",
+                _schema(
+                    {
+                        "path": {**_PATH, "description": "The directory; default: the current directory."},
+                        "recursive": {"type": "boolean", "description": "List subdirectories too (default false)."},
+                    },
+                    [],
+                ),
+            ),
+            list_files,
+        ),
+        Tool(
+            ToolSpec(
+                "inspect_file_lines",
+                f"Show lines start_line..end_line of a text file, numbered (at most {MAX_INSPECT_LINES} lines per call).",
+                _schema(
+                    {
+                        "path": _PATH,
+                        "start_line": {"type": "integer", "description": "First line, from 1 (default 1)."},
+                        "end_line": {"type": "integer", "description": "Last line, inclusive."},
+                    },
+                    ["path"],
+                ),
+            ),
+            inspect_file_lines,
+        ),
+        Tool(
+            ToolSpec(
+                "understand_file",
+                "Ask an assistant model a question about one file; it reads the whole file and answers. "
+                "Useful for long files.",
+                _schema({"path": _PATH, "question": {"type": "string", "description": "What you want to know."}}, ["path", "question"]),
+            ),
+            understand_file,
+        ),
+        Tool(
+            ToolSpec(
+                "edit_file",
+                "Have an assistant model apply an edit instruction to a file (created if missing); returns the "
+                "unified diff of what changed.",
+                _schema(
+                    {"path": _PATH, "instruction": {"type": "string", "description": "The edit to make, precisely."}},
+                    ["path", "instruction"],
+                ),
+            ),
+            edit_file,
+        ),
+        Tool(
+            ToolSpec(
+                "write_file",
+                "Write text to a file, replacing it if it exists (parent directories are created).",
+                _schema({"path": _PATH, "content": {"type": "string", "description": "The complete file content."}}, ["path", "content"]),
+            ),
+            write_file,
+        ),
+        Tool(
+            ToolSpec(
+                "execute_python_script",
+                "Run a Python file with python3 in the current directory; with `content`, first write it to `path`. "
+                "Returns the output and exit code.",
+                _schema(
+                    {
+                        "path": {**_PATH, "description": "The script file (e.g. check.py)."},
+                        "content": {"type": "string", "description": "Script source to write to `path` before running."},
+                        "arguments": {"type": "string", "description": "Command-line arguments, as shell words."},
+                        "timeout": _TIMEOUT,
+                    },
+                    ["path"],
+                ),
+            ),
+            execute_python_script,
+        ),
+        Tool(
+            ToolSpec(
+                "execute_bash_script",
+                "Run a bash script file in the current directory; with `content`, first write it to `path`. "
+                "Returns the output and exit code.",
+                _schema(
+                    {
+                        "path": {**_PATH, "description": "The script file (e.g. run.sh)."},
+                        "content": {"type": "string", "description": "Script text to write to `path` before running."},
+                        "arguments": {"type": "string", "description": "Arguments, as shell words."},
+                        "timeout": _TIMEOUT,
+                    },
+                    ["path"],
+                ),
+            ),
+            execute_bash_script,
+        ),
+        Tool(
+            ToolSpec(
+                "command_line",
+                "Run one shell command (bash) in the current directory; returns the output and exit code. "
+                "There is no network.",
+                _schema({"command": {"type": "string"}, "timeout": _TIMEOUT}, ["command"]),
+            ),
+            command_line,
+        ),
+        Tool(
+            ToolSpec(
+                "move",
+                "Move or rename a file or directory inside the workspace.",
+                _schema({"source": _PATH, "destination": _PATH}, ["source", "destination"]),
+            ),
+            move,
+        ),
+        Tool(
+            ToolSpec(
+                "change_directory",
+                "Change the current directory (inside /workspace) for later tools and commands.",
+                _schema({"path": _PATH}, ["path"]),
+            ),
+            change_directory,
+        ),
+        Tool(
+            ToolSpec(
+                "final_answer",
+                "Submit your final answer and end the task: a JSON object with one entry per experiment, "
+                "in the answer format of the task. Call it once, with the numbers the experiments printed.",
+                _schema(
+                    {"answer": {"type": "object", "description": 'e.g. {"Experiment 1": {"accuracy": 0.91}}'}},
+                    ["answer"],
+                ),
+            ),
+            final_answer,
+        ),
+    ]
+}
+
+
+def tool_specs(names: list[str] | None = None) -> list[ToolSpec]:
+    """The specs of the named tools (all of them by default), in a stable order."""
+    return [TOOLS[name].spec for name in (names or list(TOOLS))]
+
+
+# --- dispatch ------------------------------------------------------------------------------------
+
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
+def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The arguments the tool accepts, and the names of unknown ones (ignored).
+
+    Raises ToolError for a missing required argument or one of the wrong type. Integral floats are
+    accepted as integers and, for final_answer, a JSON string as the answer object: models send both.
+    """
+    properties = spec.parameters.get("properties", {})
+    missing = [name for name in spec.parameters.get("required", []) if name not in arguments]
+    if missing:
+        raise ToolError(f"missing required argument(s) for {spec.name}: {', '.join(missing)}")
+    accepted, unknown = {}, []
+    for name, value in arguments.items():
+        if name not in properties:
+            unknown.append(name)
+            continue
+        kind = properties[name].get("type")
+        if value is None and name not in spec.parameters.get("required", []):
+            continue  # an explicit null means "use the default"
+        if kind == "integer" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if kind == "object" and isinstance(value, str):
+            accepted[name] = value  # final_answer parses it
+            continue
+        if kind in _TYPES and not _TYPES[kind](value):
+            article = "an" if kind[0] in "aeiou" else "a"
+            raise ToolError(f"argument {name!r} of {spec.name} must be {article} {kind}; got {json.dumps(value)[:100]}")
+        accepted[name] = value
+    return accepted, unknown
+
+
+def run_tool(context: ToolContext, call: ToolCall | tuple[str, dict[str, Any]]) -> ToolResult:
+    """Run one tool call and return its (truncated) observation. Never raises for the agent's
+    mistakes; raises SandboxFailed / ModelFailed when the infrastructure breaks."""
+    name, arguments = (call.name, call.arguments) if isinstance(call, ToolCall) else call
+    result = _dispatch(context, name, arguments, invalid=call.invalid_arguments if isinstance(call, ToolCall) else None)
+    result.observation, cut = truncate(result.observation, context.max_observation_chars)
+    result.truncated = result.truncated or cut
+    return result
+
+
+def _dispatch(context: ToolContext, name: str, arguments: dict[str, Any], *, invalid: str | None) -> ToolResult:
+    tool = TOOLS.get(name)
+    if tool is None:
+        return ToolResult(observation=f"Error: unknown tool {name!r}. Available tools: {', '.join(TOOLS)}", error=True)
+    if invalid is not None:
+        return ToolResult(
+            observation=f"Error: the arguments of {name} are not a JSON object: {invalid[:500]!r}. Call it again with valid JSON.",
+            error=True,
+        )
+    try:
+        accepted, unknown = check_arguments(tool.spec, arguments)
+        result = tool.run(context, accepted)
+    except ToolError as error:
+        return ToolResult(observation=f"Error: {error}", error=True)
+    except (SandboxFailed, ModelFailed):
+        raise
+    except Exception as error:  # noqa: BLE001 - a harness bug must not end the run; it is recorded
+        return ToolResult(
+            observation=f"Error: the tool {name} failed internally ({type(error).__name__}: {error})",
+            error=True,
+            traceback=traceback.format_exc(),
+        )
+    if unknown:
+        result.observation += f"\n[ignored unknown argument(s): {', '.join(sorted(unknown))}]"
+    return result
+
+
+__all__ = [
+    "DEFAULT_COMMAND_TIMEOUT",
+    "DEFAULT_MAX_OBSERVATION_CHARS",
+    "TOOLS",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "display_path",
+    "resolve_path",
+    "run_tool",
+    "tool_specs",
+    "truncate",
+    "unified_diff",
+]
+

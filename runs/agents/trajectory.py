@@ -1,0 +1,543 @@
+"""Structured trajectories: one versioned JSON document per attempt, written after every step.
+
+Layout (format `autoexperiment.trajectory/1`)::
+
+    {
+      "format": "autoexperiment.trajectory/1",
+      "header": {sample_id, agent, model, config, versions, started_at, ended_at, exit_status,
+                 exit_message, input_tokens, output_tokens, cost, cost_unknown},
+      "steps": [{index, started_at, duration, model_seconds, thought, tool, arguments, tool_call_id,
+                 observation, truncated, error, traceback, files_changed: [{path, change, diff,
+                 note}], input_tokens, output_tokens, cost, cost_unknown, notes, summary}],
+      "final_answer": {raw, parsed, parse_error, parse_method} | null,
+      "final_patch": "unified diff of code/ against the masked workspace as built" | null
+    }
+
+Times are ISO 8601 UTC; durations seconds. `exit_status` is "running" until the run ends, so a
+reader can tell an unfinished file. Each save replaces the file atomically (temporary file, fsync,
+os.replace): a crash at any moment leaves the previous complete version. Parsed answers may hold
+NaN or infinities; they are written as Python's json writes them (NaN, Infinity), which
+`load_trajectory` reads back.
+
+Diffs come from snapshots of the workspace on the host: before a tool runs and after it, every
+file is stat'ed and only files whose size or times changed are read and compared, so a step costs a
+directory walk plus the files it touched. Binary files, and files over `MAX_DIFF_FILE_BYTES`, are
+recorded as changed without a diff.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import importlib.metadata
+import json
+import os
+import platform
+import stat
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runs.scoring import ParsedAnswer, parse_answer
+from runs.workspace import CODE_DIR, EXCLUDED_DIRS
+
+from .base import RUNNING
+from .llm import Usage
+from .tools import ToolContext, ToolResult, run_tool, truncate, unified_diff
+
+FORMAT = "autoexperiment.trajectory/1"
+_FORMAT_FAMILY = "autoexperiment.trajectory/"
+
+# Files bigger than this are not read for diffs (data, checkpoints, logs that grew large).
+MAX_DIFF_FILE_BYTES = 512 * 1024
+# One file's diff in one step is cut (head and tail) beyond this many characters.
+MAX_DIFF_CHARS = 50_000
+# Timestamps are coarse (a kernel tick, up to 2 s on some filesystems); see _Entry.still_valid.
+_RACY_NS = 2 * 10**9
+# All the text one snapshot keeps in memory.
+MAX_SNAPSHOT_BYTES = 64 * 2**20
+
+
+class TrajectoryFormatError(ValueError):
+    """A file that is not a trajectory this code can read (wrong or missing format version)."""
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601 with microseconds."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+
+
+# --- the document --------------------------------------------------------------------------------
+
+
+@dataclass
+class FileChange:
+    """One file a step changed. `change` is "added", "modified" or "deleted"; `diff` is None for
+    binary or large files (then `note` says why)."""
+
+    path: str
+    change: str
+    diff: str | None = None
+    note: str = ""
+
+
+@dataclass
+class Step:
+    """One step: the agent's thought, the tool it called and what that produced.
+
+    `tool` is None when the model called no tool (it was nudged). `model_seconds` is the part of
+    `duration` spent waiting for the model. Tokens and cost count every model call of the step
+    (the agent's, a history summary's, a helper call of understand_file / edit_file); `cost` is
+    the known part and `cost_unknown` flags a call whose price is unknown.
+    """
+
+    index: int
+    started_at: str
+    duration: float = 0.0
+    model_seconds: float = 0.0
+    thought: str = ""
+    tool: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    tool_call_id: str | None = None
+    observation: str = ""
+    truncated: bool = False
+    error: bool = False
+    traceback: str | None = None
+    files_changed: list[FileChange] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cost_unknown: bool = False
+    notes: list[str] = field(default_factory=list)
+    summary: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def charge(self, usage: Usage, cost: float | None) -> None:
+        """Add one model call's tokens and cost to the step."""
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        if cost is None:
+            self.cost_unknown = True
+        else:
+            self.cost += cost
+
+
+@dataclass
+class FinalAnswer:
+    """The submitted answer as given (`raw`) and as parsed by runs.scoring.parse_answer."""
+
+    raw: str | None
+    parsed: dict | None
+    parse_error: str | None = None
+    parse_method: str = "none"
+
+    @classmethod
+    def from_parsed(cls, raw: str | None, parsed: ParsedAnswer) -> FinalAnswer:
+        return cls(raw=raw, parsed=parsed.value, parse_error=parsed.error, parse_method=parsed.method)
+
+    def as_parsed(self) -> ParsedAnswer:
+        return ParsedAnswer(self.parsed, self.parse_error, self.parse_method)
+
+
+@dataclass
+class Header:
+    """Who ran what, with which settings, when, and how it ended."""
+
+    sample_id: str
+    agent: str
+    model: str
+    config: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    started_at: str = ""
+    ended_at: str | None = None
+    exit_status: str = RUNNING
+    exit_message: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cost_unknown: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trajectory:
+    """A whole attempt. Build one with `TrajectoryWriter`; read one with `load_trajectory`."""
+
+    header: Header
+    steps: list[Step] = field(default_factory=list)
+    final_answer: FinalAnswer | None = None
+    final_patch: str | None = None
+    format: str = FORMAT
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "header": _to_dict(self.header),
+            "steps": [_to_dict(step) for step in self.steps],
+            "final_answer": None if self.final_answer is None else _to_dict(self.final_answer),
+            "final_patch": self.final_patch,
+            **self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        if not isinstance(data, dict):
+            raise TrajectoryFormatError("a trajectory is a JSON object")
+        version = data.get("format")
+        if version != FORMAT:
+            if isinstance(version, str) and version.startswith(_FORMAT_FAMILY):
+                raise TrajectoryFormatError(
+                    f"trajectory format {version!r} is not supported; this code reads {FORMAT!r}"
+                )
+            raise TrajectoryFormatError(f"not an AutoExperiment trajectory (format is {version!r}, expected {FORMAT!r})")
+        known = {"format", "header", "steps", "final_answer", "final_patch"}
+        steps = []
+        for raw in data.get("steps") or []:
+            step = _from_dict(Step, raw)
+            step.files_changed = [_from_dict(FileChange, change) for change in raw.get("files_changed") or []]
+            steps.append(step)
+        answer = data.get("final_answer")
+        return cls(
+            header=_from_dict(Header, data.get("header") or {}),
+            steps=steps,
+            final_answer=None if answer is None else _from_dict(FinalAnswer, answer),
+            final_patch=data.get("final_patch"),
+            format=version,
+            extra={key: value for key, value in data.items() if key not in known},
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n"
+
+
+def _to_dict(obj: Any) -> dict[str, Any]:
+    # Unknown fields read from a newer writer go back out unchanged.
+    data = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name != "extra"}
+    if "files_changed" in data:
+        data["files_changed"] = [_to_dict(change) for change in data["files_changed"]]
+    return {**data, **getattr(obj, "extra", {})}
+
+
+def _from_dict(cls: type, data: Any) -> Any:
+    if not isinstance(data, dict):
+        raise TrajectoryFormatError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+    try:
+        obj = cls(**{key: value for key, value in data.items() if key in names})
+    except TypeError as error:
+        raise TrajectoryFormatError(f"{cls.__name__}: {error}") from None
+    if hasattr(obj, "extra"):
+        obj.extra = {key: value for key, value in data.items() if key not in names}
+    return obj
+
+
+def load_trajectory(path: str | os.PathLike[str]) -> Trajectory:
+    """Read a trajectory file. Raises TrajectoryFormatError for a wrong version or shape."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise TrajectoryFormatError(f"{path} is not valid JSON: {error}") from None
+    return Trajectory.from_dict(data)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text` so that readers only ever see a whole old or whole new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def harness_versions() -> dict[str, str]:
+    """Versions worth knowing when comparing attempts: harness, Python, SDKs, git commit."""
+    versions = {"python": platform.python_version(), "trajectory_format": FORMAT}
+    for package in ("autoexperiment-site", "openai", "anthropic"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    commit = _git_commit(Path(__file__).resolve().parents[2])
+    if commit:
+        versions["harness_commit"] = commit
+    return versions
+
+
+def _git_commit(root: Path) -> str | None:
+    # Read .git directly: running git on every attempt would be slow, and a deployment may not
+    # have git installed at all.
+    git = root / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        if (git / ref).is_file():
+            return (git / ref).read_text().strip()
+        for line in (git / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split()[0]
+    except OSError:
+        pass
+    return None
+
+
+# --- workspace snapshots -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Entry:
+    signature: tuple[int, int, int]  # (mtime_ns, size, mode): when it changes, the file is re-read
+    kind: str  # "text", "binary", "large", "symlink"
+    text: str | None  # file text, or a symlink's target
+    read_ns: int = 0  # wall clock when read
+
+    def still_valid(self, signature: tuple[int, int, int]) -> bool:
+        # As git's "racily clean" check: a file modified shortly before it was read may be modified
+        # again within the filesystem's timestamp granularity without its stat changing, so only
+        # entries whose mtime is clearly older than the read are trusted.
+        return self.signature == signature and signature[0] + _RACY_NS < self.read_ns
+
+
+Snapshot = dict[str, _Entry]
+
+
+def snapshot(root: Path, previous: Snapshot | None = None, *, under: str | None = None) -> Snapshot:
+    """Every file under `root` (or its subdirectory `under`), reusing `previous` entries whose
+    stat signature is unchanged so that only touched files are read.
+
+    Text is kept for at most `MAX_SNAPSHOT_BYTES` in all; files beyond are recorded as large, so a
+    workspace full of data files cannot exhaust the worker's memory.
+    """
+    previous = previous or {}
+    result: Snapshot = {}
+    start = root / under if under else root
+    if not start.is_dir():
+        return result
+    budget = MAX_SNAPSHOT_BYTES
+    for directory, subdirs, files in os.walk(start):
+        links = [name for name in subdirs if os.path.islink(os.path.join(directory, name))]
+        subdirs[:] = sorted(name for name in subdirs if name not in EXCLUDED_DIRS and name not in links)
+        for name in sorted(files + links):
+            path = os.path.join(directory, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue  # deleted while we walked
+            relative = Path(path).relative_to(root).as_posix()
+            signature = (info.st_mtime_ns, info.st_size, info.st_mode)
+            old = previous.get(relative)
+            entry = old if old is not None and old.still_valid(signature) else _read_entry(path, info, signature, budget)
+            if entry.text is not None:
+                budget -= len(entry.text)
+            result[relative] = entry
+    return result
+
+
+def _read_entry(path: str, info: os.stat_result, signature: tuple[int, int, int], budget: int) -> _Entry:
+    before = time.time_ns()
+    return dataclasses.replace(_read(path, info, signature, budget), read_ns=before)
+
+
+def _read(path: str, info: os.stat_result, signature: tuple[int, int, int], budget: int) -> _Entry:
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            return _Entry(signature, "symlink", os.readlink(path))
+        except OSError:
+            return _Entry(signature, "symlink", None)
+    if info.st_size > min(MAX_DIFF_FILE_BYTES, budget):
+        return _Entry(signature, "large", None)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_DIFF_FILE_BYTES + 1)
+        if b"\0" in data:
+            return _Entry(signature, "binary", None)
+        return _Entry(signature, "text", data.decode("utf-8"))
+    except (UnicodeDecodeError, OSError):
+        return _Entry(signature, "binary", None)
+
+
+def _unchanged(old: _Entry | None, new: _Entry | None) -> bool:
+    if old is None or new is None:
+        return old is new
+    if old is new:
+        return True
+    if old.kind == new.kind and old.kind in ("text", "symlink"):
+        return old.text == new.text  # rewritten with the same content
+    return old.signature == new.signature
+
+
+def diff_snapshots(before: Snapshot, after: Snapshot, *, max_chars: int | None = MAX_DIFF_CHARS) -> list[FileChange]:
+    """The files that differ between two snapshots, with unified diffs where both sides are text
+    (each cut to `max_chars`, None: never cut)."""
+    changes = []
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        if _unchanged(old, new):
+            continue
+        change = "added" if old is None else "deleted" if new is None else "modified"
+        changes.append(_file_change(path, change, old, new, max_chars))
+    return changes
+
+
+def _file_change(path: str, change: str, old: _Entry | None, new: _Entry | None, max_chars: int | None) -> FileChange:
+    kinds = {entry.kind for entry in (old, new) if entry is not None}
+    if kinds == {"text"}:
+        diff = unified_diff(path, old and old.text, new and new.text)
+        cut = False
+        if max_chars is not None:
+            diff, cut = truncate(diff, max_chars)
+        return FileChange(path, change, diff, "diff truncated" if cut else "")
+    if "symlink" in kinds:
+        sides = [f"symlink to {e.text}" if e.kind == "symlink" else f"{e.kind} file" for e in (old, new) if e is not None]
+        return FileChange(path, change, None, " -> ".join(sides))
+    reason = f"large file (over {MAX_DIFF_FILE_BYTES // 1024} KB)" if "large" in kinds else "binary file"
+    return FileChange(path, change, None, f"{reason}: no diff recorded")
+
+
+def patch_between(before: Snapshot, after: Snapshot) -> str:
+    """One unified diff of all changes, never truncated, that `patch -p1` applies from the
+    workspace root; binary and large files get git's "Binary files ... differ" line."""
+    parts = []
+    for change in diff_snapshots(before, after, max_chars=None):
+        if change.diff is not None:
+            parts.append(change.diff)
+        else:
+            a = "/dev/null" if change.change == "added" else f"a/{change.path}"
+            b = "/dev/null" if change.change == "deleted" else f"b/{change.path}"
+            parts.append(f"Binary files {a} and {b} differ\n")
+    return "".join(parts)
+
+
+# --- the writer ----------------------------------------------------------------------------------
+
+
+class TrajectoryWriter:
+    """Builds a trajectory step by step and saves it after each one.
+
+    Give it the workspace as built (before any tool touched it): it keeps a snapshot of `code/`
+    for the final patch and of the whole workspace for per-step diffs. Without a workspace, steps
+    carry no diffs and there is no final patch. Usable without the ReAct loop: a baseline calls
+    `tool_step` (or builds `Step`s and calls `add_step`) and then `finish`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], header: Header, *, workspace: Path | None = None) -> None:
+        self.path = Path(path)
+        self.workspace = Path(workspace).resolve() if workspace is not None else None
+        if self.workspace is not None and self.path.resolve().is_relative_to(self.workspace):
+            raise ValueError(f"the trajectory {self.path} must not be inside the workspace {self.workspace}")
+        if not header.started_at:
+            header.started_at = now_iso()
+        if not header.versions:
+            header.versions = harness_versions()
+        self.trajectory = Trajectory(header=header)
+        self._snapshot: Snapshot = snapshot(self.workspace) if self.workspace else {}
+        self._baseline: Snapshot = {p: e for p, e in self._snapshot.items() if p.startswith(CODE_DIR + "/")}
+        self.save()
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.trajectory.steps
+
+    def next_index(self) -> int:
+        return len(self.trajectory.steps) + 1
+
+    def new_step(self, *, thought: str = "") -> Step:
+        """An empty step numbered after the last one, started now."""
+        return Step(index=self.next_index(), started_at=now_iso(), thought=thought)
+
+    def changes_since_last(self) -> list[FileChange]:
+        """Files changed since the previous call (or since the workspace was built)."""
+        if self.workspace is None:
+            return []
+        current = snapshot(self.workspace, self._snapshot)
+        changes = diff_snapshots(self._snapshot, current)
+        self._snapshot = current
+        return changes
+
+    def add_step(self, step: Step) -> None:
+        """Append a finished step, update the totals and save."""
+        self.trajectory.steps.append(step)
+        header = self.trajectory.header
+        header.input_tokens += step.input_tokens
+        header.output_tokens += step.output_tokens
+        header.cost += step.cost
+        header.cost_unknown = header.cost_unknown or step.cost_unknown
+        self.save()
+
+    def tool_step(
+        self,
+        context: ToolContext,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        thought: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> tuple[Step, ToolResult]:
+        """Run one tool call, record it as a step (with its diffs) and save: for agents that decide
+        their tool calls themselves rather than asking a model."""
+        step = self.new_step(thought=thought)
+        started = clock()
+        result = run_tool(context, (tool, arguments))
+        self.fill_step(step, tool, arguments, result)
+        step.duration = clock() - started
+        self.add_step(step)
+        return step, result
+
+    def fill_step(self, step: Step, tool: str, arguments: dict[str, Any], result: ToolResult) -> None:
+        """Copy a tool's outcome into `step`, with the files it changed and its helper-model cost."""
+        step.tool = tool
+        step.arguments = arguments
+        step.observation = result.observation
+        step.truncated = result.truncated
+        step.error = result.error
+        step.traceback = result.traceback
+        if result.model_calls:
+            step.charge(result.usage, result.cost)
+        step.files_changed = self.changes_since_last()
+
+    def final_patch(self) -> str | None:
+        """`code/` now against `code/` as built, as one unified diff (None without a workspace)."""
+        if self.workspace is None:
+            return None
+        current = snapshot(self.workspace, self._snapshot, under=CODE_DIR)
+        return patch_between(self._baseline, current)
+
+    def finish(
+        self,
+        *,
+        exit_status: str,
+        exit_message: str = "",
+        final_answer_raw: str | None = None,
+        final_answer: ParsedAnswer | None = None,
+    ) -> Trajectory:
+        """Record how the run ended, the answer and the final patch; save; return the trajectory."""
+        header = self.trajectory.header
+        header.exit_status = exit_status
+        header.exit_message = exit_message
+        header.ended_at = now_iso()
+        if final_answer is not None:
+            self.trajectory.final_answer = FinalAnswer.from_parsed(final_answer_raw, final_answer)
+        elif final_answer_raw is not None:
+            self.trajectory.final_answer = FinalAnswer.from_parsed(final_answer_raw, parse_answer(final_answer_raw))
+        try:
+            self.trajectory.final_patch = self.final_patch()
+        finally:
+            self.save()
+        return self.trajectory
+
+    def save(self) -> None:
+        write_atomically(self.path, self.trajectory.to_json())
