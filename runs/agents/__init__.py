@@ -20,7 +20,12 @@ from typing import Any, Protocol
 from .base import EXIT_STATUSES, AgentResult, Budget
 from .react import AgentConfig, ReActAgent, run_agent
 from .trajectory import FORMAT as TRAJECTORY_FORMAT
-from .trajectory import Trajectory, TrajectoryFormatError, TrajectoryWriter, load_trajectory
+from .trajectory import (
+    Trajectory,
+    TrajectoryFormatError,
+    TrajectoryWriter,
+    load_trajectory,
+)
 
 __all__ = [
     "AGENTS",

@@ -35,9 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox import Sandbox
-
 from runs.workspace import CONTEXT_CONDITIONS
+from sandbox import Sandbox
 
 from .base import (
     HARNESS_ERROR,
@@ -48,7 +47,15 @@ from .base import (
     Submitted,
 )
 from .llm import ChatModel, Completion, Message, ModelError
-from .tools import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OBSERVATION_CHARS, TOOLS, ToolContext, run_tool, tool_specs, truncate
+from .tools import (
+    DEFAULT_COMMAND_TIMEOUT,
+    DEFAULT_MAX_OBSERVATION_CHARS,
+    TOOLS,
+    ToolContext,
+    run_tool,
+    tool_specs,
+    truncate,
+)
 from .trajectory import Header, Step, TrajectoryWriter
 
 HISTORY_STRATEGIES = ("full", "window", "summary")
@@ -208,7 +215,7 @@ class _Run:
             config={**dataclasses.asdict(self.config), "context": context},
         )
         self.writer = TrajectoryWriter(trajectory_path, header, workspace=workspace)
-        self.prefix = [Message.system(self._system_prompt(workspace)), Message.user(self._task_prompt(workspace))]
+        self.prefix = [Message.system(self._system_prompt()), Message.user(self._task_prompt(workspace))]
         self.history: list[list[Message]] = []  # one entry per step: its messages
         self.summary = ""
         self.summarised = 0  # how many of the first steps the summary covers
@@ -264,19 +271,26 @@ class _Run:
         if not assistant.content and not assistant.tool_calls:
             assistant.content = "(no response)"  # providers reject empty assistant turns
         if not completion.tool_calls:
-            step.error = True
-            step.observation = _NUDGE
-            self.history.append([assistant, Message.user(_NUDGE)])
+            nudge = _NUDGE
+            if completion.raw_stop_reason in ("length", "max_tokens"):
+                nudge = f"Your reply was cut off at the {self.config.max_tokens}-token limit. {nudge}"
+            step.error, step.observation = True, nudge
+            self.history.append([assistant, Message.user(nudge)])
             return
         call, *extra = completion.tool_calls
-        result = run_tool(self.tools, call)
-        step.tool_call_id = call.id
+        step.tool, step.arguments, step.tool_call_id = call.name, call.arguments, call.id
+        try:
+            result = run_tool(self.tools, call)
+        except AgentExit as exit:  # the sandbox or the helper model broke under the tool
+            step.error, step.observation = True, f"Run ended: {exit}"
+            step.files_changed = self.writer.changes_since_last()
+            raise
         self.writer.fill_step(step, call.name, call.arguments, result)
         messages = [assistant, Message.tool(call.id, result.observation)]
         messages += [Message.tool(other.id, _EXTRA_CALL) for other in extra]
         if extra:
             step.notes.append(f"{len(extra)} extra tool call(s) not executed: {', '.join(c.name for c in extra)}")
-        self.budget.charge(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens, cost=result.cost if result.model_calls else 0.0)
+        self.budget.charge(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens, cost=result.cost)
         self.history.append(messages)
         if result.submitted:
             self.answer_raw, self.answer = result.answer_raw, result.answer
@@ -290,6 +304,7 @@ class _Run:
                 messages, tools=tools, max_tokens=max_tokens or self.config.max_tokens, temperature=self.config.temperature
             )
         except ModelError as error:
+            step.notes.append(f"model call failed: {error}")
             raise ModelFailed(str(error)) from error
         finally:
             step.model_seconds += self.clock() - started
@@ -314,14 +329,14 @@ class _Run:
 
     # --- history ---------------------------------------------------------------------------------
 
-    def _kept(self) -> int:
+    def _dropped(self) -> int:
         """How many of the first steps are left out of the prompt."""
         if self.config.history == "full":
             return 0
         return max(0, len(self.history) - self.config.window)
 
     def _history_messages(self) -> list[Message]:
-        dropped = self._kept()
+        dropped = self._dropped()
         messages: list[Message] = []
         if dropped and self.config.history == "summary":
             messages.append(Message.user(f"Summary of steps 1-{dropped} (no longer shown):\n\n{self.summary}"))
@@ -333,7 +348,7 @@ class _Run:
 
     def _update_summary(self, step: Step) -> None:
         """Fold the steps that left the window into the running summary (summary history only)."""
-        dropped = self._kept()
+        dropped = self._dropped()
         if self.config.history != "summary" or dropped <= self.summarised:
             return
         new_steps = "\n\n".join(
@@ -363,7 +378,7 @@ class _Run:
 
     # --- prompts ---------------------------------------------------------------------------------
 
-    def _system_prompt(self, workspace: Path) -> str:
+    def _system_prompt(self) -> str:
         tool_list = "\n".join(f"- {tool.name}: {tool.spec.description}" for tool in TOOLS.values())
         paper_note = {
             "full": ", paper.md (the paper, also given below)",

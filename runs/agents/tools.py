@@ -23,13 +23,28 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from runs.scoring import ParsedAnswer, parse_answer
 from sandbox import Sandbox, SandboxError
 from sandbox.base import WORKSPACE_MOUNT
 
-from runs.scoring import ParsedAnswer, parse_answer
-
 from .base import ModelFailed, SandboxFailed
 from .llm import ChatModel, Message, ModelError, ToolCall, ToolSpec, Usage
+
+__all__ = [
+    "DEFAULT_COMMAND_TIMEOUT",
+    "DEFAULT_MAX_OBSERVATION_CHARS",
+    "TOOLS",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "display_path",
+    "resolve_path",
+    "run_tool",
+    "tool_specs",
+    "truncate",
+    "unified_diff",
+]
 
 DEFAULT_MAX_OBSERVATION_CHARS = 10_000
 DEFAULT_COMMAND_TIMEOUT = 600.0
@@ -170,12 +185,20 @@ def unified_diff(path: str, old: str | None, new: str | None) -> str:
     return "".join(out)
 
 
+def _check_open(context: ToolContext) -> None:
+    # File operations raise SandboxError both for the agent's mistakes and for a closed sandbox;
+    # only the first is the agent's to fix.
+    if context.sandbox.closed:
+        raise SandboxFailed("the sandbox is closed")
+
+
 def _read_text(context: ToolContext, relative: str) -> str:
     host = context.workspace / relative
     if host.is_dir():
         raise ToolError(f"{display_path(relative)} is a directory")
     if not host.exists():
         raise ToolError(f"{display_path(relative)} does not exist")
+    _check_open(context)
     try:
         return context.sandbox.read_file(relative)
     except SandboxError as error:
@@ -185,6 +208,7 @@ def _read_text(context: ToolContext, relative: str) -> str:
 def _write_text(context: ToolContext, relative: str, content: str) -> None:
     if (context.workspace / relative).is_dir():
         raise ToolError(f"{display_path(relative)} is a directory")
+    _check_open(context)
     try:
         context.sandbox.write_file(relative, content)
     except SandboxError as error:
@@ -268,12 +292,13 @@ def list_files(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     relative = resolve_path(context, args.get("path", "."))
     if not (context.workspace / relative).is_dir():
         raise ToolError(f"{display_path(relative)} is not a directory")
+    _check_open(context)
     try:
         entries = context.sandbox.list_files(relative, recursive=bool(args.get("recursive", False)))
     except SandboxError as error:
         raise ToolError(str(error)) from None
     prefix = "" if relative == "." else relative + "/"
-    shown = [entry[len(prefix):] if entry.startswith(prefix) else entry for entry in entries]
+    shown = [entry.removeprefix(prefix) for entry in entries]
     listing = "\n".join(shown) if shown else "(empty directory)"
     return ToolResult(observation=f"{display_path(relative)}:\n{listing}")
 
@@ -647,21 +672,4 @@ def _dispatch(context: ToolContext, name: str, arguments: dict[str, Any], *, inv
     if unknown:
         result.observation += f"\n[ignored unknown argument(s): {', '.join(sorted(unknown))}]"
     return result
-
-
-__all__ = [
-    "DEFAULT_COMMAND_TIMEOUT",
-    "DEFAULT_MAX_OBSERVATION_CHARS",
-    "TOOLS",
-    "Tool",
-    "ToolContext",
-    "ToolError",
-    "ToolResult",
-    "display_path",
-    "resolve_path",
-    "run_tool",
-    "tool_specs",
-    "truncate",
-    "unified_diff",
-]
 

@@ -67,7 +67,7 @@ class TrajectoryFormatError(ValueError):
 
 def now_iso() -> str:
     """The current UTC time, ISO 8601 with microseconds."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+    return _dt.datetime.now(_dt.UTC).isoformat()
 
 
 # --- the document --------------------------------------------------------------------------------

@@ -8,9 +8,8 @@ import pytest
 
 from runs.agents.llm import pricing
 from sandbox import Limits, backend_problem, open_sandbox
-from tests.support import require
-
 from tests.agents.helpers import build_toy_workspace
+from tests.support import require
 
 
 @functools.cache

@@ -9,7 +9,14 @@ import pytest
 
 from runs.agents.base import ModelFailed, SandboxFailed
 from runs.agents.llm import INVALID_JSON_KEY, ToolCall
-from runs.agents.tools import TOOLS, ToolContext, run_tool, tool_specs, truncate, unified_diff
+from runs.agents.tools import (
+    TOOLS,
+    ToolContext,
+    run_tool,
+    tool_specs,
+    truncate,
+    unified_diff,
+)
 from tests.agents.helpers import GOLD_BODY, STATS, model_for
 from tests.fakes import FakeError, FakeTurn
 
@@ -234,6 +241,8 @@ def test_a_broken_sandbox_ends_the_run_rather_than_the_step(sandbox, workspace):
     sandbox.close()
     with pytest.raises(SandboxFailed, match="sandbox is closed"):
         call(context, "command_line", command="true")
+    with pytest.raises(SandboxFailed, match="sandbox is closed"):
+        call(context, "write_file", path="a.txt", content="")
 
 
 def test_a_deleted_cwd_falls_back_to_the_workspace(context):

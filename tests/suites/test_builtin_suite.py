@@ -1,0 +1,76 @@
+"""The built-in suite as users get it: imported by set-up, gold code passing inside built workspaces."""
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from runs.execution import run_experiment
+from runs.models import Experiment, Sample, Suite
+from runs.scoring import DEFAULT_ATOL, DEFAULT_RTOL, score_experiment
+from runs.selectors import experiment_spec, gold_workspace_spec
+from runs.workspace import build_workspace
+from sandbox import open_sandbox
+from tests.support import require_backend
+
+BUILTIN = Path(settings.BASE_DIR) / "runs" / "suites" / "builtin"
+
+
+@pytest.fixture
+def builtin(db):
+    call_command("import_suite", str(BUILTIN), "--samples", "1,2", stdout=StringIO())
+    return Suite.objects.get(name="builtin")
+
+
+def test_builtin_suite_is_big_enough(builtin):
+    papers = builtin.papers.all()
+    assert papers.count() >= 3
+    assert Experiment.objects.filter(paper__suite=builtin).count() >= 12
+    assert all(paper.text and paper.functions.count() for paper in papers)
+    assert Sample.objects.filter(paper__suite=builtin, n=1).count() >= 20
+    assert Sample.objects.filter(paper__suite=builtin, n=2).count() >= 60
+    assert not Experiment.objects.filter(paper__suite=builtin, gold_result=None).exists()
+
+
+@pytest.mark.slow
+def test_every_experiment_of_the_gold_code_reproduces_gold_inside_a_built_workspace(builtin, tmp_path):
+    require_backend("bubblewrap")
+    slow = []
+    for paper in builtin.papers.order_by("paper_id"):
+        workspace = tmp_path / paper.paper_id
+        build_workspace(gold_workspace_spec(paper=paper), workspace)
+        with open_sandbox("bubblewrap", workspace, name=f"builtin-{paper.paper_id}") as sandbox:
+            for experiment in paper.experiments.order_by("exp_id"):
+                outcome = run_experiment(sandbox, experiment_spec(experiment))
+                assert outcome.error is None, f"{paper.paper_id} #{experiment.exp_id}: {outcome.error}\n{outcome.output}"
+                score = score_experiment(
+                    gold=experiment.gold_result,
+                    predicted=outcome.result,
+                    rtol=experiment.rtol or DEFAULT_RTOL,
+                    atol=experiment.atol or DEFAULT_ATOL,
+                )
+                assert score.passed, f"{paper.paper_id} #{experiment.exp_id}: {score.to_dict()}"
+                # Identical code in the same environment: the numbers must be reproduced far within tolerance.
+                assert all(n.relative_error is not None and n.relative_error < 1e-6 for n in score.numbers)
+                if outcome.duration > 10:
+                    slow.append(f"{paper.paper_id} #{experiment.exp_id}: {outcome.duration:.1f} s")
+    assert not slow, f"experiments over 10 s: {slow}"
+
+
+@pytest.mark.slow
+def test_audit_leaks_finds_nothing_in_the_builtin_suite(builtin):
+    out = StringIO()
+    call_command("audit_leaks", "builtin", "--n", "1,2", stdout=out, stderr=out)
+    assert " 0 leaks" in out.getvalue()
+
+
+@pytest.mark.slow
+def test_validate_suite_passes_on_the_builtin_suite(builtin, settings):
+    require_backend("bubblewrap")
+    settings.SANDBOX_BACKEND = "bubblewrap"
+    out = StringIO()
+    call_command("validate_suite", "builtin", stdout=out)  # raises CommandError if invalid
+    table = out.getvalue()
+    rows = [line for line in table.splitlines() if "#" in line]
+    assert len(rows) >= 20 and all(line.split()[3] == "yes" for line in rows)
