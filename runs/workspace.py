@@ -196,7 +196,7 @@ def _paper_for_context(spec: WorkspaceSpec) -> str | None:
     sections = [f"# {spec.paper_title}\n\nExcerpts of the paper relevant to each missing function.\n"]
     for function in spec.masked:
         excerpt = function.relevant_paper.strip() or "(no excerpt is available for this function)"
-        sections.append(f"## {function.file}: {function.name}\n\n{excerpt}\n")
+        sections.append(f"## {CODE_DIR}/{function.file}: {function.name}\n\n{excerpt}\n")
     return "\n".join(sections)
 
 
