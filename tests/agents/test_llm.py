@@ -18,9 +18,10 @@ from runs.agents.llm import (
     ToolSpec,
     Usage,
     model_from_name,
+    pricing,
 )
-from runs.agents.llm import pricing
-from runs.agents.llm.openai_chat import PLACEHOLDER_API_KEY, parse_arguments
+from runs.agents.llm.base import PLACEHOLDER_API_KEY
+from runs.agents.llm.openai_chat import parse_arguments
 from tests.fakes import FakeError, FakeLLMServer, FakeTurn
 
 KEY = "sk-test-key"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import anthropic
@@ -14,16 +13,14 @@ from .base import (
     ChatModel,
     Completion,
     Message,
-    MissingAPIKey,
     ToolCall,
     ToolSpec,
     Usage,
+    resolve_endpoint,
 )
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
-# Sent to a custom base URL (a proxy or gateway) when no key is configured; see OpenAIChatModel.
-PLACEHOLDER_API_KEY = "no-key-needed"
 
 
 class AnthropicModel(ChatModel):
@@ -51,14 +48,11 @@ class AnthropicModel(ChatModel):
         send_temperature: bool = False,
     ) -> None:
         self.model = model
-        self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        self.base_url, api_key = resolve_endpoint(
+            api_key=api_key, base_url=base_url, api_key_env=API_KEY_ENV, base_url_env=BASE_URL_ENV, provider=self.provider
+        )
         self.max_retries = max_retries
         self.send_temperature = send_temperature
-        api_key = api_key or os.environ.get(API_KEY_ENV)
-        if not api_key:
-            if self.base_url is None:
-                raise MissingAPIKey(API_KEY_ENV, provider=self.provider)
-            api_key = PLACEHOLDER_API_KEY
         self.name = f"anthropic:{model}@{self.base_url}" if self.base_url else f"anthropic:{model}"
         self._client = anthropic.Anthropic(
             api_key=api_key, base_url=self.base_url, max_retries=max_retries, timeout=timeout

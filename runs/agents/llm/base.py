@@ -7,6 +7,7 @@ completions, Anthropic messages) translate both ways; nothing outside them impor
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -177,3 +178,21 @@ class ChatModel(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+# Sent to a custom base URL when no key is configured: local servers (vLLM, Ollama) and gateways
+# accept any bearer token, and the SDKs refuse to build a client without one.
+PLACEHOLDER_API_KEY = "no-key-needed"
+
+
+def resolve_endpoint(
+    *, api_key: str | None, base_url: str | None, api_key_env: str, base_url_env: str, provider: str
+) -> tuple[str | None, str]:
+    """The base URL (None: the provider's own) and key to use; a missing key is an error only for the provider's own endpoint."""
+    base_url = base_url or os.environ.get(base_url_env) or None
+    api_key = api_key or os.environ.get(api_key_env)
+    if not api_key:
+        if base_url is None:
+            raise MissingAPIKey(api_key_env, provider=provider)
+        api_key = PLACEHOLDER_API_KEY
+    return base_url, api_key

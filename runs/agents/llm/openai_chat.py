@@ -4,7 +4,6 @@ server (vLLM, Ollama, llama.cpp server, LM Studio) given its base URL."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
@@ -17,18 +16,15 @@ from .base import (
     ChatModel,
     Completion,
     Message,
-    MissingAPIKey,
     ModelError,
     ToolCall,
     ToolSpec,
     Usage,
+    resolve_endpoint,
 )
 
 API_KEY_ENV = "OPENAI_API_KEY"
 BASE_URL_ENV = "OPENAI_BASE_URL"
-# Sent to a custom base URL when no key is configured: local servers accept any bearer token, and
-# the SDK refuses to build a client without one.
-PLACEHOLDER_API_KEY = "no-key-needed"
 
 # OpenAI's reasoning models reject any temperature but the default.
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
@@ -58,13 +54,10 @@ class OpenAIChatModel(ChatModel):
         timeout: float = 120,
     ) -> None:
         self.model = model
-        self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        self.base_url, api_key = resolve_endpoint(
+            api_key=api_key, base_url=base_url, api_key_env=API_KEY_ENV, base_url_env=BASE_URL_ENV, provider=self.provider
+        )
         self.max_retries = max_retries
-        api_key = api_key or os.environ.get(API_KEY_ENV)
-        if not api_key:
-            if self.base_url is None:
-                raise MissingAPIKey(API_KEY_ENV, provider=self.provider)
-            api_key = PLACEHOLDER_API_KEY
         self.name = f"openai-compatible:{model}@{self.base_url}" if self.base_url else f"openai:{model}"
         self._client = openai.OpenAI(
             api_key=api_key, base_url=self.base_url, max_retries=max_retries, timeout=timeout

@@ -15,13 +15,36 @@ class SoftmaxRegression:
         self.W = np.zeros((n_features + 1, n_classes))
 
     def loss_and_grad(self, W, X, Y):
-        """Mean cross-entropy plus L2 penalty (bias row excluded) and its gradient with respect to W."""
+        """Mean cross-entropy plus L2 penalty (bias row excluded) and its gradient with respect to W.
+
+        Parameters
+        ----------
+        W : ndarray of shape (d + 1, K), float
+            Weights, the last row holding the class biases.
+        X : ndarray of shape (n, d + 1), float
+            Inputs augmented with a constant 1 column.
+        Y : ndarray of shape (n, K), float
+            One-hot labels.
+
+        Returns
+        -------
+        loss : float
+            The regularised training objective.
+        grad : ndarray of shape (d + 1, K), float
+            Its gradient, ``X.T @ (P - Y) / n + l2 * W`` with the bias row of ``W`` zeroed.
+        """
+        if X.shape[1] != W.shape[0]:
+            raise ValueError(f"X has {X.shape[1]} columns but W has {W.shape[0]} rows (bias column missing?)")
         n = X.shape[0]
         log_probs = log_softmax(X @ W)
+        probs = np.exp(log_probs)
         penalised = W.copy()
         penalised[-1] = 0.0  # biases are not regularised
-        loss = -np.sum(Y * log_probs) / n + 0.5 * self.l2 * np.sum(penalised ** 2)
-        grad = X.T @ (np.exp(log_probs) - Y) / n + self.l2 * penalised
+        data_loss = -np.sum(Y * log_probs) / n
+        penalty = 0.5 * self.l2 * np.sum(penalised ** 2)
+        loss = data_loss + penalty
+        # softmax and cross-entropy together have the simple gradient P - Y with respect to the logits
+        grad = X.T @ (probs - Y) / n + self.l2 * penalised
         return loss, grad
 
     def fit(self, X, y, lr, steps):

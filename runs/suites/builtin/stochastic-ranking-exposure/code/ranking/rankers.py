@@ -14,9 +14,23 @@ def noisy_oracle_scores(grades, noise_std, rng):
 
 
 def popularity_scores(grades):
-    """Non-personalised scores: the fraction of users who find each item relevant."""
+    """Non-personalised scores: the fraction of users who find each item relevant.
+
+    Parameters
+    ----------
+    grades : ndarray of shape (n_users, n_items), int
+        Relevance grade of every (user, item) pair; a grade above zero counts as relevant.
+
+    Returns
+    -------
+    ndarray of shape (n_users, n_items), float
+        The same row of item popularities for every user.
+    """
+    if grades.ndim != 2:
+        raise ValueError(f"grades must be a (users, items) matrix, got shape {grades.shape}")
     n_users = grades.shape[0]
-    popularity = np.sum(grades > 0, axis=0) / n_users
+    relevant = grades > 0
+    popularity = np.sum(relevant, axis=0) / n_users
     return np.tile(popularity, (n_users, 1))
 
 
