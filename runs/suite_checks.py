@@ -6,7 +6,6 @@ experiment), the gold code must pass in a built workspace, and plausible wrong i
 (mutants) must be caught; otherwise a sample could be passed without implementing anything.
 """
 import json
-import platform
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from runs.execution import ExperimentOutcome, run_experiment
+from runs.execution import ExperimentOutcome, printed_result, run_experiment
 from runs.masking import MaskTarget, mask_source
 from runs.models import Experiment, Paper, Suite
 from runs.mutation import function_mutants
@@ -69,11 +68,13 @@ def suite_make_gold(*, suite: Suite, backend: str, runs: int = 2, progress: Prog
     if runs < 2:
         raise GoldError("make_gold needs at least two runs to measure noise")
     results: dict[int, tuple[dict, float]] = {}
+    environments: dict[str, dict] = {}
     failures = []
     with tempfile.TemporaryDirectory(prefix="make-gold-") as scratch:
         for paper in suite.papers.exclude(code_dir="").order_by("paper_id"):
             workspace, sandbox = _paper_sandbox(paper, Path(scratch), backend)
             with sandbox:
+                environments[paper.paper_id] = _sandbox_versions(sandbox, backend)
                 for experiment in paper.experiments.order_by("exp_id"):
                     outcomes = [run_experiment(sandbox, experiment_spec(experiment)) for _ in range(runs)]
                     where = f"{paper.paper_id} experiment {experiment.exp_id}"
@@ -91,13 +92,21 @@ def suite_make_gold(*, suite: Suite, backend: str, runs: int = 2, progress: Prog
                     progress(f"{where}: {json.dumps(outcomes[0].result)} (spread {spread:.2g}, {seconds:.1f} s)")
     if failures:
         raise GoldError("gold results were not stored:\n" + "\n".join(failures))
-    _store_gold(suite, results)
+    _store_gold(suite, results, environments)
+
+
+def _sandbox_versions(sandbox, backend: str) -> dict:
+    """Where the gold numbers were made, so a later drift can be traced to an interpreter or numpy change."""
+    probe = sandbox.execute(
+        'python3 -c "import json, platform; import numpy; '
+        'print(json.dumps({\'python\': platform.python_version(), \'numpy\': numpy.__version__}))"',
+        timeout=60,
+    )
+    return {"sandbox": backend, **(printed_result(probe.output) or {"python": "unknown", "numpy": "unknown"})}
 
 
 @transaction.atomic
-def _store_gold(suite: Suite, results: dict[int, tuple[dict, float]]) -> None:
-    import numpy  # the suites' only dependency; recorded so a drift in gold can be traced to it
-
+def _store_gold(suite: Suite, results: dict[int, tuple[dict, float]], environments: dict[str, dict]) -> None:
     experiments = Experiment.objects.filter(pk__in=results).select_related("paper")
     by_paper: dict[Paper, dict] = {}
     for experiment in experiments:
@@ -109,8 +118,7 @@ def _store_gold(suite: Suite, results: dict[int, tuple[dict, float]]) -> None:
     for paper, stored in by_paper.items():
         document = {
             "generated_by": "python manage.py make_gold",
-            "python": platform.python_version(),
-            "numpy": numpy.__version__,
+            **environments[paper.paper_id],
             "results": {str(i): stored[i].gold_result for i in sorted(stored)},
             "spread": {str(i): stored[i].gold_spread for i in sorted(stored)},
         }

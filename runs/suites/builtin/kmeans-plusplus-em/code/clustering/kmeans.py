@@ -19,7 +19,7 @@ def squared_distances(X, centers):
     """
     if X.shape[1] != centers.shape[1]:
         raise ValueError(f"points have {X.shape[1]} dimensions but centres have {centers.shape[1]}")
-    # broadcast to (n, k, d) differences; exact, unlike the |x|^2 - 2 x.c + |c|^2 expansion
+    # broadcast to (n, k, d) differences: no cancellation error, unlike |x|^2 - 2 x.c + |c|^2
     differences = X[:, None, :] - centers[None, :, :]
     return np.sum(differences ** 2, axis=2)
 

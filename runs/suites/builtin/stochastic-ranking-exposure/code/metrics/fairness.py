@@ -23,8 +23,8 @@ def aggregate_exposure(exposure, user_groups, item_groups):
         raise ValueError(f"exposure of shape {exposure.shape} for {user_groups.size} users and {item_groups.size} items")
     user_onehot = np.eye(user_groups.max() + 1)[user_groups]
     item_onehot = np.eye(item_groups.max() + 1)[item_groups]
-    # users are averaged so that large user groups do not weigh more; items are summed because
-    # a group of items shares the exposure its members receive
+    # users are averaged (a user group gets the exposure of its typical member, whatever its size);
+    # items are summed (an item group gets the total exposure of its members)
     group_sizes = user_onehot.sum(axis=0)
     user_weights = user_onehot / group_sizes
     return user_weights.T @ exposure @ item_onehot
