@@ -4,5 +4,7 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("attempts/", include("runs.replay_urls")),
     path("", include("leaderboard.urls")),
 ]
