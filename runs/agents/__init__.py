@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from .agentless import AgentlessAgent, AgentlessConfig
 from .base import EXIT_STATUSES, AgentResult, Budget
+from .baselines import (
+    BaselineConfig,
+    GoldAgent,
+    MutantAgent,
+    NoopAgent,
+    gold_bodies_for,
+)
 from .react import AgentConfig, ReActAgent, run_agent
 from .trajectory import FORMAT as TRAJECTORY_FORMAT
 from .trajectory import (
@@ -34,12 +42,19 @@ __all__ = [
     "Agent",
     "AgentConfig",
     "AgentResult",
+    "AgentlessAgent",
+    "AgentlessConfig",
+    "BaselineConfig",
     "Budget",
+    "GoldAgent",
+    "MutantAgent",
+    "NoopAgent",
     "ReActAgent",
     "Trajectory",
     "TrajectoryFormatError",
     "TrajectoryWriter",
     "agent_from_name",
+    "gold_bodies_for",
     "load_trajectory",
     "register_agent",
     "run_agent",
@@ -61,6 +76,15 @@ AGENTS: dict[str, Callable[..., Agent]] = {"react": ReActAgent}
 def register_agent(name: str, factory: Callable[..., Agent]) -> None:
     """Make `agent_from_name(name, **config)` return `factory(**config)`."""
     AGENTS[name] = factory
+
+
+# The agentless harness and the model-free baselines: gold and mutant need `gold_bodies=` (from
+# `gold_bodies_for`), mutant also a `seed=`. An agent's `needs_model` / `needs_gold_bodies` say
+# what the caller must provide.
+register_agent("agentless", AgentlessAgent)
+register_agent("gold", GoldAgent)
+register_agent("noop", NoopAgent)
+register_agent("mutant", MutantAgent)
 
 
 def agent_from_name(name: str, **config: Any) -> Agent:

@@ -62,14 +62,14 @@ def write_toy_code(root: Path) -> Path:
     return root
 
 
-def build_toy_workspace(tmp_path: Path, *, context: str = "full", masked: bool = True) -> Path:
-    """A built workspace with `weighted_mean` masked (sample toy_0)."""
+def build_toy_workspace(tmp_path: Path, *, context: str = "full", masked: bool = True, paper: str = PAPER) -> Path:
+    """A built workspace with `weighted_mean` masked (sample toy_0); `paper` is its paper.md."""
     code = write_toy_code(tmp_path / "gold-code")
     functions = [MaskedFunctionSpec(0, "stats.py", "weighted_mean", "The weighted mean.", "Divide by the total weight.", 4)]
     spec = WorkspaceSpec(
         sample_id="toy_0",
         paper_title="Weighted Means",
-        paper_text=PAPER,
+        paper_text=paper,
         code_dir=code,
         masked=functions if masked else [],
         experiments=[EXPERIMENT],

@@ -374,7 +374,7 @@ def test_the_trajectory_on_disk_is_complete_after_every_step(fake_llm, workspace
     "context, present, absent",
     [
         ("full", [PAPER.strip(), "paper.md (the paper, also given below)"], ["Divide by the total weight."]),
-        ("oracle", ["## stats.py: weighted_mean\n\nDivide by the total weight."], ["We weight each value by its count"]),
+        ("oracle", ["## code/stats.py: weighted_mean\n\nDivide by the total weight."], ["We weight each value by its count"]),
         ("none", ["The paper is not available for this task."], ["# The paper", "paper.md"]),
     ],
 )

@@ -14,11 +14,21 @@ the real APIs, requests whose tool calls and tool results do not pair up are rej
 (`strict=False` turns that off), so an agent that trims its history carelessly fails here too.
 Once the script is exhausted every request gets a 500 that the SDKs do not retry
 (`x-should-retry: false`) whose message says so.
+
+It also answers the OpenAI embeddings API (`POST /v1/embeddings`), outside the script: each input
+gets `server.embed(text)`, by default `fake_embedding`, a hashed bag of words, so texts sharing
+words are close. Replace `server.embed` to script other vectors; if it raises, the request gets
+a 500 the SDK does not retry.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
+import re
+import struct
 import threading
 import time
 from collections import deque
@@ -28,6 +38,8 @@ from typing import Any, Callable, Union
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
+EMBEDDINGS_PATH = "/v1/embeddings"
+EMBEDDING_DIMENSIONS = 64
 CREATED = 1_700_000_000  # a fixed timestamp keeps responses byte-for-byte deterministic
 
 
@@ -100,6 +112,7 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.embed: Callable[[str], list[float]] = fake_embedding
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -188,6 +201,10 @@ class FakeLLMServer:
             body = json.loads(raw or b"null")
         except ValueError:
             body = None
+        if path == EMBEDDINGS_PATH:
+            with self._lock:
+                self.requests.append(RecordedRequest(path, headers, body))
+            return self._embeddings(body)
         api = "anthropic" if path == ANTHROPIC_PATH else "openai"
         problem = self._check(api, body) if path in (OPENAI_PATH, ANTHROPIC_PATH) else None
         with self._lock:
@@ -225,6 +242,43 @@ class FakeLLMServer:
         if api == "anthropic":
             return 200, {"request-id": f"req_fake_{number}"}, _anthropic_message(entry, number, model)
         return 200, {"x-request-id": f"req_fake_{number}"}, _openai_completion(entry, number, model)
+
+
+    def _embeddings(self, body: Any) -> tuple[int, dict[str, str], dict]:
+        """The embeddings response: one `self.embed(text)` per input, floats or base64 as asked."""
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+            return _error("openai", 400, "fake LLM server: 'model' (string) and 'input' are required")
+        inputs = body.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str) and t for t in inputs):
+            return _error("openai", 400, "fake LLM server: 'input' must be a non-empty string or array of them")
+        try:
+            vectors = [self.embed(text) for text in inputs]
+        except Exception as exc:  # a broken or deliberately failing embed: say so, do not drop the connection
+            status, extra, payload = _error("openai", 500, f"fake LLM server: embed raised {type(exc).__name__}: {exc}")
+            return status, {**extra, "x-should-retry": "false"}, payload
+        as_base64 = body.get("encoding_format") == "base64"
+        data = [
+            {
+                "object": "embedding",
+                "index": index,
+                "embedding": base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() if as_base64 else v,
+            }
+            for index, v in enumerate(vectors)
+        ]
+        tokens = sum(len(text.split()) for text in inputs)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return 200, {}, {"object": "list", "data": data, "model": body["model"], "usage": usage}
+
+
+def fake_embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """A deterministic unit vector for `text`: each lower-case word adds to a coordinate chosen by
+    its hash, so texts sharing words have a high cosine similarity."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % dimensions] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
 
 
 class _Handler(BaseHTTPRequestHandler):

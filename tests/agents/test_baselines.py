@@ -1,0 +1,267 @@
+"""The model-free baselines on the built-in suite, in real bubblewrap sandboxes, scored for real.
+
+The acceptance criterion of the baselines: `gold` passes every sample at n=1 and n=2, `noop`
+passes none, `mutant` fails at least 90% of them. Each sample gets its own freshly built
+workspace, sandbox and trajectory; nothing is shared between samples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from runs.agents import (
+    AGENTS,
+    BaselineConfig,
+    GoldAgent,
+    agent_from_name,
+    gold_bodies_for,
+    load_trajectory,
+)
+from runs.agents.baselines import command_result, functions_in_edit_order
+from runs.models import Sample, Suite
+from runs.scoring import score_sample
+from runs.selectors import sample_experiments
+from runs.services import samples_ensure, workspace_build
+from sandbox import open_sandbox
+from tests.agents.helpers import build_toy_workspace
+from tests.support import require_backend
+
+BUILTIN = Path(settings.BASE_DIR) / "runs" / "suites" / "builtin"
+
+
+@pytest.fixture
+def builtin_samples(db) -> list[Sample]:
+    """Every built-in sample at n=1 and n=2."""
+    require_backend("bubblewrap")
+    call_command("import_suite", str(BUILTIN), "--samples", "1,2", stdout=StringIO())
+    return samples_ensure(suite=Suite.objects.get(name="builtin"), n_values=[1, 2])
+
+
+@dataclass
+class Attempt:
+    """One baseline attempt on one sample, ready to run: nothing in it is shared with another."""
+
+    sample_id: str
+    workspace: Path
+    trajectory_path: Path
+    agent: Any
+    experiments: list[tuple]  # (id, gold, rtol, atol) for score_sample
+
+
+def prepare(agent_name: str, sample: Sample, root: Path, **settings) -> Attempt:
+    """Everything that reads the database, as the harness does it: build the workspace, read the
+    gold bodies from the gold code on the host, configure the agent, look up the gold results."""
+    workspace = root / "workspace"
+    workspace_build(sample=sample, dest=workspace)
+    if AGENTS[agent_name].needs_gold_bodies:
+        task = json.loads((workspace / "task.json").read_text())
+        settings["gold_bodies"] = gold_bodies_for(code_dir=Path(sample.paper.code_dir), missing_functions=task["missing_functions"])
+    experiments = [(e.exp_id, e.gold_result, e.rtol, e.atol) for e in sample_experiments(sample=sample)]
+    return Attempt(sample.sample_id, workspace, root / "trajectory.json", agent_from_name(agent_name, **settings), experiments)
+
+
+def execute(attempt: Attempt):
+    """Run the attempt in a sandbox of its own (no database: safe in a worker thread)."""
+    name = f"{attempt.agent.name}-{attempt.sample_id.replace(',', '-')}"
+    with open_sandbox("bubblewrap", attempt.workspace, name=name) as sandbox:
+        return attempt.agent.run(model=None, sandbox=sandbox, workspace=attempt.workspace, trajectory_path=attempt.trajectory_path)
+
+
+def run_attempt(agent_name: str, sample: Sample, root: Path, **settings):
+    """One attempt start to end: (result, score, workspace)."""
+    attempt = prepare(agent_name, sample, root, **settings)
+    result = execute(attempt)
+    return result, score_sample(experiments=attempt.experiments, answer=result.final_answer), attempt.workspace
+
+
+# --- on every sample (the acceptance criterion) --------------------------------------------------
+
+# A few attempts at a time keep every core busy while others wait on process and namespace set-up
+# (about 2x faster than one at a time on two idle cores).
+WORKERS = min(8, 2 * (os.cpu_count() or 1))
+
+
+def run_everywhere(agent_name: str, samples: list[Sample], tmp_path: Path) -> dict[str, bool]:
+    """Attempt every sample; True where the baseline's answer passes."""
+    started = time.monotonic()
+    attempts = [
+        prepare(agent_name, sample, tmp_path / f"{index:03d}", **({"seed": index} if agent_name == "mutant" else {}))
+        for index, sample in enumerate(samples)
+    ]
+    with ThreadPoolExecutor(WORKERS) as pool:
+        results = list(pool.map(execute, attempts))
+    passed = {}
+    for attempt, result in zip(attempts, results):
+        assert result.exit_status == "submitted", f"{attempt.sample_id}: {result.exit_message}"
+        passed[attempt.sample_id] = score_sample(experiments=attempt.experiments, answer=result.final_answer).passed
+    print(f"{agent_name}: {sum(passed.values())} of {len(passed)} samples pass ({time.monotonic() - started:.1f} s)")
+    return passed
+
+
+@pytest.mark.slow
+def test_gold_passes_every_sample(builtin_samples, tmp_path):
+    assert {sample.n for sample in builtin_samples} == {1, 2}
+    passed = run_everywhere("gold", builtin_samples, tmp_path)
+    assert [sample_id for sample_id, ok in passed.items() if not ok] == []
+
+
+@pytest.mark.slow
+def test_noop_passes_no_sample(builtin_samples, tmp_path):
+    passed = run_everywhere("noop", builtin_samples, tmp_path)
+    assert [sample_id for sample_id, ok in passed.items() if ok] == []
+
+
+@pytest.mark.slow
+def test_mutant_fails_at_least_90_percent_of_samples(builtin_samples, tmp_path):
+    passed = run_everywhere("mutant", builtin_samples, tmp_path)
+    survivors = [sample_id for sample_id, ok in passed.items() if ok]
+    assert len(survivors) <= 0.1 * len(passed), f"{len(survivors)} of {len(passed)} mutants pass: {survivors}"
+
+
+# --- one sample each, in detail ------------------------------------------------------------------
+
+# Two functions in the same file (optim/adam.py): they must be restored bottom up, each at its place.
+SAME_FILE_SAMPLE = "adam-bias-correction_3,4"
+
+
+@pytest.fixture
+def same_file_sample(builtin_samples) -> Sample:
+    return next(sample for sample in builtin_samples if sample.sample_id == SAME_FILE_SAMPLE)
+
+
+def test_gold_trajectory_restores_each_function_and_submits(same_file_sample, tmp_path):
+    result, score, workspace = run_attempt("gold", same_file_sample, tmp_path)
+    assert result.exit_status == "submitted" and score.passed
+    trajectory = result.trajectory
+    assert load_trajectory(tmp_path / "trajectory.json") == trajectory
+    header = trajectory.header
+    assert (header.agent, header.model, header.sample_id) == ("gold", "none", SAME_FILE_SAMPLE)
+    assert header.exit_status == "submitted" and header.ended_at and header.cost == 0
+
+    tools = [step.tool for step in trajectory.steps]
+    experiments = json.loads((workspace / "task.json").read_text())["experiments"]
+    assert tools == ["write_file", "write_file", "change_directory"] + ["command_line"] * len(experiments) + ["final_answer"]
+    assert [step.index for step in trajectory.steps] == list(range(1, len(tools) + 1))
+    writes = trajectory.steps[:2]
+    # Bottom up: Adam.step (below) before Adam.update_moments (above).
+    assert [step.thought for step in writes] == [
+        "Restore Adam.step from the reference implementation.",
+        "Restore Adam.update_moments from the reference implementation.",
+    ]
+    for step in writes:
+        assert [(change.path, change.change) for change in step.files_changed] == [("code/optim/adam.py", "modified")]
+        assert "-        raise NotImplementedError" in step.files_changed[0].diff
+        assert not step.error
+    # Restoring both gives the gold file back byte for byte.
+    gold_file = Path(same_file_sample.paper.code_dir) / "optim" / "adam.py"
+    assert (workspace / "code/optim/adam.py").read_text() == gold_file.read_text()
+
+    runs = [step for step in trajectory.steps if step.tool == "command_line"]
+    assert [step.arguments["command"] for step in runs] == [e["command"] for e in experiments]
+    assert all("[exit code 0;" in step.observation and "cwd /workspace/code]" in step.observation for step in runs)
+    labels = [e["label"] for e in experiments]
+    assert sorted(trajectory.final_answer.parsed) == sorted(labels)
+    assert trajectory.steps[-1].arguments["answer"] == trajectory.final_answer.parsed
+
+    # The final patch turns a fresh workspace into the restored one.
+    assert trajectory.final_patch.count("+++ b/code/optim/adam.py") == 1
+    fresh = tmp_path / "fresh"
+    workspace_build(sample=same_file_sample, dest=fresh)
+    if shutil.which("patch") is None:
+        pytest.skip("patch(1) is not installed")
+    subprocess.run(["patch", "-p1", "--quiet"], input=trajectory.final_patch, text=True, cwd=fresh, check=True)
+    assert (fresh / "code/optim/adam.py").read_text() == gold_file.read_text()
+
+
+def test_noop_trajectory_runs_the_masked_code_and_submits_nothing(same_file_sample, tmp_path):
+    result, score, _ = run_attempt("noop", same_file_sample, tmp_path)
+    assert result.exit_status == "submitted" and not score.passed
+    trajectory = load_trajectory(tmp_path / "trajectory.json")
+    assert trajectory == result.trajectory
+    assert [step.tool for step in trajectory.steps if step.tool != "command_line"] == ["change_directory", "final_answer"]
+    runs = [step for step in trajectory.steps if step.tool == "command_line"]
+    assert runs and all("NotImplementedError" in step.observation for step in runs)
+    assert all(re.search(r"\[exit code [1-9]\d*;", step.observation) for step in runs)
+    assert all(not step.files_changed for step in trajectory.steps)
+    assert trajectory.final_answer.parsed == {} and trajectory.final_answer.raw == "{}"
+    assert trajectory.final_patch == ""
+    assert "0 of" in trajectory.steps[-1].thought
+
+
+def test_mutant_trajectory_plants_one_recorded_bug(same_file_sample, tmp_path):
+    result, _, workspace = run_attempt("mutant", same_file_sample, tmp_path, seed=7)
+    assert result.exit_status == "submitted"
+    trajectory = load_trajectory(tmp_path / "trajectory.json")
+    assert trajectory == result.trajectory
+    mutation = trajectory.header.extra["mutation"]
+    assert trajectory.header.config["seed"] == 7 and mutation["seed"] == 7
+    assert mutation["file"] == "code/optim/adam.py" and mutation["function"] in ("Adam.step", "Adam.update_moments")
+    planted = [step for step in trajectory.steps if "planted bug" in step.thought]
+    assert len(planted) == 1 and mutation["function"] in planted[0].thought and mutation["description"] in planted[0].thought
+    gold_file = (Path(same_file_sample.paper.code_dir) / "optim" / "adam.py").read_text()
+    mutated = (workspace / "code/optim/adam.py").read_text()
+    assert mutated != gold_file and len(mutated.splitlines()) == len(gold_file.splitlines())
+    # The same seed plants the same bug; the answer is what the mutated code printed, not gold.
+    again, _, _ = run_attempt("mutant", same_file_sample, tmp_path / "again", seed=7)
+    assert again.trajectory.header.extra["mutation"] == mutation
+    assert again.final_answer.value == result.final_answer.value
+
+
+# --- without the database ------------------------------------------------------------------------
+
+
+def test_gold_bodies_come_from_the_gold_code_and_are_required(tmp_path, sandbox_on):
+    workspace = build_toy_workspace(tmp_path)
+    task = json.loads((workspace / "task.json").read_text())
+    bodies = gold_bodies_for(code_dir=tmp_path / "gold-code", missing_functions=task["missing_functions"])
+    assert list(bodies) == [("code/stats.py", "weighted_mean")]
+    assert bodies[("code/stats.py", "weighted_mean")].endswith("return total / sum(weights)")
+    with pytest.raises(TypeError):
+        agent_from_name("gold")  # gold bodies are not optional
+    assert GoldAgent.needs_gold_bodies and not GoldAgent.needs_model
+    sandbox = sandbox_on(workspace)
+    with pytest.raises(ValueError, match="no gold body was given for code/stats.py:weighted_mean"):
+        agent_from_name("gold", gold_bodies={}).run(model=None, sandbox=sandbox, workspace=workspace, trajectory_path=tmp_path / "t.json")
+    # The bug is the harness's: recorded as such before it propagates.
+    assert load_trajectory(tmp_path / "t.json").header.exit_status == "harness_error"
+
+
+def test_baselines_stop_at_the_time_limit(tmp_path, sandbox_on):
+    workspace = build_toy_workspace(tmp_path)
+    ticks = iter(range(0, 10_000, 100))  # each clock reading is 100 s later
+    result = agent_from_name("noop", config=BaselineConfig(max_seconds=250)).run(
+        model=None, sandbox=sandbox_on(workspace), workspace=workspace, trajectory_path=tmp_path / "t.json", clock=lambda: next(ticks)
+    )
+    assert result.exit_status == "time_limit" and result.final_answer is None
+    assert "time limit" in result.exit_message
+
+
+def test_command_result_needs_a_clean_exit():
+    assert command_result('{"a": 1}\n[exit code 0; 0.1 s; cwd /workspace/code]') == {"a": 1}
+    assert command_result('{"a": 1}\nTraceback...\n[exit code 1; 0.1 s; cwd /workspace/code]') is None
+    assert command_result('{"a": 1}\n[timed out after 5 s and was killed; 5.0 s; cwd /workspace/code]') is None
+    assert command_result('{"a": 1}') is None
+    assert command_result("no json\n[exit code 0; 0.1 s; cwd /workspace/code]") is None
+
+
+def test_functions_are_edited_bottom_up_within_a_file():
+    functions = [
+        {"file": "code/a.py", "name": "f", "line": 3},
+        {"file": "code/b.py", "name": "g", "line": 1},
+        {"file": "code/a.py", "name": "h", "line": 30},
+    ]
+    assert [f["name"] for f in functions_in_edit_order(functions)] == ["h", "f", "g"]
