@@ -7,7 +7,7 @@ export DEBUG ?= 1
 export REDIS_URL ?= redis://127.0.0.1:6379/0
 PORT ?= 8000
 
-.PHONY: install system-packages services sandbox-images test test-fast demo bench bench-sandbox clean
+.PHONY: install system-packages services sandbox-images test test-fast demo bench clean
 
 install: system-packages $(VENV)/.installed
 
@@ -28,8 +28,6 @@ sandbox-images: install
 	@sandbox/images/start_docker_engine.sh
 	@sandbox/images/build_base_image.sh
 
-bench-sandbox: sandbox-images
-	$(BIN)/python scripts/bench_sandbox.py
 
 test: install services sandbox-images
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest
@@ -38,13 +36,22 @@ test: install services sandbox-images
 test-fast: install services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest -m "not slow"
 
+# The demo keeps its data in Postgres (RQ workers write concurrently, which SQLite serialises badly).
+DEMO_DATABASE ?= autoexperiment_demo
+demo: export DATABASE_URL = postgres://postgres@127.0.0.1:5432/$(DEMO_DATABASE)
 demo: install services
+	@scripts/ensure_services.sh $(DEMO_DATABASE)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py import_suite runs/suites/builtin --samples 1,2
+	$(BIN)/python manage.py load_demo
+	@echo "Serving http://localhost:$(PORT)/ (create an account to sign in: DATABASE_URL=$$DATABASE_URL $(BIN)/python manage.py createsuperuser)"
 	$(BIN)/python manage.py runserver 0.0.0.0:$(PORT)
 
-bench: install
+bench: install services sandbox-images
 	$(BIN)/python scripts/bench_sampling.py
+	$(BIN)/python scripts/bench_sandbox.py
+	$(BIN)/python scripts/bench_worker.py
+	$(BIN)/python scripts/bench_pages.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -6,5 +6,7 @@ urlpatterns = [
     path("django-rq/", include("django_rq.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("attempts/", include("runs.replay_urls")),
+    path("runs/", include("runs.urls")),
+    path("", include("runs.submissions.urls")),
     path("", include("leaderboard.urls")),
 ]

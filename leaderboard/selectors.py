@@ -1,25 +1,850 @@
-"""Read-side queries for the public pages."""
-from django.db.models import Count
+"""Read side of the leaderboard: attempts aggregated into systems, per-function difficulty, a system's
+runs and samples. pandas lives here and nowhere else.
 
-from runs.models import Experiment, Function, Paper, Sample, Suite
+Every table is a handful of queries whatever the number of rows: the database groups attempts per
+(system, sample) with `.values(...).annotate(...)` and those per (system, n, c of m), and pandas
+turns the few rows that come back into systems by n.
+
+The rules (also shown on the page, "How to read this"):
+
+- A *system* is (suite, agent, model, agent configuration as canonical JSON, context condition).
+  Its runs are pooled: attempts of two runs of the same system at the same sample are attempts of
+  one sample.
+- Only attempts with status `done` count. Status `error` (sandbox, worker or model provider
+  failure) never counts for or against the model; its count is shown.
+- An attempt is *verified* when the harness re-executed its code (`reexecution_passed` is set);
+  its verdict is then `passed` (reported answer AND re-execution pass). An unverified attempt
+  (uploaded results not yet re-executed) is judged by `reported_passed`. A system is verified
+  when every counted attempt is; "verified only" keeps verified attempts alone.
+- Per sample, c of m counted attempts pass. Pass@1 is the mean over samples of c/m (the unbiased
+  pass@1 estimator) with a seeded percentile bootstrap interval over samples. Pass@k (k: the
+  largest attempts-per-sample among the system's runs) is the mean of the unbiased per-sample
+  pass@k over samples with at least k counted attempts.
+- Verifier-selected Pass@1 is the share of samples whose chosen attempt passes (per verifier).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pandas as pd
+from django.db import connections
+from django.db.models import (
+    Avg,
+    Case,
+    Count,
+    F,
+    FloatField,
+    IntegerField,
+    Q,
+    Sum,
+    Value,
+    When,
+)
+from django.urls import NoReverseMatch, reverse
+
+from leaderboard.models import VerifierSelection
+from runs.models import Attempt, Function, Run, Sample, Suite
+from runs.statistics import bootstrap_ci, pass_at_k
+from runs.submissions.selectors import visible_runs_q
+
+BOOTSTRAP_SEED = 0
+BOOTSTRAP_RESAMPLES = 10_000
+CONFIDENCE = 0.95
+CONTEXT_LABELS = dict(Run.CONTEXT_CHOICES)
+
+# Sort keys: "<field>_n<n>" for a number at one n, "<field>" for a system total; "-" for descending.
+SORT_FIELDS_BY_N = {"pass1": "pass1", "passk": "passk", "verifier": "verifier", "samples": "samples"}
+SORT_FIELDS = {
+    "name": "name", "cost": "cost_mean", "seconds": "seconds_mean", "attempts": "attempts", "errors": "errors", "date": "date",
+}
 
 
-def suite_list_with_counts():
-    """Suites with how many papers, functions, experiments and samples each holds.
+# --- filters and system keys -------------------------------------------------------------------------
 
-    One grouped query per kind rather than one query joining all four, whose row count would be
-    the product of the four.
+
+@dataclass(frozen=True)
+class LeaderboardFilters:
+    """What the URL asks for (validated by leaderboard.forms.LeaderboardFilterForm)."""
+
+    suite: str | None = None
+    agent: str | None = None
+    context: str | None = None
+    verified_only: bool = False
+    n_min: int | None = None
+    n_max: int | None = None
+    sort: str = ""
+
+
+def canonical_config(config) -> str:
+    """The agent configuration as canonical JSON: same settings, same text, whatever the key order."""
+    return json.dumps(config or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def system_slug(*, suite: str, agent: str, model: str, config_json: str, context: str) -> str:
+    """A short stable id of a system key, for its page's URL."""
+    key = json.dumps([suite, agent, model, config_json, context], ensure_ascii=False)
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+
+
+def verifier_label(verifier: str) -> str:
+    """A verifier as shown: a model spec without its endpoint (which may carry credentials)."""
+    return verifier.split("@http", 1)[0]
+
+
+def _run_filter(filters: LeaderboardFilters) -> Q:
+    q = Q()
+    if filters.suite:
+        q &= Q(suite__name=filters.suite)
+    if filters.agent:
+        q &= Q(agent=filters.agent)
+    if filters.context:
+        q &= Q(context=filters.context)
+    return q
+
+
+def _n_filter(filters: LeaderboardFilters, prefix: str) -> Q:
+    q = Q()
+    if filters.n_min is not None:
+        q &= Q(**{f"{prefix}n__gte": filters.n_min})
+    if filters.n_max is not None:
+        q &= Q(**{f"{prefix}n__lte": filters.n_max})
+    return q
+
+
+def _counted(filters: LeaderboardFilters, prefix: str = "") -> Q:
+    """The attempts that count: done, and re-executed when only verified ones are wanted."""
+    q = Q(**{f"{prefix}status": Attempt.DONE})
+    if filters.verified_only:
+        q &= Q(**{f"{prefix}reexecution_passed__isnull": False})
+    return q
+
+
+def _passes(prefix: str = "") -> Q:
+    """An attempt's verdict: `passed` once re-executed, its reported verdict until then."""
+    return Q(**{f"{prefix}reexecution_passed__isnull": False, f"{prefix}passed": True}) | Q(
+        **{f"{prefix}reexecution_passed__isnull": True, f"{prefix}reported_passed": True}
+    )
+
+
+def attempt_verdict(attempt: Attempt) -> bool:
+    """The leaderboard's verdict of one attempt (same rule as `_passes`)."""
+    return bool(attempt.passed) if attempt.reexecution_passed is not None else bool(attempt.reported_passed)
+
+
+# --- loading: a few grouped queries, whatever the number of attempts ------------------------------
+#
+# A system's runs are pooled per sample, so the unit is (system, sample). The database groups
+# attempts per (system, sample) and then groups those per (system, n, c, m): what comes back is a
+# few rows per system and n (one per distinct c-of-m), not one per attempt or sample. The system a
+# run belongs to is decided here, in Python, by canonical JSON, and handed to SQL as a CASE over
+# run ids, so key order in agent_config never splits a system on any database.
+
+_RUN_COLUMNS = ["run_id", "suite", "agent", "model", "agent_config", "context", "k", "n_values", "finished_at", "created_at"]
+_SUMMARY_COLUMNS = [
+    "system_no", "n", "c", "m", "samples", "verified_m", "errors", "cost_sum", "cost_known", "seconds_sum", "seconds_known",
+]
+
+
+def _runs_frame(run_q: Q) -> pd.DataFrame:
+    """Public runs matching `run_q` (hidden submissions never show) with their system's slug and a
+    small integer id per system (one query)."""
+    rows = Run.objects.filter(run_q & visible_runs_q()).order_by("id").values_list(
+        "id", "suite__name", "agent", "model", "agent_config", "context", "attempts_per_sample", "n_values",
+        "finished_at", "created_at",
+    )
+    runs = pd.DataFrame.from_records(list(rows), columns=_RUN_COLUMNS)
+    runs["config_json"] = [canonical_config(config) for config in runs["agent_config"]]
+    runs["slug"] = [
+        system_slug(suite=s, agent=a, model=m, config_json=c, context=x)
+        for s, a, m, c, x in zip(runs["suite"], runs["agent"], runs["model"], runs["config_json"], runs["context"])
+    ]
+    numbers = {slug: number for number, slug in enumerate(dict.fromkeys(runs["slug"]))}
+    runs["system_no"] = [numbers[slug] for slug in runs["slug"]]
+    return runs
+
+
+def _system_case(runs: pd.DataFrame, run_field: str = "run_id") -> Case:
+    """SQL mapping each run id to its system's number."""
+    whens = [
+        When(**{f"{run_field}__in": [int(pk) for pk in block["run_id"]]}, then=Value(int(number)))
+        for number, block in runs.groupby("system_no", sort=True)
+    ]
+    return Case(*whens, default=Value(-1), output_field=IntegerField())
+
+
+def _grouped(queryset, select: str, group_by: str, *, join: str = "", where: str = "") -> list[tuple]:
+    """Group the rows of an already grouped ORM queryset once more (SQL cannot aggregate an
+    aggregate in one level, and the ORM has no way to say it): its SQL becomes a subquery."""
+    sql, params = queryset.query.sql_with_params()
+    statement = f"SELECT {select} FROM ({sql}) inner_rows {join} {where} GROUP BY {group_by}"
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall()
+
+
+def _per_sample(runs: pd.DataFrame, filters: LeaderboardFilters, *, counted_only: bool = False, every_run: bool = False):
+    """Per (system, sample): counted attempts m, passes c, verified ones, errors, cost and time sums.
+
+    `every_run`: `runs` holds every public run, so no run filter is needed (a scan beats an index
+    lookup of most of the table); attempts of other runs (hidden submissions, runs created since
+    `runs` was read) get system -1, which the callers drop.
     """
-    suites = list(Suite.objects.order_by("name"))
-    kinds = {
-        "paper_count": (Paper, "suite_id"),
-        "function_count": (Function, "paper__suite_id"),
-        "experiment_count": (Experiment, "paper__suite_id"),
-        "sample_count": (Sample, "paper__suite_id"),
+    counted = _counted(filters)
+    attempts = Attempt.objects.filter(_n_filter(filters, "sample__"))
+    if not every_run:
+        attempts = attempts.filter(run_id__in=[int(pk) for pk in runs["run_id"]])
+    attempts = attempts.filter(counted) if counted_only else attempts.filter(status__in=[Attempt.DONE, Attempt.ERROR])
+    return (
+        attempts.annotate(system_no=_system_case(runs), n=F("sample__n"))
+        .order_by()
+        .values("system_no", "sample_id", "n")
+        .annotate(
+            m=Count("id", filter=counted),
+            c=Count("id", filter=counted & _passes()),
+            verified_m=Count("id", filter=counted & Q(reexecution_passed__isnull=False)),
+            errors=Count("id", filter=Q(status=Attempt.ERROR)),
+            cost_sum=Sum("cost", filter=counted),
+            cost_known=Count("cost", filter=counted),
+            seconds_sum=Sum("agent_seconds", filter=counted),
+            seconds_known=Count("agent_seconds", filter=counted),
+        )
+    )
+
+
+def _summary_frame(runs: pd.DataFrame, filters: LeaderboardFilters, *, every_run: bool = False) -> pd.DataFrame:
+    """Per (system, n, c, m): how many samples had c of m counted attempts pass, with the sums
+    of the other counts (one query)."""
+    if runs.empty:
+        return pd.DataFrame(columns=_SUMMARY_COLUMNS)
+    rows = _grouped(
+        _per_sample(runs, filters, every_run=every_run),
+        "system_no, n, c, m, COUNT(*), SUM(verified_m), SUM(errors), SUM(cost_sum), SUM(cost_known), "
+        "SUM(seconds_sum), SUM(seconds_known)",
+        "system_no, n, c, m",
+        where="WHERE system_no >= 0",
+    )
+    frame = pd.DataFrame.from_records(rows, columns=_SUMMARY_COLUMNS)
+    for column in ("cost_sum", "seconds_sum"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float).fillna(0.0)
+    for column in ("system_no", "n", "c", "m", "samples", "verified_m", "errors", "cost_known", "seconds_known"):
+        frame[column] = frame[column].astype("int64")
+    return frame
+
+
+def _verifier_frame(runs: pd.DataFrame, filters: LeaderboardFilters) -> pd.DataFrame:
+    """Per (system, n, verifier): mean over samples of whether the chosen attempt passes (one query)."""
+    columns = ["system_no", "n", "verifier", "score", "samples"]
+    if runs.empty:
+        return pd.DataFrame(columns=columns)
+    ok = Case(When(_passes("attempt__"), then=Value(1.0)), default=Value(0.0), output_field=FloatField())
+    per_sample = (
+        VerifierSelection.objects.filter(
+            Q(run_id__in=[int(pk) for pk in runs["run_id"]]) & _counted(filters, "attempt__") & _n_filter(filters, "sample__")
+        )
+        .annotate(system_no=_system_case(runs), n=F("sample__n"), ok=ok)
+        .order_by()
+        .values("system_no", "sample_id", "n", "verifier")
+        .annotate(score=Avg("ok"))
+    )
+    rows = _grouped(per_sample, "system_no, n, verifier, AVG(score), COUNT(*)", "system_no, n, verifier")
+    return pd.DataFrame.from_records(rows, columns=columns)
+
+
+# --- statistics, memoised: a pure function of its arguments can never go stale ----------------------
+
+
+@functools.lru_cache(maxsize=8192)
+def _interval(counts: tuple[tuple[int, int, int], ...]) -> tuple[float, float, float]:
+    """Pass@1 and its bootstrap interval from (c, m, how many samples) triples in canonical order.
+
+    The same multiset of per-sample values always gives the same interval (the seed is fixed and
+    the values are put in a canonical order), so it is computed once per process.
+    """
+    values = [c / m for c, m, times in counts for _ in range(times)]
+    interval = bootstrap_ci(values, confidence=CONFIDENCE, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED)
+    return interval.estimate, interval.low, interval.high
+
+
+@functools.lru_cache(maxsize=4096)
+def _pass_at_k(m: int, c: int, k: int) -> float:
+    return pass_at_k(m, c, k)
+
+
+# --- the leaderboard ---------------------------------------------------------------------------------
+
+
+@dataclass
+class NMetrics:
+    """One system at one n. Rates are fractions in [0, 1]; None when there is nothing to measure."""
+
+    n: int
+    samples: int = 0
+    attempts: int = 0
+    errors: int = 0
+    pass1: float | None = None
+    pass1_low: float | None = None
+    pass1_high: float | None = None
+    k: int = 1
+    passk: float | None = None
+    passk_samples: int = 0
+    verifier: dict[str, float] = field(default_factory=dict)
+    verifier_samples: dict[str, int] = field(default_factory=dict)
+    cost_mean: float | None = None
+    cost_unknown: int = 0
+    seconds_mean: float | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "n": self.n,
+            "samples": self.samples,
+            "attempts": self.attempts,
+            "errors": self.errors,
+            "pass1": self.pass1,
+            "pass1_ci_low": self.pass1_low,
+            "pass1_ci_high": self.pass1_high,
+            "k": self.k,
+            "passk": self.passk,
+            "passk_samples": self.passk_samples,
+            "verifier_pass1": dict(self.verifier),
+            "verifier_samples": dict(self.verifier_samples),
+            "cost_mean": self.cost_mean,
+            "cost_unknown": self.cost_unknown,
+            "seconds_mean": self.seconds_mean,
+        }
+
+
+@dataclass
+class SystemRow:
+    """One system: its key, its numbers by n and its totals over the n shown."""
+
+    slug: str
+    suite: str
+    agent: str
+    model: str
+    config: dict
+    config_json: str
+    context: str
+    run_ids: list[int]
+    k: int
+    by_n: dict[int, NMetrics]
+    attempts: int = 0
+    verified_attempts: int = 0
+    errors: int = 0
+    samples: int = 0
+    cost_mean: float | None = None
+    cost_unknown: int = 0
+    seconds_mean: float | None = None
+    date: datetime | None = None
+    unfinished_runs: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.model or 'baseline'} · {self.agent}"
+
+    @property
+    def verified(self) -> bool:
+        return self.attempts > 0 and self.verified_attempts == self.attempts
+
+    @property
+    def context_label(self) -> str:
+        return CONTEXT_LABELS.get(self.context, self.context)
+
+    @property
+    def config_label(self) -> str:
+        return "" if self.config_json == "{}" else self.config_json
+
+    def metric(self, key: str, n: int | None = None):
+        """The value a sort key names (see SORT_FIELDS and SORT_FIELDS_BY_N); None when absent."""
+        if n is None:
+            return getattr(self, SORT_FIELDS[key])
+        metrics = self.by_n.get(n)
+        if metrics is None:
+            return None
+        if key == "verifier":
+            # Sorting by verifier Pass@1 uses the best verifier a system has.
+            return max(metrics.verifier.values()) if metrics.verifier else None
+        return getattr(metrics, SORT_FIELDS_BY_N[key])
+
+    def cells(self, n_values: list[int]) -> list[NMetrics | None]:
+        return [self.by_n.get(n) for n in n_values]
+
+    def as_dict(self) -> dict:
+        return {
+            "reference": False,
+            "slug": self.slug,
+            "name": self.name,
+            "suite": self.suite,
+            "agent": self.agent,
+            "model": self.model,
+            "agent_config": self.config,
+            "context": self.context,
+            "runs": self.run_ids,
+            "k": self.k,
+            "verified": self.verified,
+            "attempts": self.attempts,
+            "verified_attempts": self.verified_attempts,
+            "errors": self.errors,
+            "samples": self.samples,
+            "cost_mean": self.cost_mean,
+            "cost_unknown": self.cost_unknown,
+            "seconds_mean": self.seconds_mean,
+            "date": self.date.isoformat() if self.date else None,
+            "unfinished_runs": self.unfinished_runs,
+            "by_n": {str(n): metrics.as_dict() for n, metrics in sorted(self.by_n.items())},
+        }
+
+
+@dataclass
+class Leaderboard:
+    rows: list[SystemRow]
+    n_values: list[int]
+    sort: str
+    filters: LeaderboardFilters
+
+
+def _none_if_nan(value) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _mean(total: float, count: int) -> float | None:
+    return float(total) / count if count else None
+
+
+def _build_systems(runs: pd.DataFrame, summary: pd.DataFrame, verifiers: pd.DataFrame) -> list[SystemRow]:
+    """Systems with their metrics by n, from the per-(system, n, c, m) summary."""
+    # A system shows when it has counted attempts, or errors to own up to.
+    summary = summary[(summary["m"] > 0) | (summary["errors"] > 0)]
+    if summary.empty:
+        return []
+    systems: dict[int, SystemRow] = {}
+    measured = set(summary["system_no"])
+    for number, own in runs.groupby("system_no", sort=True):
+        if number not in measured:
+            continue
+        first = own.iloc[0]
+        finished = own["finished_at"].dropna()
+        systems[int(number)] = SystemRow(
+            slug=first["slug"],
+            suite=first["suite"],
+            agent=first["agent"],
+            model=first["model"],
+            config=first["agent_config"] or {},
+            config_json=first["config_json"],
+            context=first["context"],
+            run_ids=[int(pk) for pk in own["run_id"]],
+            k=int(own["k"].max()),
+            by_n={},
+            date=pd.Timestamp(finished.max()).to_pydatetime() if not finished.empty else None,
+            unfinished_runs=int(own["finished_at"].isna().sum()),
+        )
+
+    scores: dict[tuple[int, int], tuple[dict, dict]] = {}
+    for row in verifiers.itertuples(index=False):
+        chosen, counts = scores.setdefault((int(row.system_no), int(row.n)), ({}, {}))
+        label = verifier_label(row.verifier)
+        chosen[label], counts[label] = float(row.score), int(row.samples)
+
+    sums = ["verified_m", "errors", "cost_sum", "cost_known", "seconds_sum", "seconds_known", "attempts"]
+    summary = summary.assign(attempts=summary["m"] * summary["samples"])
+    per_n = summary.groupby(["system_no", "n"], sort=True)[sums].sum()
+    # (c, m, how many samples) per system and n, in canonical order: the bootstrap's input, compactly.
+    triples: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    evaluated = summary[summary["m"] > 0].sort_values(["system_no", "n", "c", "m"])
+    for number, n, c, m, times in zip(evaluated["system_no"], evaluated["n"], evaluated["c"], evaluated["m"], evaluated["samples"]):
+        triples.setdefault((int(number), int(n)), []).append((int(c), int(m), int(times)))
+
+    for (number, n), totals in zip(per_n.index, per_n.itertuples(index=False)):
+        system = systems[int(number)]
+        n = int(n)
+        counts_cm = tuple(triples.get((int(number), n), ()))
+        estimate = low = high = None
+        if counts_cm:
+            estimate, low, high = _interval(counts_cm)
+        passk, eligible = None, 0
+        if system.k > 1:
+            usable = [(c, m, times) for c, m, times in counts_cm if m >= system.k]
+            eligible = sum(times for _, _, times in usable)
+            if eligible:
+                passk = sum(_pass_at_k(m, c, system.k) * times for c, m, times in usable) / eligible
+        attempts = int(totals.attempts)
+        chosen, counts = scores.get((int(number), n), ({}, {}))
+        system.by_n[n] = NMetrics(
+            n=n,
+            samples=sum(times for _, _, times in counts_cm),
+            attempts=attempts,
+            errors=int(totals.errors),
+            pass1=_none_if_nan(estimate),
+            pass1_low=_none_if_nan(low),
+            pass1_high=_none_if_nan(high),
+            k=system.k,
+            passk=passk,
+            passk_samples=eligible,
+            verifier=chosen,
+            verifier_samples=counts,
+            cost_mean=_mean(totals.cost_sum, int(totals.cost_known)),
+            cost_unknown=attempts - int(totals.cost_known),
+            seconds_mean=_mean(totals.seconds_sum, int(totals.seconds_known)),
+        )
+
+    # Totals over the n shown: sums of the per-n sums, then the means.
+    per_system = per_n.groupby(level="system_no", sort=True).sum()
+    for number, totals in zip(per_system.index, per_system.itertuples(index=False)):
+        system = systems[int(number)]
+        system.attempts = int(totals.attempts)
+        system.verified_attempts = int(totals.verified_m)
+        system.errors = int(totals.errors)
+        system.samples = sum(metrics.samples for metrics in system.by_n.values())
+        system.cost_mean = _mean(totals.cost_sum, int(totals.cost_known))
+        system.cost_unknown = system.attempts - int(totals.cost_known)
+        system.seconds_mean = _mean(totals.seconds_sum, int(totals.seconds_known))
+    return list(systems.values())
+
+
+def parse_sort(sort: str) -> tuple[str, int | None, bool]:
+    """("pass1", 1, True) for "-pass1_n1": field, n (None for totals), descending. Assumes a valid key."""
+    descending = sort.startswith("-")
+    key = sort.lstrip("-")
+    name, _, n = key.partition("_n")
+    return name, (int(n) if n else None), descending
+
+
+def sort_systems(rows: list[SystemRow], sort: str) -> list[SystemRow]:
+    """Rows in the order `sort` asks; rows without a value always last, ties by name."""
+    field_name, n, descending = parse_sort(sort)
+    if field_name == "name":
+        return sorted(rows, key=lambda row: (row.name.lower(), row.slug), reverse=descending)
+
+    def value(row):
+        result = row.metric(field_name, n)
+        if isinstance(result, datetime):
+            return result.timestamp()
+        return result
+
+    present = [row for row in rows if value(row) is not None]
+    missing = [row for row in rows if value(row) is None]
+    present.sort(key=lambda row: (row.name.lower(), row.slug))
+    present.sort(key=value, reverse=descending)  # stable: ties stay in name order
+    missing.sort(key=lambda row: (row.name.lower(), row.slug))
+    return present + missing
+
+
+def default_sort(n_values: list[int]) -> str:
+    return f"-pass1_n{n_values[0]}" if n_values else "name"
+
+
+def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
+    """The measured systems for `filters`, sorted (three queries)."""
+    run_q = _run_filter(filters)
+    runs = _runs_frame(run_q)
+    summary = _summary_frame(runs, filters, every_run=not run_q)
+    verifiers = _verifier_frame(runs, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
+    rows = _build_systems(runs, summary, verifiers)
+    n_values = sorted({n for row in rows for n in row.by_n})
+    sort = filters.sort or default_sort(n_values)
+    return Leaderboard(rows=sort_systems(rows, sort), n_values=n_values, sort=sort, filters=filters)
+
+
+FLAT_COLUMNS = (
+    "reference", "system", "slug", "suite", "agent", "model", "agent_config", "context", "verified", "n", "samples",
+    "attempts", "errors", "pass1", "pass1_ci_low", "pass1_ci_high", "k", "passk", "passk_samples", "verifier_pass1",
+    "cost_mean", "cost_unknown", "seconds_mean", "date", "note",
+)
+
+
+def leaderboard_flat_rows(board: Leaderboard, reference: list) -> list[dict]:
+    """One row per (system, n), measured first then the paper's: the CSV export's rows."""
+    columns = list(FLAT_COLUMNS)
+    flat = []
+    for row in board.rows:
+        for n in sorted(row.by_n):
+            metrics = row.by_n[n]
+            flat.append({
+                "reference": False,
+                "system": row.name,
+                "slug": row.slug,
+                "suite": row.suite,
+                "agent": row.agent,
+                "model": row.model,
+                "agent_config": row.config_json,
+                "context": row.context,
+                "verified": row.verified,
+                "n": n,
+                "samples": metrics.samples,
+                "attempts": metrics.attempts,
+                "errors": metrics.errors,
+                "pass1": metrics.pass1,
+                "pass1_ci_low": metrics.pass1_low,
+                "pass1_ci_high": metrics.pass1_high,
+                "k": metrics.k,
+                "passk": metrics.passk,
+                "passk_samples": metrics.passk_samples,
+                "verifier_pass1": json.dumps(metrics.verifier, sort_keys=True) if metrics.verifier else "",
+                "cost_mean": metrics.cost_mean,
+                "cost_unknown": metrics.cost_unknown,
+                "seconds_mean": metrics.seconds_mean,
+                "date": row.date.isoformat() if row.date else "",
+                "note": "",
+            })
+    for ref in reference:
+        data = ref.as_dict()
+        for values in data["by_n"].values():
+            flat.append({
+                **dict.fromkeys(columns),
+                "reference": True,
+                "system": data["name"],
+                "slug": "",
+                "suite": data["suite"],
+                "agent": data["agent"],
+                "model": data["model"],
+                "verified": False,
+                "n": values["n"],
+                "pass1": values["pass1"],
+                "k": values["k"],
+                "passk": values["passk"],
+                "note": data["note"],
+            })
+    return flat
+
+
+# --- per-function difficulty -------------------------------------------------------------------------
+
+
+@dataclass
+class FunctionDifficulty:
+    suite: str
+    paper: str
+    func_id: int
+    file: str
+    name: str
+    attempts: int = 0
+    passes: int = 0
+    attempts_n1: int = 0
+    passes_n1: int = 0
+    systems: int = 0
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passes / self.attempts if self.attempts else None
+
+    @property
+    def pass_rate_n1(self) -> float | None:
+        return self.passes_n1 / self.attempts_n1 if self.attempts_n1 else None
+
+    def as_dict(self) -> dict:
+        return {
+            "suite": self.suite,
+            "paper": self.paper,
+            "func_id": self.func_id,
+            "file": self.file,
+            "name": self.name,
+            "attempts": self.attempts,
+            "passes": self.passes,
+            "pass_rate": self.pass_rate,
+            "attempts_n1": self.attempts_n1,
+            "passes_n1": self.passes_n1,
+            "pass_rate_n1": self.pass_rate_n1,
+            "systems": self.systems,
+        }
+
+
+def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficulty]:
+    """Every function of the suites in view, with how often attempts masking it passed.
+
+    Hardest first (lowest pass rate), functions never attempted last. Three queries.
+    """
+    run_q = _run_filter(filters)
+    runs = _runs_frame(run_q)
+    suites = sorted(set(runs["suite"]))
+    functions = Function.objects.filter(paper__suite__name__in=suites).order_by().values_list(
+        "id", "paper__suite__name", "paper__paper_id", "func_id", "file", "name"
+    )
+    table = {
+        pk: FunctionDifficulty(suite=suite, paper=paper, func_id=func_id, file=file, name=name)
+        for pk, suite, paper, func_id, file, name in functions
     }
-    for attribute, (model, suite_field) in kinds.items():
-        grouped = model.objects.values(suite_field).annotate(count=Count("id"))
-        counts = dict(grouped.values_list(suite_field, "count"))
-        for suite in suites:
-            setattr(suite, attribute, counts.get(suite.id, 0))
-    return suites
+    if table:
+        through = Sample.functions.through._meta
+        connection = connections[Attempt.objects.db]
+        name = connection.ops.quote_name
+        masks = name(through.db_table)
+        sample_column = name(through.get_field("sample").column)
+        function_column = name(through.get_field("function").column)
+        rows = _grouped(
+            _per_sample(runs, filters, counted_only=True, every_run=not run_q),
+            f"masks.{function_column}, SUM(m), SUM(c), SUM(CASE WHEN n = 1 THEN m ELSE 0 END), "
+            "SUM(CASE WHEN n = 1 THEN c ELSE 0 END), COUNT(DISTINCT system_no)",
+            f"masks.{function_column}",
+            join=f"JOIN {masks} masks ON masks.{sample_column} = inner_rows.sample_id",
+            where="WHERE system_no >= 0",
+        )
+        for pk, attempts, passes, attempts_n1, passes_n1, systems in rows:
+            entry = table.get(pk)
+            if entry is not None:
+                entry.attempts, entry.passes, entry.systems = int(attempts), int(passes), int(systems)
+                entry.attempts_n1, entry.passes_n1 = int(attempts_n1), int(passes_n1)
+    rows = list(table.values())
+    rows.sort(key=lambda row: (row.suite, row.paper, row.func_id))
+    rows.sort(key=lambda row: (row.pass_rate is None, row.pass_rate if row.pass_rate is not None else 0.0))
+    return rows
+
+
+# --- one system ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class AttemptCell:
+    pk: int
+    index: int
+    run_id: int
+    status: str
+    passes: bool | None  # None unless counted
+    verified: bool
+    url: str | None
+
+
+@dataclass
+class SampleResult:
+    sample_pk: int
+    sample_id: str
+    paper: str
+    n: int
+    attempts: list[AttemptCell] = field(default_factory=list)
+    choices: dict[str, int] = field(default_factory=dict)  # verifier -> chosen attempt pk
+
+    @property
+    def counted(self) -> int:
+        return sum(1 for a in self.attempts if a.passes is not None)
+
+    @property
+    def passes(self) -> int:
+        return sum(1 for a in self.attempts if a.passes)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for a in self.attempts if a.status == Attempt.ERROR)
+
+    def as_dict(self) -> dict:
+        return {
+            "sample_id": self.sample_id,
+            "paper": self.paper,
+            "n": self.n,
+            "attempts": self.counted,
+            "passes": self.passes,
+            "errors": self.errors,
+            "attempt_ids": [a.pk for a in self.attempts],
+            "passed_attempt_ids": [a.pk for a in self.attempts if a.passes],
+            "verifier_choices": dict(self.choices),
+        }
+
+
+@dataclass
+class RunSummary:
+    pk: int
+    created_at: datetime
+    finished_at: datetime | None
+    n_values: list
+    k: int
+    counts: dict[str, int]
+    verified: bool
+    url: str | None
+
+
+@dataclass
+class SystemDetail:
+    system: SystemRow
+    runs: list[RunSummary]
+    samples: list[SampleResult]
+    n_values: list[int]
+
+
+def _url(name: str, pk: int) -> str | None:
+    try:
+        return reverse(name, args=[pk])
+    except NoReverseMatch:  # the page is not wired up (yet): no link rather than an error
+        return None
+
+
+def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | None:
+    """A system's metrics, runs and per-sample results (None: no such system). A few queries."""
+    runs = _runs_frame(Q())
+    runs = runs[runs["slug"] == slug]
+    if runs.empty:
+        return None
+    run_ids = [int(pk) for pk in runs["run_id"]]
+    summary = _summary_frame(runs, filters)
+    verifiers = _verifier_frame(runs, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
+    built = _build_systems(runs, summary, verifiers)
+    first = runs.iloc[0]
+    system = built[0] if built else SystemRow(
+        slug=slug, suite=first["suite"], agent=first["agent"], model=first["model"], config=first["agent_config"] or {},
+        config_json=first["config_json"], context=first["context"], run_ids=run_ids, k=int(runs["k"].max()), by_n={},
+    )
+
+    attempt_rows = (
+        Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))
+        .order_by("sample__sample_id", "run_id", "index")
+        .values_list("id", "run_id", "index", "status", "passed", "reported_passed", "reexecution_passed",
+                     "sample_id", "sample__sample_id", "sample__paper__paper_id", "sample__n")
+    )
+    samples: dict[int, SampleResult] = {}
+    counts: dict[int, dict[str, int]] = {pk: {} for pk in run_ids}
+    verified_runs: dict[int, bool] = dict.fromkeys(run_ids, True)
+    attempt_url = _attempt_url_maker()
+    for pk, run_id, index, status, passed, reported, reexecuted, sample_pk, sample_id, paper, n in attempt_rows:
+        counts[run_id][status] = counts[run_id].get(status, 0) + 1
+        verified = reexecuted is not None
+        if status == Attempt.DONE and not verified:
+            verified_runs[run_id] = False
+        counted = status == Attempt.DONE and (verified or not filters.verified_only)
+        verdict = (bool(passed) if verified else bool(reported)) if counted else None
+        result = samples.setdefault(sample_pk, SampleResult(sample_pk=sample_pk, sample_id=sample_id, paper=paper, n=n))
+        result.attempts.append(AttemptCell(pk, index, run_id, status, verdict, verified, attempt_url(pk)))
+    choices = VerifierSelection.objects.filter(run_id__in=run_ids, sample_id__in=list(samples)).values_list(
+        "sample_id", "verifier", "attempt_id"
+    )
+    for sample_pk, verifier, attempt_id in choices:
+        samples[sample_pk].choices[verifier_label(verifier)] = attempt_id
+
+    run_summaries = [
+        RunSummary(
+            pk=int(run.run_id), created_at=run.created_at, finished_at=None if pd.isna(run.finished_at) else run.finished_at,
+            n_values=run.n_values, k=int(run.k), counts=counts[run.run_id],
+            verified=verified_runs[run.run_id] and counts[run.run_id].get(Attempt.DONE, 0) > 0,
+            url=_url("runs:run_detail", int(run.run_id)),
+        )
+        for run in runs.sort_values("run_id", ascending=False).itertuples(index=False)
+    ]
+    ordered = sorted(samples.values(), key=lambda s: (s.n, s.paper, s.sample_id))
+    return SystemDetail(system=system, runs=run_summaries, samples=ordered, n_values=sorted(system.by_n))
+
+
+def _attempt_url_maker():
+    """A function from attempt pk to its trajectory page URL (None if that page is not wired up).
+
+    One reverse() then string substitution: reversing per attempt would cost more than the query.
+    """
+    marker = 987654321
+    template = _url("replay:attempt", marker)
+    if template is None:
+        return lambda pk: None
+    head, _, tail = template.rpartition(str(marker))
+    return lambda pk: f"{head}{pk}{tail}"
+
+
+# --- filter choices ----------------------------------------------------------------------------------
+
+
+def filter_choices() -> dict[str, list[str]]:
+    """Suite names and agent names that exist, for the filter form (two small queries)."""
+    return {
+        "suites": list(Suite.objects.order_by("name").values_list("name", flat=True)),
+        "agents": sorted(set(Run.objects.filter(visible_runs_q()).order_by().values_list("agent", flat=True).distinct())),
+    }

@@ -5,4 +5,6 @@ from leaderboard import views
 app_name = "leaderboard"
 urlpatterns = [
     path("", views.home, name="home"),
+    path("functions/", views.functions, name="functions"),
+    path("systems/<slug:slug>/", views.system, name="system"),
 ]

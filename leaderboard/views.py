@@ -1,7 +1,329 @@
+"""Public leaderboard pages and their JSON / CSV exports. Thin: selectors compute, templates show."""
+import csv
+import json
+import math
+from functools import wraps
+
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
 
-from leaderboard.selectors import suite_list_with_counts
+from leaderboard import reference as paper
+from leaderboard.figures import SHOWN_SYSTEMS, figure_payload
+from leaderboard.forms import LeaderboardFilterForm
+from leaderboard.selectors import (
+    FLAT_COLUMNS,
+    filter_choices,
+    function_difficulty,
+    leaderboard_flat_rows,
+    leaderboard_get,
+    system_detail,
+)
+from runs.models import Attempt
+
+FORMATS = ("html", "json", "csv")
+ASCENDING_FIRST = {"name", "cost", "seconds", "errors"}
+
+# Model names and configurations come from uploads: even if some text escaped autoescaping, no
+# inline script would run. plotly.js adds <style> elements and inline styles to the figure, so
+# styles may be inline; scripts come from this site only.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+])
 
 
+def content_security_policy(view):
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        return response
+
+    return wrapped
+
+RULES = [
+    "A system is suite + agent + model + agent configuration + context condition; its runs are pooled.",
+    (
+        "Only attempts with status done count; errors (sandbox, worker or model provider failures) never count "
+        "for or against a model and are shown separately."
+    ),
+    (
+        "Verified attempts were re-executed by the harness and pass only if the reported answer and the re-run "
+        "both pass; unverified (uploaded, not yet re-executed) attempts are judged by their reported answer."
+    ),
+    (
+        "Pass@1 is the mean over samples of c/m (c of m attempts passed), with a 95% percentile bootstrap "
+        "interval over samples (10,000 resamples, seed 0)."
+    ),
+    (
+        "Pass@k uses the unbiased estimator per sample (k: the largest attempts per sample among the system's "
+        "runs), averaged over samples with at least k counted attempts."
+    ),
+    (
+        "Verifier-selected Pass@1 is the share of samples whose attempt chosen by the verifier passes; "
+        "the oracle verifier is the upper bound."
+    ),
+    (
+        "Cost and time are means per counted attempt; attempts whose cost is unknown are left out of the mean "
+        "and counted."
+    ),
+]
+
+
+def _form(request):
+    choices = filter_choices()
+    form = LeaderboardFilterForm(request.GET, suites=choices["suites"], agents=choices["agents"])
+    form.is_valid()
+    return form
+
+
+def _format(request):
+    value = request.GET.get("format", "html") or "html"
+    return value if value in FORMATS else None
+
+
+def _bad_format(request):
+    return JsonResponse(
+        {"error": f"format={request.GET.get('format')!r} is not one of: {', '.join(FORMATS)}"}, status=400
+    )
+
+
+def _query_with(request, **changes) -> str:
+    query = request.GET.copy()
+    for key, value in changes.items():
+        if value is None:
+            query.pop(key, None)
+        else:
+            query[key] = value
+    encoded = query.urlencode()
+    return f"?{encoded}" if encoded else "?"
+
+
+def _clean(value):
+    """JSON has no nan or infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _clean(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clean(item) for item in value]
+    return value
+
+
+def _json(payload: dict, *, status: int = 200) -> JsonResponse:
+    return JsonResponse(_clean(payload), status=status, json_dumps_params={"indent": 1})
+
+
+def _csv(filename: str, rows: list[dict], columns: list[str]) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.DictWriter(response, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({
+            key: ("" if value is None else str(value).lower() if isinstance(value, bool) else value)
+            for key, value in row.items()
+        })
+    return response
+
+
+def _filters_payload(form, filters) -> dict:
+    return {
+        "suite": filters.suite, "agent": filters.agent, "context": filters.context,
+        "verified_only": filters.verified_only, "n_min": filters.n_min, "n_max": filters.n_max,
+        "errors": form.problems(),
+    }
+
+
+@require_GET
+@content_security_policy
 def home(request):
-    return render(request, "leaderboard/home.html", {"suites": suite_list_with_counts()})
+    """The leaderboard: one row per system, columns by n, the paper's numbers apart."""
+    output = _format(request)
+    if output is None:
+        return _bad_format(request)
+    form = _form(request)
+    filters = form.filters()
+    status = 400 if form.errors else 200
+    board = leaderboard_get(filters=filters)
+    reference = paper.reference_rows(agent=filters.agent, n_min=filters.n_min, n_max=filters.n_max)
+
+    if output == "json":
+        return _json({
+            "filters": {**_filters_payload(form, filters), "sort": board.sort},
+            "rules": RULES,
+            "n_values": board.n_values,
+            "rows": [row.as_dict() for row in board.rows]
+            + [ref.as_dict() for ref in reference],
+            "reference_findings": [{**finding, "reference": True} for finding in paper.FINDINGS],
+        }, status=status)
+    if output == "csv":
+        return _csv("leaderboard.csv", leaderboard_flat_rows(board, reference), list(FLAT_COLUMNS))
+
+    figure = figure_payload(board, reference) if board.rows or reference else None
+
+    def sort_link(key: str) -> dict:
+        active = board.sort.lstrip("-") == key
+        # A first click puts the best first (highest rate, lowest cost, newest, A to Z); a second reverses.
+        first = key if key in ASCENDING_FIRST else f"-{key}"
+        target = (key if board.sort.startswith("-") else f"-{key}") if active else first
+        return {"url": _query_with(request, sort=target), "active": active, "descending": board.sort.startswith("-")}
+
+    # Columns for every n measured or reported, so the paper's numbers line up with ours.
+    display_n = sorted(set(board.n_values) | {n for ref in reference for n in (*ref.pass1, *ref.passk)})
+    columns_by_n = [
+        {
+            "n": n,
+            "pass1": sort_link(f"pass1_n{n}"),
+            "passk": sort_link(f"passk_n{n}"),
+            "verifier": sort_link(f"verifier_n{n}"),
+            "samples": sort_link(f"samples_n{n}"),
+        }
+        for n in display_n
+    ]
+    reference_table = [
+        {
+            "row": ref,
+            "cells": [
+                {
+                    "pass1": ref.pass1[n] / 100 if n in ref.pass1 else None,
+                    "passk": (ref.passk[n][0], ref.passk[n][1] / 100) if n in ref.passk else None,
+                }
+                for n in display_n
+            ],
+        }
+        for ref in reference
+    ]
+    context = {
+        "form": form,
+        "problems": form.problems(),
+        "board": board,
+        "rows": [{"system": row, "cells": row.cells(display_n)} for row in board.rows],
+        "columns_by_n": columns_by_n,
+        "totals": {key: sort_link(key) for key in ("name", "cost", "seconds", "attempts", "errors", "date")},
+        "reference": reference_table,
+        "findings": paper.FINDINGS,
+        "source": paper.SOURCE,
+        "source_url": paper.SOURCE_URL,
+        "rules": RULES,
+        "figure": figure,
+        "shown_systems": SHOWN_SYSTEMS,
+        "json_url": _query_with(request, format="json"),
+        "csv_url": _query_with(request, format="csv"),
+        "functions_url": reverse("leaderboard:functions") + _query_with(request, sort=None, format=None),
+        "column_count": 1 + 4 * len(display_n) + 6,
+    }
+    return render(request, "leaderboard/home.html", context, status=status)
+
+
+FUNCTION_COLUMNS = [
+    "suite", "paper", "func_id", "file", "name", "attempts", "passes", "pass_rate",
+    "attempts_n1", "passes_n1", "pass_rate_n1", "systems",
+]
+
+
+@require_GET
+@content_security_policy
+def functions(request):
+    """How often each masked function is implemented correctly, across systems."""
+    output = _format(request)
+    if output is None:
+        return _bad_format(request)
+    form = _form(request)
+    filters = form.filters()
+    status = 400 if form.errors else 200
+    rows = function_difficulty(filters=filters)
+    if output == "json":
+        return _json({"filters": _filters_payload(form, filters), "rows": [row.as_dict() for row in rows]}, status=status)
+    if output == "csv":
+        return _csv("function-difficulty.csv", [row.as_dict() for row in rows], FUNCTION_COLUMNS)
+    return render(request, "leaderboard/functions.html", {
+        "form": form,
+        "problems": form.problems(),
+        "rows": rows,
+        "json_url": _query_with(request, format="json"),
+        "csv_url": _query_with(request, format="csv"),
+        "leaderboard_url": reverse("leaderboard:home") + _query_with(request, format=None),
+    }, status=status)
+
+
+ATTEMPT_STATUSES = [status for status, _ in Attempt.STATUSES]
+RUN_COLUMNS = ["run", "created_at", "finished_at", "n_values", "k", *ATTEMPT_STATUSES, "verified"]
+BY_N_COLUMNS = [
+    "n", "samples", "attempts", "errors", "pass1", "pass1_ci_low", "pass1_ci_high", "k", "passk", "passk_samples",
+    "verifier_pass1", "verifier_samples", "cost_mean", "cost_unknown", "seconds_mean",
+]
+SAMPLE_COLUMNS = ["sample_id", "paper", "n", "attempts", "passes", "errors", "attempt_ids", "passed_attempt_ids", "verifier_choices"]
+
+
+@require_GET
+@content_security_policy
+def system(request, slug: str):
+    """One system: its numbers by n, its runs, and every sample with links to each attempt."""
+    output = _format(request)
+    if output is None:
+        return _bad_format(request)
+    form = _form(request)
+    filters = form.filters()
+    status = 400 if form.errors else 200
+    detail = system_detail(slug=slug, filters=filters)
+    if detail is None:
+        raise Http404(f"no system {slug}")
+    samples = [sample.as_dict() for sample in detail.samples]
+    if output == "json":
+        return _json({
+            "filters": _filters_payload(form, filters),
+            "system": detail.system.as_dict(),
+            "runs": [
+                {"id": run.pk, "created_at": run.created_at.isoformat(),
+                 "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+                 "n_values": run.n_values, "k": run.k, "attempts_by_status": run.counts, "verified": run.verified}
+                for run in detail.runs
+            ],
+            "samples": samples,
+        }, status=status)
+    if output == "csv":
+        table = request.GET.get("table", "samples")
+        if table == "runs":
+            return _csv(f"system-{slug}-runs.csv", [_run_row(run) for run in detail.runs], RUN_COLUMNS)
+        if table == "by_n":
+            rows = [{**metrics.as_dict(), "verifier_pass1": json.dumps(metrics.verifier, sort_keys=True) if metrics.verifier else "",
+                     "verifier_samples": json.dumps(metrics.verifier_samples, sort_keys=True) if metrics.verifier else ""}
+                    for metrics in (detail.system.by_n[n] for n in detail.n_values)]
+            return _csv(f"system-{slug}-by-n.csv", rows, BY_N_COLUMNS)
+        if table != "samples":
+            return JsonResponse({"error": f"table={table!r} is not one of: samples, runs, by_n"}, status=400)
+        for row in samples:
+            row["attempt_ids"] = " ".join(map(str, row["attempt_ids"]))
+            row["passed_attempt_ids"] = " ".join(map(str, row["passed_attempt_ids"]))
+            row["verifier_choices"] = json.dumps(row["verifier_choices"], sort_keys=True) if row["verifier_choices"] else ""
+        return _csv(f"system-{slug}-samples.csv", samples, SAMPLE_COLUMNS)
+    return render(request, "leaderboard/system.html", {
+        "detail": detail,
+        "system": detail.system,
+        "metrics": [detail.system.by_n[n] for n in detail.n_values],
+        "problems": form.problems(),
+        "json_url": _query_with(request, format="json"),
+        "csv_urls": {table: _query_with(request, format="csv", table=table) for table in ("samples", "runs", "by_n")},
+    }, status=status)
+
+
+def _run_row(run) -> dict:
+    return {
+        "run": run.pk,
+        "created_at": run.created_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else "",
+        "n_values": " ".join(map(str, run.n_values)),
+        "k": run.k,
+        **{status: run.counts.get(status, 0) for status in ATTEMPT_STATUSES},
+        "verified": run.verified,
+    }

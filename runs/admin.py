@@ -34,3 +34,145 @@ class SampleAdmin(admin.ModelAdmin):
     list_display = ["sample_id", "n", "paper"]
     list_filter = ["n", "paper__suite"]
     search_fields = ["sample_id"]
+
+
+# --- evaluation runs ---------------------------------------------------------------------------
+
+from runs.models import Attempt, Run  # noqa: E402
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "agent", "model", "suite", "n_values", "attempts_per_sample", "created_by", "created_at", "cancelled_at", "finished_at"]
+    list_filter = ["agent", "suite", "context"]
+    search_fields = ["agent", "model", "description"]
+    readonly_fields = ["created_at", "cancelled_at", "finished_at"]
+    raw_id_fields = ["created_by"]
+
+
+@admin.register(Attempt)
+class AttemptAdmin(admin.ModelAdmin):
+    """Read-only: attempts change through the services (claims, fences), never by hand."""
+
+    list_display = ["id", "run", "sample", "index", "status", "exit_status", "passed", "mismatch", "failure_label", "tries", "cost"]
+    list_filter = ["status", "failure_label", "passed", "mismatch", "run__agent"]
+    search_fields = ["sample__sample_id", "claimed_by", "job_id"]
+    raw_id_fields = ["run", "sample"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [field.name for field in self.model._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+
+# --- submissions -------------------------------------------------------------------------------
+
+from django.contrib.admin import helpers  # noqa: E402
+from django.template.response import TemplateResponse  # noqa: E402
+
+from runs.models import ApiToken, Submission  # noqa: E402
+from runs.submissions.forms import FlagForm  # noqa: E402
+from runs.submissions.services import (  # noqa: E402
+    submissions_flag,
+    submissions_set_hidden,
+    submissions_unflag,
+    token_revoke,
+)
+
+
+class VerifiedFilter(admin.SimpleListFilter):
+    title = "verified"
+    parameter_name = "verified"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Verified"), ("no", "Not verified")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(verified_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(verified_at__isnull=True)
+        return queryset
+
+
+@admin.register(Submission)
+class SubmissionAdmin(admin.ModelAdmin):
+    """Staff moderate (hide, flag); verification comes only from re-execution, never from here."""
+
+    list_display = ["id", "agent", "model", "run", "uploader", "created_at", "status", "is_verified", "hidden", "flagged"]
+    list_filter = ["hidden", "flagged", VerifiedFilter, "status", "channel", "run__suite"]
+    search_fields = ["agent", "model", "description", "contact", "uploader__username", "file_sha256"]
+    fields = [
+        "run", "uploader", "token", "channel", "agent", "model", "description", "contact", "filename", "file_sha256",
+        "file_bytes", "record_count", "created_at", "status", "status_detail", "reexecution_requested_at", "verified_at",
+        "hidden", "flagged", "flag_reason",
+    ]
+    actions = ["hide", "unhide", "flag", "unflag"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [name for name in self.fields if name not in ("hidden", "flagged", "flag_reason")]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # hide instead: deleting would leave the run behind, unhidden
+
+    @admin.display(boolean=True, description="verified", ordering="verified_at")
+    def is_verified(self, obj):
+        return obj.verified_at is not None
+
+    @admin.action(description="Hide selected submissions from public pages")
+    def hide(self, request, queryset):
+        count = submissions_set_hidden(submissions=queryset, hidden=True)
+        self.message_user(request, f"{count} submission(s) hidden.")
+
+    @admin.action(description="Unhide selected submissions")
+    def unhide(self, request, queryset):
+        count = submissions_set_hidden(submissions=queryset, hidden=False)
+        self.message_user(request, f"{count} submission(s) visible again.")
+
+    @admin.action(description="Flag selected submissions (asks for a reason)")
+    def flag(self, request, queryset):
+        form = FlagForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            count = submissions_flag(submissions=queryset, reason=form.cleaned_data["reason"])
+            self.message_user(request, f"{count} submission(s) flagged.")
+            return None
+        return TemplateResponse(
+            request,
+            "submissions/admin_flag.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Flag submissions",
+                "form": form,
+                "queryset": queryset,
+                "opts": self.model._meta,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            },
+        )
+
+    @admin.action(description="Remove the flag from selected submissions")
+    def unflag(self, request, queryset):
+        count = submissions_unflag(submissions=queryset)
+        self.message_user(request, f"{count} submission(s) unflagged.")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "user", "created_at", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["prefix", "name", "user__username"]
+    fields = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = fields
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset.filter(revoked_at__isnull=True):
+            token_revoke(token=token)
+        self.message_user(request, "Tokens revoked.")

@@ -1,5 +1,10 @@
-"""Trajectory replay pages (owned by the replay views)."""
+"""Trajectory replay pages: one attempt, and two attempts at the same sample side by side."""
 from django.urls import path
 
+from runs import replay_views
+
 app_name = "replay"
-urlpatterns: list = []
+urlpatterns = [
+    path("compare/", replay_views.attempt_compare, name="compare"),
+    path("<int:pk>/", replay_views.attempt_detail, name="attempt"),
+]

@@ -1,0 +1,120 @@
+"""Plotly figures, built in Python and handed to the page as JSON (plotly.js only draws them)."""
+import functools
+import json
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+from leaderboard.reference import ReferenceRow
+from leaderboard.selectors import Leaderboard
+
+PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Dark24
+# Drawn at first: the table's first rows. More overlapping bands would hide each other; the
+# others are a legend click away.
+SHOWN_SYSTEMS = 8
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    hex_color = hex_color.lstrip("#")
+    red, green, blue = (int(hex_color[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({red},{green},{blue},{alpha})"
+
+
+def _figure_input(board: Leaderboard, reference: list[ReferenceRow]) -> tuple:
+    """Everything the figure shows, as nested tuples: hashable, so figures can be memoised."""
+    systems = []
+    for row in board.rows:
+        points = tuple(
+            (n, row.by_n[n].pass1, row.by_n[n].pass1_low, row.by_n[n].pass1_high, row.by_n[n].samples)
+            for n in board.n_values
+            if n in row.by_n and row.by_n[n].pass1 is not None
+        )
+        label = f"{row.name} · {row.context}" + (f" · {row.config_label}" if row.config_label else "")
+        systems.append((row.slug, label, points))
+    references = tuple((ref.name, tuple(sorted(ref.pass1.items()))) for ref in reference)
+    return tuple(systems), references
+
+
+def pass_rate_figure(board: Leaderboard, reference: list[ReferenceRow]) -> go.Figure:
+    """Pass@1 against n, one line per system with its 95% interval shaded.
+
+    Each system is three traces in one legend group: the interval's lower edge, its upper edge
+    filled down to the lower one ("tonexty" fills to the trace just before), and the line itself.
+    The first SHOWN_SYSTEMS rows (in the table's order) are drawn; the others, and the paper's
+    reported numbers (dashed grey lines), wait in the legend.
+    """
+    return _build(*_figure_input(board, reference))
+
+
+def figure_payload(board: Leaderboard, reference: list[ReferenceRow]) -> dict:
+    """The figure as plain JSON data for `json_script` (plotly's own encoder does the numbers).
+
+    Memoised on what the figure shows, so an unchanged leaderboard costs no Plotly work; the
+    result is shared between requests and must not be modified.
+    """
+    return _payload(*_figure_input(board, reference))
+
+
+@functools.lru_cache(maxsize=64)
+def _payload(systems: tuple, references: tuple) -> dict:
+    return json.loads(_build(systems, references).to_json())
+
+
+def _build(systems: tuple, references: tuple) -> go.Figure:
+    traces = []
+    for position, (slug, label, points) in enumerate(systems):
+        if not points:
+            continue
+        color = PALETTE[position % len(PALETTE)]
+        ns = [point[0] for point in points]
+        visible = True if position < SHOWN_SYSTEMS else "legendonly"
+        common = {"x": ns, "legendgroup": slug, "visible": visible}
+        traces.append(go.Scatter(
+            y=[point[2] for point in points], mode="lines", line={"width": 0, "color": color},
+            showlegend=False, hoverinfo="skip", **common,
+        ))
+        traces.append(go.Scatter(
+            y=[point[3] for point in points], mode="lines", line={"width": 0, "color": color},
+            fill="tonexty", fillcolor=_rgba(color, 0.15), showlegend=False, hoverinfo="skip", **common,
+        ))
+        traces.append(go.Scatter(
+            y=[point[1] for point in points],
+            customdata=[[point[2], point[3], point[4]] for point in points],
+            mode="lines+markers",
+            name=label,
+            line={"color": color, "width": 2},
+            marker={"size": 7},
+            hovertemplate=(
+                f"{label}<br>n=%{{x}}: Pass@1 %{{y:.1%}}<br>95% CI %{{customdata[0]:.1%}} to %{{customdata[1]:.1%}}"
+                "<br>%{customdata[2]} samples<extra></extra>"
+            ),
+            **common,
+        ))
+    for name, pass1 in references:
+        if not pass1:
+            continue
+        traces.append(go.Scatter(
+            x=[n for n, _ in pass1], y=[percent / 100 for _, percent in pass1], mode="lines+markers",
+            name=f"Paper (reported): {name}",
+            line={"color": "#888888", "dash": "dash", "width": 1.5}, marker={"symbol": "diamond-open", "size": 8},
+            visible="legendonly", legendgroup=f"reference-{name}",
+            hovertemplate=f"{name}, reported in the paper (upstream suite)<br>n=%{{x}}: Pass@1 %{{y:.1%}}<extra></extra>",
+        ))
+    axis = {"gridcolor": "#e6e6e6", "linecolor": "#999999", "zeroline": False, "ticks": "outside"}
+    # A light layout of our own instead of a named template: validating "plotly_white" costs more
+    # than building all the traces.
+    return go.Figure(
+        data=traces,
+        layout={
+            "template": "none",
+            "height": 460,
+            "margin": {"l": 60, "r": 20, "t": 30, "b": 50},
+            "paper_bgcolor": "white",
+            "plot_bgcolor": "white",
+            "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1d1f21"},
+            "xaxis": {**axis, "title": {"text": "n (functions masked)"}, "dtick": 1, "tickformat": "d"},
+            "yaxis": {**axis, "title": {"text": "Pass@1 (shaded: 95% CI)"}, "tickformat": ".0%", "rangemode": "tozero"},
+            "legend": {"font": {"size": 11}},
+            "hovermode": "closest",
+        },
+    )

@@ -1,0 +1,106 @@
+"""The leaderboard's filters and sort order, read from the URL's query string."""
+import re
+
+from django import forms
+
+from leaderboard.selectors import SORT_FIELDS, SORT_FIELDS_BY_N, LeaderboardFilters
+from runs.models import Run
+
+MAX_N = 50
+_SORT = re.compile(
+    rf"^-?(?:(?:{'|'.join(SORT_FIELDS_BY_N)})_n(?P<n>[1-9][0-9]{{0,2}})|(?:{'|'.join(SORT_FIELDS)}))$"
+)
+SORT_HELP = (
+    "sort is a column key, with '-' in front for descending: "
+    f"{', '.join(f'{name}_n<n>' for name in SORT_FIELDS_BY_N)} (e.g. -pass1_n1), or {', '.join(SORT_FIELDS)}"
+)
+
+
+_FLAG_VALUES = {"1": True, "true": True, "on": True, "yes": True, "0": False, "false": False, "off": False, "no": False, "": False}
+
+
+def _is_on(value) -> bool:
+    return value is True or _FLAG_VALUES.get(str(value).strip().lower(), False)
+
+
+class _FlagInput(forms.CheckboxInput):
+    """A checkbox sending verified=1, whose raw value reaches the field so "verified=banana" can be refused."""
+
+    def __init__(self, attrs=None):
+        super().__init__(attrs, check_test=_is_on)
+
+    def value_from_datadict(self, data, files, name):
+        return data.get(name)
+
+    def format_value(self, value):
+        return "1"
+
+
+class FlagField(forms.Field):
+    """1/0 (also true/false, on/off, yes/no); absent means off. Anything else is an error."""
+
+    widget = _FlagInput
+    _VALUES = _FLAG_VALUES
+
+    def to_python(self, value):
+        if value is None or isinstance(value, bool):
+            return bool(value)
+        try:
+            return self._VALUES[str(value).strip().lower()]
+        except KeyError:
+            raise forms.ValidationError(f"must be 1 or 0, not {value!r}", code="invalid") from None
+
+
+class LeaderboardFilterForm(forms.Form):
+    """Bound to request.GET. Invalid fields are reported and left out; valid ones still apply."""
+
+    suite = forms.ChoiceField(required=False)
+    agent = forms.ChoiceField(required=False, label="Agent")
+    context = forms.ChoiceField(required=False, choices=[("", "Any context")] + Run.CONTEXT_CHOICES)
+    verified = FlagField(required=False, label="Verified only")
+    n_min = forms.IntegerField(required=False, min_value=1, max_value=MAX_N, label="n from")
+    n_max = forms.IntegerField(required=False, min_value=1, max_value=MAX_N, label="to")
+    sort = forms.CharField(required=False, max_length=40, widget=forms.HiddenInput)
+
+    def __init__(self, *args, suites: list[str], agents: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["suite"].choices = [("", "All suites")] + [(name, name) for name in suites]
+        self.fields["agent"].choices = [("", "All agents")] + [(name, name) for name in agents]
+        for name in ("n_min", "n_max"):
+            self.fields[name].widget.attrs.update({"min": 1, "max": MAX_N, "class": "narrow"})
+
+    def clean_sort(self):
+        sort = self.cleaned_data["sort"].strip()
+        if sort and not _SORT.match(sort):
+            raise forms.ValidationError(f"{sort!r} is not a sort key; {SORT_HELP}", code="invalid")
+        return sort
+
+    def clean(self):
+        cleaned = super().clean()
+        low, high = cleaned.get("n_min"), cleaned.get("n_max")
+        if low is not None and high is not None and low > high:
+            # Both are dropped: neither alone says what was meant.
+            cleaned.pop("n_min"), cleaned.pop("n_max")
+            raise forms.ValidationError(f"the n range is empty: n from {low} is more than n to {high}", code="empty_range")
+        return cleaned
+
+    def problems(self) -> list[str]:
+        """Each error as one sentence naming its parameter."""
+        messages = []
+        for name, errors in self.errors.items():
+            where = "" if name == "__all__" else f"{name}={self.data.get(name, '')!r}: "
+            messages.extend(f"{where}{error}" for error in errors)
+        return messages
+
+    def filters(self) -> LeaderboardFilters:
+        """The valid part of the request as filters (call after is_valid())."""
+        data = getattr(self, "cleaned_data", {})
+        return LeaderboardFilters(
+            suite=data.get("suite") or None,
+            agent=data.get("agent") or None,
+            context=data.get("context") or None,
+            verified_only=bool(data.get("verified")),
+            n_min=data.get("n_min"),
+            n_max=data.get("n_max"),
+            sort=data.get("sort") or "",
+        )

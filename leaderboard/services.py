@@ -1,0 +1,122 @@
+"""Writes of the leaderboard: verifier selections."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from leaderboard.models import VerifierSelection
+from leaderboard.selectors import attempt_verdict
+from runs.agents.llm import model_from_name
+from runs.agents.verifier import Candidate, select_oracle, select_with_model
+from runs.models import Attempt, Run, Sample
+from runs.selectors import workspace_spec
+from runs.workspace import experiment_label
+
+logger = logging.getLogger(__name__)
+
+ORACLE = VerifierSelection.ORACLE
+
+
+@dataclass
+class SelectionReport:
+    """What run_select_with_verifier did: samples it chose for, already had, and could not choose for."""
+
+    selected: int = 0
+    existing: int = 0
+    single: int = 0  # fewer than two done attempts: nothing to choose between
+    cost: float | None = 0.0
+    fallbacks: int = 0
+
+
+def _task(sample: Sample, context: str) -> tuple[dict, str | None]:
+    """The task as the workspace's task.json describes it, and the paper text the verifier may read."""
+    spec = workspace_spec(sample=sample, context=context)
+    task = {
+        "sample_id": spec.sample_id,
+        "paper_title": spec.paper_title,
+        "missing_functions": [{"file": f.file, "name": f.name} for f in spec.masked],
+        "experiments": [
+            {"label": experiment_label(number), "description": e.description, "command": e.command}
+            for number, e in enumerate(spec.experiments, start=1)
+        ],
+        "answer_format": {experiment_label(number): e.answer_format for number, e in enumerate(spec.experiments, start=1)},
+    }
+    if context == "full":
+        paper = spec.paper_text
+    elif context == "oracle":
+        paper = "\n\n".join(f"{f.file}: {f.name}\n{f.relevant_paper.strip()}" for f in spec.masked if f.relevant_paper.strip())
+    else:
+        paper = None
+    return task, paper or None
+
+
+def _candidate(attempt: Attempt) -> Candidate:
+    answer = attempt.parsed_answer if attempt.parsed_answer is not None else attempt.final_answer_raw
+    outputs = {"re-execution": attempt.reexecution_output} if attempt.reexecution_output else None
+    return Candidate(patch=attempt.final_patch or None, answer=answer, outputs=outputs)
+
+
+def run_select_with_verifier(*, run: Run, verifier: str, replace: bool = False) -> SelectionReport:
+    """For each sample where `run` has two or more done attempts, let `verifier` pick one and store it.
+
+    `verifier` is "oracle" (a passing attempt when there is one, by the leaderboard's verdict) or a
+    model spec (`provider:model`, see runs.agents.llm) used as the paper's model-as-verifier.
+    Samples that already have a selection by this verifier are kept unless `replace`. Each
+    selection is saved as soon as it is made, so a model failure (ModelError, raised) loses none
+    of the earlier ones. Raises ValueError for a malformed model spec.
+    """
+    verifier = verifier.strip()
+    model = None if verifier == ORACLE else model_from_name(verifier)
+    report = SelectionReport()
+    existing = set(
+        VerifierSelection.objects.filter(run=run, verifier=verifier).values_list("sample_id", flat=True)
+    )
+    attempts = (
+        Attempt.objects.filter(run=run, status=Attempt.DONE)
+        .select_related("sample__paper")
+        .defer("trajectory")
+        .order_by("sample_id", "index")
+    )
+    by_sample: dict[int, list[Attempt]] = {}
+    for attempt in attempts:
+        by_sample.setdefault(attempt.sample_id, []).append(attempt)
+
+    for sample_pk, candidates in by_sample.items():
+        if len(candidates) < 2:
+            report.single += 1
+            continue
+        if sample_pk in existing and not replace:
+            report.existing += 1
+            continue
+        sample = candidates[0].sample
+        if model is None:
+            choice = select_oracle(
+                candidates=[_candidate(a) for a in candidates], passed=[attempt_verdict(a) for a in candidates]
+            )
+        else:
+            task, paper = _task(sample, run.context)
+            choice = select_with_model(model=model, task=task, candidates=[_candidate(a) for a in candidates], paper=paper)
+        chosen = candidates[choice.index]
+        with transaction.atomic():
+            VerifierSelection.objects.update_or_create(
+                run=run,
+                sample=sample,
+                verifier=verifier,
+                defaults={
+                    "attempt": chosen,
+                    "candidates": len(candidates),
+                    "reasoning": choice.reasoning,
+                    "fallback": choice.fallback,
+                    "input_tokens": choice.usage.input_tokens,
+                    "output_tokens": choice.usage.output_tokens,
+                    "cost": choice.cost,
+                },
+            )
+        report.selected += 1
+        report.fallbacks += int(choice.fallback)
+        if report.cost is not None:
+            report.cost = None if choice.cost is None else report.cost + choice.cost
+    logger.info("verifier %s on run %s: %s", verifier, run.pk, report)
+    return report

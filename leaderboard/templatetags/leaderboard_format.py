@@ -1,0 +1,33 @@
+"""How the leaderboard writes numbers: a dash for "nothing measured", never a misleading 0."""
+from django import template
+
+register = template.Library()
+DASH = "—"
+
+
+@register.filter
+def pct(value, digits=1):
+    """0.353 -> "35.3%"."""
+    if value is None or value == "":
+        return DASH
+    return f"{float(value) * 100:.{int(digits)}f}%"
+
+
+@register.filter
+def usd(value):
+    if value is None:
+        return DASH
+    return f"${value:.4f}" if value < 0.01 else f"${value:.2f}"
+
+
+@register.filter
+def duration(value):
+    """Seconds as "42 s" or "3.5 min"."""
+    if value is None:
+        return DASH
+    return f"{value:.0f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+@register.filter
+def get_item(mapping, key):
+    return mapping.get(key) if mapping else None

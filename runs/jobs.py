@@ -1,0 +1,21 @@
+"""RQ jobs: thin wrappers that take ids and call one service.
+
+Enqueued by runs.evaluation (one job per attempt, on commit); run them with
+`python manage.py rqworker` (django-rq).
+"""
+from rq import get_current_job
+
+from runs.attempts import attempt_execute, attempts_recover, reset_connections
+
+
+def attempt_execute_job(attempt_id: int) -> str:
+    """Execute one attempt (a no-op unless it is still queued: duplicates do nothing)."""
+    reset_connections()
+    job = get_current_job()
+    return attempt_execute(attempt_id=attempt_id, job_id=job.id if job is not None else "")
+
+
+def attempts_recover_job(stale_after: float | None = None) -> int:
+    """Recover attempts whose worker died (for a periodic schedule, e.g. rqscheduler or cron)."""
+    reset_connections()
+    return len(attempts_recover(stale_after=stale_after))

@@ -1,0 +1,71 @@
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.evaluation import RunError, queue_name, run_create, run_resume
+from runs.management.commands._options import int_list
+from runs.models import Attempt, Run, Suite
+from runs.selectors import suite_get
+
+DEMO_DESCRIPTION = "Demo: a model-free baseline over the built-in suite (make demo)"
+BASELINES = ("gold", "noop", "mutant")
+
+
+class Command(BaseCommand):
+    help = (
+        "Fill the site with real results: runs of the gold, noop and mutant baselines over a suite, made "
+        "through the queue and the sandbox by RQ workers started here. Runs already finished are kept."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--suite", default="builtin")
+        parser.add_argument("--n", type=int_list, default=[1, 2])
+        parser.add_argument("--cap", type=int, default=7, help="samples per paper and n (the demo keeps it short)")
+        parser.add_argument("--workers", type=int, default=2)
+
+    def handle(self, *args, suite, n, cap, workers, **options):
+        try:
+            suite = suite_get(name=suite)
+        except Suite.DoesNotExist as error:
+            raise CommandError(str(error)) from None
+        runs = [self._demo_run(suite, agent, n, cap) for agent in BASELINES]
+        pending = Attempt.objects.filter(run__in=runs, status__in=[Attempt.QUEUED, Attempt.RUNNING])
+        if pending.exists():
+            self._work(runs, workers)
+        for run in Run.objects.filter(pk__in=[r.pk for r in runs]):
+            done = run.attempts.filter(status=Attempt.DONE)
+            self.stdout.write(
+                f"run {run.pk} {run.agent:<7} {done.filter(passed=True).count():>3}/{done.count()} passed "
+                f"({run.attempts.filter(status=Attempt.ERROR).count()} infrastructure errors)"
+            )
+
+    def _demo_run(self, suite, agent, n, cap) -> Run:
+        existing = Run.objects.filter(suite=suite, agent=agent, description=DEMO_DESCRIPTION, cancelled_at=None).first()
+        if existing is None:
+            try:
+                return run_create(suite=suite, agent=agent, n_values=n, sample_cap=cap, description=DEMO_DESCRIPTION)
+            except RunError as error:
+                raise CommandError(str(error)) from None
+        if existing.finished_at is None:
+            run_resume(run=existing)  # an interrupted demo picks up where it stopped
+        return existing
+
+    def _work(self, runs, workers: int) -> None:
+        """Run burst workers until the queue is empty, reporting progress as attempts finish."""
+        command = [sys.executable, str(settings.BASE_DIR / "manage.py"), "rqworker", "--burst", queue_name()]
+        processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+        attempts = Attempt.objects.filter(run__in=runs)
+        total = attempts.count()
+        last = None
+        while any(process.poll() is None for process in processes):
+            finished = attempts.exclude(status__in=[Attempt.QUEUED, Attempt.RUNNING]).count()
+            if finished != last:
+                self.stdout.write(f"{finished}/{total} attempts finished ({workers} workers)")
+                last = finished
+            time.sleep(2)
+        failed = [process.returncode for process in processes if process.returncode]
+        if failed:
+            raise CommandError(f"a worker exited with status {failed[0]}; see `python manage.py rqworker --burst`")

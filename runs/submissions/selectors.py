@@ -1,0 +1,103 @@
+"""Reads for submissions, and the filter public pages use to leave hidden submissions out."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet
+
+from runs.models import Attempt, Run, Sample, Submission
+
+
+def visible_runs_q(prefix: str = "") -> Q:
+    """Runs that may appear on public pages: every run except those of hidden submissions.
+
+    `prefix` puts it on a related model, e.g. `Attempt.objects.filter(visible_runs_q("run__"))`.
+    """
+    return ~Q(**{f"{prefix}submission__hidden": True})
+
+
+def visible_runs(queryset: QuerySet[Run] | None = None) -> QuerySet[Run]:
+    """`queryset` (default all runs) without the runs of hidden submissions."""
+    return (Run.objects.all() if queryset is None else queryset).exclude(submission__hidden=True)
+
+
+def submission_can_view(*, submission: Submission, user) -> bool:
+    """Public unless hidden; a hidden one only for its uploader and staff."""
+    return not submission.hidden or can_manage(submission=submission, user=user)
+
+
+def can_manage(*, submission: Submission, user) -> bool:
+    """The uploader and staff may see its contact, request re-execution, see it when hidden."""
+    if not user.is_authenticated:
+        return False
+    return user.is_staff or submission.uploader_id == user.pk
+
+
+@dataclass
+class SubmissionSummary:
+    attempts: int = 0
+    samples: int = 0
+    reported_passed: int = 0
+    reexecuted: int = 0
+    passed: int = 0  # reported AND re-executed pass
+    reexecution_passed: int = 0
+    mismatches: int = 0
+    pending: int = 0
+    suite_samples: int = 0  # samples of the suite at the submission's n values
+
+    @staticmethod
+    def _rate(part: int, whole: int) -> float | None:
+        return part / whole if whole else None
+
+    @property
+    def reported_rate(self) -> float | None:
+        return self._rate(self.reported_passed, self.attempts)
+
+    @property
+    def reexecuted_rate(self) -> float | None:
+        """Share of re-executed attempts whose reported answer and re-execution both pass."""
+        return self._rate(self.passed, self.reexecuted)
+
+    def as_dict(self) -> dict:
+        return {
+            "attempts": self.attempts,
+            "samples": self.samples,
+            "suite_samples_at_these_n": self.suite_samples,
+            "reported_passed": self.reported_passed,
+            "reported_pass_rate": self.reported_rate,
+            "reexecuted": self.reexecuted,
+            "reexecution_passed": self.reexecution_passed,
+            "passed": self.passed,
+            "reexecuted_pass_rate": self.reexecuted_rate,
+            "mismatches": self.mismatches,
+            "pending_reexecution": self.pending,
+        }
+
+
+def submission_summary(*, submission: Submission) -> SubmissionSummary:
+    run = submission.run
+    aggregated = run.attempts.aggregate(
+        n_attempts=Count("id"),
+        n_samples=Count("sample", distinct=True),
+        n_reported_passed=Count("id", filter=Q(reported_passed=True)),
+        n_reexecuted=Count("id", filter=Q(reexecution_passed__isnull=False)),
+        n_reexecution_passed=Count("id", filter=Q(reexecution_passed=True)),
+        n_passed=Count("id", filter=Q(reexecution_passed__isnull=False, passed=True)),
+        n_mismatches=Count("id", filter=Q(mismatch=True)),
+    )
+    counts = {key.removeprefix("n_"): value for key, value in aggregated.items()}
+    counts["pending"] = counts["attempts"] - counts["reexecuted"]
+    counts["suite_samples"] = Sample.objects.filter(paper__suite_id=run.suite_id, n__in=run.n_values or []).count()
+    return SubmissionSummary(**counts)
+
+
+def submission_attempts(*, submission: Submission) -> QuerySet[Attempt]:
+    return submission.run.attempts.select_related("sample").order_by("sample__n", "sample__sample_id", "index")
+
+
+def submissions_of(*, user) -> QuerySet[Submission]:
+    return Submission.objects.filter(uploader=user).select_related("run__suite").order_by("-created_at", "-id")
+
+
+def submission_get(*, pk: int) -> Submission:
+    return Submission.objects.select_related("run__suite", "uploader").get(pk=pk)

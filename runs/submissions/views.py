@@ -1,0 +1,197 @@
+"""Submission pages: upload, a submission, my submissions, API tokens. Thin: services act, selectors read."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import (
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
+from django.http import Http404
+from django.http.multipartparser import MultiPartParserError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_POST
+
+from runs.models import ApiToken, Submission
+from runs.submissions import uploads
+from runs.submissions.forms import TokenCreateForm, UploadForm
+from runs.submissions.selectors import (
+    can_manage,
+    submission_attempts,
+    submission_can_view,
+    submission_get,
+    submission_summary,
+    submissions_of,
+)
+from runs.submissions.services import (
+    submission_create,
+    submission_request_reexecution,
+    token_create,
+    token_revoke,
+)
+from runs.submissions.validation import (
+    FORMAT,
+    SubmissionInvalid,
+    SubmissionTooLarge,
+    human_bytes,
+    max_patch_bytes,
+    max_records,
+    max_uncompressed_bytes,
+    max_upload_bytes,
+    too_large_message,
+)
+
+NEW_TOKEN_SESSION_KEY = "submissions_new_api_token"
+
+
+def _limits() -> dict:
+    return {
+        "upload": human_bytes(max_upload_bytes()),
+        "uncompressed": human_bytes(max_uncompressed_bytes()),
+        "patch": human_bytes(max_patch_bytes()),
+        "records": max_records(),
+        "format": FORMAT,
+    }
+
+
+# The upload handler must be in place before CsrfViewMiddleware reads request.POST: exempt the
+# outer view from the middleware, then check CSRF ourselves once the handler is installed.
+@csrf_exempt
+@login_required
+def upload(request):
+    handler = uploads.install(request, limit=max_upload_bytes()) if request.method == "POST" else None
+    return _upload(request, handler)
+
+
+@csrf_protect
+def _upload(request, handler):
+    problems: list[str] = []
+    status = 200
+    if request.method == "POST":
+        try:
+            form = UploadForm(request.POST, request.FILES)
+            too_large = handler is not None and handler.exceeded
+        except (MultiPartParserError, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent) as error:
+            form, too_large = UploadForm(), False
+            problems = [f"The upload could not be read: {error}. Nothing was stored."]
+            status = 400
+        if too_large:
+            form = UploadForm(initial={"reexecute": request.POST.get("reexecute") == "on"})
+            problems = [too_large_message(handler.content_length, max_upload_bytes())]
+            status = 413
+        elif not problems and form.is_valid():
+            upload_file = form.cleaned_data["file"]
+            data = uploads.read_uploaded(upload_file, limit=max_upload_bytes())
+            try:
+                if data is None:
+                    raise SubmissionTooLarge(upload_file.size, max_upload_bytes())
+                submission = submission_create(
+                    data=data,
+                    filename=upload_file.name or "",
+                    uploader=request.user,
+                    reexecute=form.cleaned_data["reexecute"],
+                    channel=Submission.WEB,
+                )
+            except SubmissionTooLarge as error:
+                problems, status = [str(error)], 413
+            except SubmissionInvalid as error:
+                problems, status = error.messages(), 400
+                problems.insert(0, f"The file was not stored: {error.count} problem(s) found.")
+            else:
+                messages.success(
+                    request,
+                    f"Submission {submission.pk} stored: {submission.record_count} attempt(s) scored against the gold results."
+                    + (" Re-execution is queued." if form.cleaned_data["reexecute"] else ""),
+                )
+                return redirect("submissions:detail", pk=submission.pk)
+        elif not problems:
+            problems = [f"{form.fields[name].label if name in form.fields else 'form'}: {message}"
+                        for name, errors in form.errors.items() for message in errors]
+            status = 400
+    else:
+        form = UploadForm()
+    return render(request, "submissions/upload.html", {"form": form, "problems": problems, "limits": _limits()}, status=status)
+
+
+def _viewable(request, pk: int) -> Submission:
+    try:
+        submission = submission_get(pk=pk)
+    except Submission.DoesNotExist:
+        raise Http404(f"no submission {pk}") from None
+    if not submission_can_view(submission=submission, user=request.user):
+        raise Http404(f"no submission {pk}")
+    return submission
+
+
+def detail(request, pk: int):
+    submission = _viewable(request, pk)
+    return render(
+        request,
+        "submissions/detail.html",
+        {
+            "submission": submission,
+            "run": submission.run,
+            "summary": submission_summary(submission=submission),
+            "attempts": submission_attempts(submission=submission),
+            "manage": can_manage(submission=submission, user=request.user),
+        },
+    )
+
+
+@login_required
+@require_POST
+def reexecute(request, pk: int):
+    submission = _viewable(request, pk)
+    if not can_manage(submission=submission, user=request.user):
+        raise Http404(f"no submission {pk}")
+    queued = submission_request_reexecution(submission=submission)
+    if queued:
+        messages.success(request, f"Re-execution queued for {queued} attempt(s).")
+    else:
+        messages.info(request, "Every attempt is re-executed already.")
+    return redirect("submissions:detail", pk=submission.pk)
+
+
+@login_required
+def mine(request):
+    submissions = [(submission, submission_summary(submission=submission)) for submission in submissions_of(user=request.user)]
+    return render(request, "submissions/mine.html", {"submissions": submissions})
+
+
+@login_required
+def tokens(request):
+    if request.method == "POST":
+        form = TokenCreateForm(request.POST)
+        if form.is_valid():
+            try:
+                token, key = token_create(user=request.user, name=form.cleaned_data["name"])
+            except ValueError as error:
+                form.add_error(None, str(error))
+            else:
+                # Shown once, on the next page load; a reload does not create another token.
+                request.session[NEW_TOKEN_SESSION_KEY] = {"id": token.pk, "key": key}
+                return redirect("submissions:tokens")
+    else:
+        form = TokenCreateForm()
+    new_token = request.session.pop(NEW_TOKEN_SESSION_KEY, None) if request.method == "GET" else None
+    return render(
+        request,
+        "submissions/tokens.html",
+        {
+            "form": form,
+            "tokens": ApiToken.objects.filter(user=request.user).order_by("revoked_at", "-created_at"),
+            "new_token": new_token,
+        },
+        status=200 if form.is_bound is False or form.is_valid() else 400,
+    )
+
+
+@login_required
+@require_POST
+def token_revoke_view(request, pk: int):
+    token = get_object_or_404(ApiToken, pk=pk, user=request.user)  # someone else's token: 404
+    token_revoke(token=token)
+    messages.success(request, f"Token {token.prefix}… revoked; requests with it are refused from now on.")
+    return redirect("submissions:tokens")

@@ -1,0 +1,308 @@
+#!/usr/bin/env python
+"""Server time of the leaderboard page and of a 500-step trajectory page on a loaded database.
+
+Creates a scratch Postgres database (bench_pages_<pid>), migrates it, bulk-loads a synthetic suite,
+100,000 attempts across 50 systems (several n, k of 1, 3 or 5, some systems uploaded and not
+re-executed, errors, unknown costs, oracle verifier selections) and one attempt with a 500-step
+trajectory, then times requests through Django's test Client (in process: server time only, no
+network) and prints the median and 95th percentile of each page. The first request of each page
+is reported apart: for the leaderboard it computes every bootstrap interval (10,000 resamples
+each), which later requests find memoised until the data change. The database is dropped at the
+end, whatever happens.
+
+    .venv/bin/python scripts/bench_pages.py [--attempts 100000] [--systems 50] [--requests 30]
+
+Postgres: BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432), a role that may create
+databases. Takes about two minutes on two cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from itertools import combinations, product
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SERVER = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432").rstrip("/")
+DB_NAME = f"bench_pages_{os.getpid()}"
+os.environ["DATABASE_URL"] = f"{SERVER}/{DB_NAME}"
+# DEBUG serves static files without collectstatic; nothing measured depends on it.
+os.environ.setdefault("DEBUG", "1")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoexperiment_site.settings")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+PAPERS = 20
+FUNCTIONS_PER_PAPER = 10
+SAMPLES_CAP = {1: 10, 2: 45, 3: 60}  # per paper: 2,300 samples in all
+MODELS = [  # (spec, strength: pass probability of an easy n=1 sample)
+    ("anthropic:claude-3-7-sonnet", 0.42), ("openai:gpt-4o", 0.40), ("anthropic:claude-3-5-sonnet", 0.36),
+    ("openai:gpt-4o-mini", 0.30), ("openai:o3-mini", 0.38), ("openai-compatible:llama3.1:70b", 0.22),
+    ("openai-compatible:qwen2.5-coder:32b", 0.25), ("openai:gpt-4.1", 0.45), ("anthropic:claude-3-5-haiku", 0.27),
+    ("openai-compatible:deepseek-v3", 0.35),
+]
+AGENTS = ["react", "agentless"]
+CONTEXTS = ["full", "none", "oracle"]
+CONFIGS = [{}, {"history": "window", "window": 5}]
+TRAJECTORY_STEPS = 500
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def create_database() -> None:
+    import psycopg
+
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{DB_NAME}"')
+
+
+def drop_database() -> None:
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+
+
+def load_suite():
+    from runs.models import Function, Paper, Sample, Suite
+
+    suite = Suite.objects.create(name="bench", version="1", gold_root="/nonexistent", description="Synthetic suite for bench_pages")
+    papers = Paper.objects.bulk_create(
+        [Paper(suite=suite, paper_id=f"bench-{p:02d}", title=f"Bench paper {p}", text="Method. " * 200) for p in range(PAPERS)]
+    )
+    functions = Function.objects.bulk_create([
+        Function(paper=paper, func_id=f, file=f"src/module_{f % 3}.py", name=f"Model{f}.forward", description="Does it.")
+        for paper in papers for f in range(FUNCTIONS_PER_PAPER)
+    ])
+    by_paper = {}
+    for function in functions:
+        by_paper.setdefault(function.paper_id, []).append(function)
+    rng = random.Random(7)
+    samples, links = [], []
+    for paper in papers:
+        for n, cap in SAMPLES_CAP.items():
+            combos = list(combinations(range(FUNCTIONS_PER_PAPER), n))
+            for ids in sorted(rng.sample(combos, min(cap, len(combos)))):
+                samples.append((Sample(paper=paper, sample_id=f"{paper.paper_id}_{','.join(map(str, ids))}", n=n), paper, ids))
+    created = Sample.objects.bulk_create([sample for sample, _, _ in samples])
+    through = Sample.functions.through
+    for sample, (_, paper, ids) in zip(created, samples):
+        links += [through(sample_id=sample.pk, function_id=by_paper[paper.pk][i].pk) for i in ids]
+    through.objects.bulk_create(links, batch_size=5000)
+    return suite, created
+
+
+def load_attempts(suite, samples, *, total: int, systems: int):
+    from leaderboard.models import VerifierSelection
+    from runs.models import Attempt, Run
+
+    rng = random.Random(11)
+    by_n = {}
+    for sample in samples:
+        by_n.setdefault(sample.n, []).append(sample)
+    difficulty = {sample.pk: rng.uniform(0.3, 1.6) for sample in samples}
+    keys = list(product(MODELS, AGENTS, CONTEXTS, CONFIGS))
+    rng.shuffle(keys)
+    keys = keys[:systems]
+    per_system = total // systems
+    n_choices = [(1, 2), (1, 2, 3), (2, 3), (1, 2, 3)]
+    now = datetime.now(UTC)
+    attempts_made = 0
+    selections = []
+    for number, ((model, strength), agent, context, config) in enumerate(keys):
+        k = (1, 3, 5)[number % 3]
+        n_values = n_choices[number % len(n_choices)]
+        uploaded = number % 5 == 4  # a fifth are uploaded results, never re-executed
+        harness = 0.35 if agent == "agentless" else 1.0
+        context_factor = {"full": 1.0, "none": 0.6, "oracle": 1.15}[context]
+        pool = [sample for n in n_values for sample in by_n[n]]
+        wanted = per_system if number < systems - 1 else total - attempts_made
+        run_number = 0
+        while wanted > 0:
+            chosen = rng.sample(pool, min(len(pool), -(-wanted // k)))
+            started = now - timedelta(days=rng.randint(1, 60))
+            # Some systems have a run still going (no finished_at).
+            finished = None if (number % 7 == 3 and run_number == 0) else started + timedelta(hours=rng.randint(1, 20))
+            run = Run.objects.create(
+                suite=suite, agent=agent, model=model, agent_config=config, context=context, n_values=list(n_values),
+                attempts_per_sample=k, sandbox_backend="bubblewrap", finished_at=finished,
+                description=f"bench system {number} run {run_number}",
+            )
+            Run.objects.filter(pk=run.pk).update(created_at=started)
+            batch = []
+            for sample in chosen:
+                p = min(0.95, strength * harness * context_factor * (0.3 ** (sample.n - 1)) / difficulty[sample.pk])
+                for index in range(k):
+                    if wanted <= 0:
+                        break
+                    wanted -= 1
+                    batch.append(_attempt(rng, run, sample, index, p, uploaded))
+            Attempt.objects.bulk_create(batch, batch_size=2000)
+            attempts_made += len(batch)
+            if k > 1:
+                selections += _oracle_selections(run, batch)
+            run_number += 1
+    VerifierSelection.objects.bulk_create(selections, batch_size=5000)
+    return attempts_made, len(keys)
+
+
+def _attempt(rng, run, sample, index, p, uploaded):
+    from runs.models import Attempt
+
+    fields = {
+        "run": run, "sample": sample, "index": index, "input_tokens": rng.randint(20_000, 400_000),
+        "output_tokens": rng.randint(2_000, 30_000), "agent_seconds": rng.uniform(60, 1500),
+        "cost": None if rng.random() < 0.05 else rng.uniform(0.02, 0.9), "exit_status": "submitted",
+    }
+    if rng.random() < 0.03:
+        return Attempt(status=Attempt.ERROR, failure_label=rng.choice([Attempt.INFRASTRUCTURE, Attempt.MODEL_PROVIDER]), **fields)
+    reported = rng.random() < p * 1.1
+    if uploaded:
+        return Attempt(status=Attempt.DONE, reported_passed=reported, reexecution_passed=None, passed=False, **fields)
+    reexecuted = reported and rng.random() < 0.93
+    return Attempt(
+        status=Attempt.DONE, reported_passed=reported, reexecution_passed=reexecuted, passed=reported and reexecuted,
+        mismatch=reported and not reexecuted, failure_label="" if reported and reexecuted else Attempt.WRONG_ANSWER, **fields,
+    )
+
+
+def _oracle_selections(run, attempts):
+    from leaderboard.models import VerifierSelection
+    from runs.models import Attempt
+
+    by_sample = {}
+    for attempt in attempts:
+        if attempt.status == Attempt.DONE:
+            by_sample.setdefault(attempt.sample_id, []).append(attempt)
+    selections = []
+    for sample_id, candidates in by_sample.items():
+        if len(candidates) < 2:
+            continue
+        verdicts = [a.passed if a.reexecution_passed is not None else a.reported_passed for a in candidates]
+        chosen = candidates[verdicts.index(True)] if any(verdicts) else candidates[0]
+        selections.append(VerifierSelection(run=run, sample_id=sample_id, attempt=chosen, verifier="oracle", candidates=len(candidates)))
+    return selections
+
+
+def long_trajectory(sample_id: str, steps: int) -> dict:
+    from runs.agents.trajectory import FileChange, FinalAnswer, Header, Step, Trajectory
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    tools = ["list_files", "inspect_file_lines", "edit_file", "execute_python_script", "command_line", "understand_file"]
+    trajectory = Trajectory(header=Header(
+        sample_id=sample_id, agent="react", model="openai:gpt-4o", config={"history": "full"},
+        versions={"python": "3.11.2", "trajectory_format": "autoexperiment.trajectory/1"},
+        started_at=start.isoformat(), ended_at=(start + timedelta(seconds=steps * 6)).isoformat(),
+        exit_status="submitted", input_tokens=steps * 9_000, output_tokens=steps * 400, cost=steps * 0.002,
+    ))
+    for index in range(steps):
+        tool = tools[index % len(tools)]
+        changes = []
+        if tool == "edit_file":
+            body = "\n".join(f"+    value_{line} = compute({line})" for line in range(12))
+            changes = [FileChange(path=f"code/src/module_{index % 3}.py", change="modified",
+                                  diff=f"--- a/src/module_{index % 3}.py\n+++ b/src/module_{index % 3}.py\n@@ -10,3 +10,15 @@\n{body}\n")]
+        trajectory.steps.append(Step(
+            index=index, started_at=(start + timedelta(seconds=index * 6)).isoformat(), duration=5.5, model_seconds=4.0,
+            thought=f"Step {index}: the loss is off by a factor; check how the bias correction is applied. " * 3,
+            tool=tool, arguments={"path": f"code/src/module_{index % 3}.py", "start": 1, "end": 80},
+            tool_call_id=f"call_{index}", observation="\n".join(f"{line:4d}  x = y * {line}" for line in range(60)),
+            error=index % 17 == 0, traceback="Traceback (most recent call last):\n  ...\nValueError: shapes" if index % 17 == 0 else None,
+            files_changed=changes, input_tokens=9_000, output_tokens=400, cost=0.002,
+        ))
+    trajectory.final_answer = FinalAnswer(raw='{"Experiment 1": {"loss": 0.25}}', parsed={"Experiment 1": {"loss": 0.25}}, parse_method="json")
+    trajectory.final_patch = "--- a/src/module_0.py\n+++ b/src/module_0.py\n@@ -1 +1 @@\n-raise NotImplementedError\n+return x\n"
+    return trajectory.to_dict()
+
+
+def timed(client, url: str, requests: int) -> tuple[float, list[float], int]:
+    started = time.perf_counter()
+    response = client.get(url)
+    first = time.perf_counter() - started
+    if response.status_code != 200:
+        raise SystemExit(f"GET {url} answered {response.status_code}")
+    times = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        response = client.get(url)
+        times.append(time.perf_counter() - started)
+    return first, times, len(response.content)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--attempts", type=int, default=100_000)
+    parser.add_argument("--systems", type=int, default=50)
+    parser.add_argument("--requests", type=int, default=30, help="timed requests per page, after a first one")
+    options = parser.parse_args()
+
+    create_database()
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connection
+        from django.test import Client
+        from django.test.utils import CaptureQueriesContext
+        from django.urls import reverse
+
+        from runs.models import Attempt
+
+        clock = time.perf_counter()
+        call_command("migrate", verbosity=0)
+        print(f"database {DB_NAME}: migrated in {time.perf_counter() - clock:.1f} s")
+        clock = time.perf_counter()
+        suite, samples = load_suite()
+        made, systems = load_attempts(suite, samples, total=options.attempts, systems=options.systems)
+        target = Attempt.objects.filter(status=Attempt.DONE).order_by("id").select_related("sample").first()
+        target.trajectory = long_trajectory(target.sample.sample_id, TRAJECTORY_STEPS)
+        target.save(update_fields=["trajectory"])
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        print(f"loaded {made:,} attempts across {systems} systems, {len(samples):,} samples, "
+              f"one {TRAJECTORY_STEPS}-step trajectory in {time.perf_counter() - clock:.1f} s")
+
+        client = Client(HTTP_HOST="localhost")
+
+        def first_system() -> str:
+            slug = client.get(reverse("leaderboard:home"), {"format": "json"}).json()["rows"][0]["slug"]
+            return reverse("leaderboard:system", args=[slug])
+
+        pages = [  # URLs as functions: the leaderboard's first request must be the process's first
+            ("leaderboard", lambda: reverse("leaderboard:home")),
+            (f"trajectory ({TRAJECTORY_STEPS} steps)", lambda: reverse("replay:attempt", args=[target.pk])),
+            # Not asked for, but cheap to know:
+            ("leaderboard CSV export", lambda: reverse("leaderboard:home") + "?format=csv"),
+            ("function difficulty", lambda: reverse("leaderboard:functions")),
+            ("one system's page", first_system),
+        ]
+        print(f"\n{'page':<26}{'first':>9}{'median':>9}{'p95':>9}{'queries':>9}{'KB':>8}   ({options.requests} requests after the first)")
+        for name, make_url in pages:
+            url = make_url()
+            first, times, size = timed(client, url, options.requests)
+            with CaptureQueriesContext(connection) as queries:
+                client.get(url)
+            print(f"{name:<26}{first * 1000:>7.0f}ms{statistics.median(times) * 1000:>7.0f}ms"
+                  f"{percentile(times, 0.95) * 1000:>7.0f}ms{len(queries):>9}{size / 1024:>8.0f}")
+    finally:
+        drop_database()
+        print(f"\ndatabase {DB_NAME} dropped")
+
+
+if __name__ == "__main__":
+    main()

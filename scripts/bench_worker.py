@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Throughput of the evaluation workers: attempts per minute for the `gold` baseline on the built-in
+suite with one RQ worker and with two, and where an attempt's time goes (harness overhead next to
+the time the experiments themselves take).
+
+    .venv/bin/python scripts/bench_worker.py [--n 1] [--cap 100] [--workers 1,2]
+
+Uses real RQ workers (`manage.py rqworker --burst`, subprocesses), Redis database 14 (flushed) of
+$REDIS_URL's server, the sandbox of $SANDBOX_BACKEND (bubblewrap by default) and a scratch Postgres
+database `bench_worker_<pid>` created on $BENCH_DATABASE_URL's server (default
+postgres://postgres@127.0.0.1:5432/postgres), migrated, and dropped at the end. Takes about two
+minutes for n=1 (28 attempts per worker count) on two cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+REDIS_DB = 14
+
+
+def _url_with_path(url: str, path: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _admin(url: str, statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(statement)
+
+
+def _worker_command() -> list[str]:
+    return [
+        sys.executable, "manage.py", "rqworker", "--burst", "--skip-checks",
+        "--worker-class", "runs.worker.EvaluationWorker", "default",
+    ]
+
+
+def bench(count: int, *, suite, n: int, cap: int, env: dict, logs: Path) -> dict:
+    """One gold run over the suite's samples, executed by `count` burst workers."""
+    import redis
+    from django.db.models import Max, Min
+
+    from runs.evaluation import run_create
+
+    redis.Redis.from_url(env["REDIS_URL"]).flushdb()
+    run = run_create(suite=suite, agent="gold", n_values=[n], sample_cap=cap)  # jobs enqueued on commit
+    started = time.monotonic()
+    processes = []
+    for index in range(count):
+        log = logs / f"worker-{count}-{index}.log"
+        with open(log, "w") as output:
+            processes.append((subprocess.Popen(_worker_command(), cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT), log))
+    for process, log in processes:
+        if process.wait() != 0:
+            raise SystemExit(f"a worker exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+    wall = time.monotonic() - started
+    attempts = list(run.attempts.all())
+    span = run.attempts.aggregate(first=Min("claimed_at"), last=Max("finished_at"))
+    steady = (span["last"] - span["first"]).total_seconds()
+    load = os.getloadavg()[0]
+    return {"workers": count, "run": run, "attempts": attempts, "wall": wall, "steady": steady, "load": load}
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return statistics.fmean(values) if values else 0.0
+
+
+def report(results: list[dict], *, n: int, backend: str) -> None:
+    total = len(results[0]["attempts"])
+    print(f"gold baseline, built-in suite, n={n}: {total} attempts per run, sandbox {backend}, {os.cpu_count()} CPUs")
+    print()
+    print(f"{'workers':>7}  {'wall s':>7}  {'attempts/min':>12}  {'steady s':>8}  {'attempts/min':>12}  {'load':>5}  passed")
+    print(f"{'':>7}  {'':>7}  {'(wall)':>12}  {'':>8}  {'(steady)':>12}")
+    for result in results:
+        done = len(result["attempts"])
+        passed = sum(a.passed for a in result["attempts"])
+        print(
+            f"{result['workers']:>7}  {result['wall']:>7.1f}  {60 * done / result['wall']:>12.1f}  "
+            f"{result['steady']:>8.1f}  {60 * done / result['steady']:>12.1f}  {result['load']:>5.1f}  {passed}/{done}"
+        )
+    print("  wall: from starting the workers (process start-up included) until the last one quit;")
+    print("  steady: from the first claim to the last attempt written; load: 1-minute load average after.")
+    print()
+
+    for result in results:
+        attempts = result["attempts"]
+
+        def timing(key, attempts=attempts):
+            return _mean(a.timings.get(key, 0.0) for a in attempts)
+
+        workspaces = timing("workspace") + timing("reexecution_workspace")
+        sandboxes = sum(
+            timing(k) for k in ("sandbox_open", "sandbox_close", "reexecution_sandbox_open", "reexecution_sandbox_close")
+        )
+        patch = timing("reexecution_patch")
+        scoring = timing("scoring") + timing("reexecution_scoring")
+        harness = timing("harness")
+        experiments = timing("experiments")
+        held = _mean((a.finished_at - a.claimed_at).total_seconds() for a in attempts)
+        rows = [
+            ("experiments run by the harness (re-execution)", experiments),
+            ("agent (gold: restores the bodies, runs the experiments itself)", timing("agent")),
+            ("harness overhead, all of it", harness),
+            ("  workspaces (agent's and re-execution's)", workspaces),
+            ("  sandboxes opened and closed (two)", sandboxes),
+            ("  applying the final patch", patch),
+            ("  scoring (both verdicts)", scoring),
+            ("  bookkeeping in between", max(0.0, harness - workspaces - sandboxes - patch - scoring)),
+            ("claim to result written", held),
+        ]
+        if result["workers"] == 1:
+            rows.append(("worker cost per job beyond that (fork, claim, queue)", result["steady"] / len(attempts) - held))
+        print(f"Per attempt with {result['workers']} worker(s), mean over {len(attempts)} attempts:")
+        width = 64
+        for label, seconds in rows:
+            print(f"  {label:<{width}}  {seconds:7.3f} s")
+        if experiments:
+            print(f"  harness overhead = {100 * harness / experiments:.1f}% of the experiments' own time")
+        print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=1, help="masked functions per sample (default 1)")
+    parser.add_argument("--cap", type=int, default=100, help="samples per paper (default 100: all 7 at n=1)")
+    parser.add_argument("--workers", default="1,2", help="worker counts to measure (default 1,2)")
+    args = parser.parse_args()
+    counts = [int(part) for part in args.workers.split(",") if part.strip()]
+
+    from sandbox import backend_problem
+
+    backend = os.environ.get("SANDBOX_BACKEND", "bubblewrap")
+    problem = backend_problem(backend)
+    if problem:
+        raise SystemExit(f"sandbox {backend} unavailable: {problem}")
+
+    admin_url = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    name = f"bench_worker_{os.getpid()}"
+    redis_url = _url_with_path(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{REDIS_DB}")
+    scratch = Path(tempfile.mkdtemp(prefix="bench-worker-"))
+    env = {
+        **os.environ,
+        "DEBUG": "1",
+        "DATABASE_URL": _url_with_path(admin_url, f"/{name}"),
+        "REDIS_URL": redis_url,
+        "WORKSPACE_ROOT": str(scratch / "workspaces"),
+        "SANDBOX_BACKEND": backend,
+        "LOG_LEVEL": "WARNING",
+        "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings",
+    }
+    os.environ.update(env)
+    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        from runs.models import Suite
+
+        call_command("migrate", verbosity=0)
+        with open(os.devnull, "w") as quiet:
+            call_command("import_suite", str(ROOT / "runs/suites/builtin"), "--samples", str(args.n), "--cap", str(args.cap), stdout=quiet)
+        suite = Suite.objects.get(name="builtin")
+        results = []
+        for count in counts:
+            print(f"running with {count} worker(s)...", file=sys.stderr, flush=True)
+            results.append(bench(count, suite=suite, n=args.n, cap=args.cap, env=env, logs=scratch))
+        report(results, n=args.n, backend=backend)
+    finally:
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # noqa: BLE001 - Django never got set up
+            pass
+        _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        try:
+            import redis
+
+            redis.Redis.from_url(redis_url).flushdb()
+        except Exception:  # noqa: BLE001 - cleaning up only
+            pass
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

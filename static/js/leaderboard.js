@@ -1,0 +1,36 @@
+// Leaderboard pages: draw the Plotly figure the server built, and apply filters as soon as one
+// changes (the Apply button still works without JavaScript). No inline scripts: the figure comes
+// from a <script type="application/json"> written by Django's json_script.
+(function () {
+  "use strict";
+
+  function drawFigure() {
+    var data = document.getElementById("leaderboard-figure-data");
+    var target = document.getElementById("leaderboard-figure");
+    if (!data || !target || !window.Plotly) return;
+    var figure = JSON.parse(data.textContent);
+    window.Plotly.newPlot(target, figure.data, figure.layout, { responsive: true, displaylogo: false });
+  }
+
+  function submitFiltersOnChange() {
+    var form = document.getElementById("leaderboard-filters");
+    if (!form) return;
+    // Leave empty filters out of the address, so a shared link says only what was chosen.
+    form.addEventListener("formdata", function (event) {
+      Array.from(event.formData.entries()).forEach(function (entry) {
+        if (entry[1] === "") event.formData.delete(entry[0]);
+      });
+    });
+    form.addEventListener("change", function (event) {
+      // Number inputs wait for Apply (or Enter): submitting on each arrow click would reload per step.
+      if (event.target.matches("select, input[type=checkbox]")) {
+        form.requestSubmit();
+      }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    drawFigure();
+    submitFiltersOnChange();
+  });
+})();

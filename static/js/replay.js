@@ -1,0 +1,345 @@
+/* Stepping through a trajectory (templates/replay/attempt.html and compare.html).
+ *
+ * The page is complete without this script; it adds:
+ *  - keyboard navigation: j/n next step, k/p previous step (ArrowDown/ArrowUp once a step is
+ *    selected), e first error, ] / [ next / previous error, / search, Esc clear the search;
+ *    keys are left alone while typing in a field or with Ctrl/Alt/Meta held;
+ *  - the current step highlighted, focused, scrolled into view and kept in the URL (#step-N);
+ *  - search within the trajectory: steps whose text does not contain the query are hidden, hits
+ *    are marked and the collapsed parts holding them opened.
+ *
+ * Steps hold text written by models and uploaders: this script only reads textContent and only
+ * creates elements with createElement/createTextNode, never innerHTML.
+ */
+(function () {
+  "use strict";
+
+  var root = document.getElementById("replay");
+  if (!root) {
+    return;
+  }
+  var steps = Array.prototype.slice.call(root.querySelectorAll("[data-step]"));
+  var errors = steps.filter(function (step) { return step.hasAttribute("data-error"); });
+  var search = document.getElementById("replay-search");
+  var status = document.getElementById("replay-status");
+  var current = null;
+  var texts = new Map(); // step -> its lowercased text, read once (the text never changes)
+  var MAX_MARKS = 300; // hits marked per search: enough to see, bounded for a 500-step page
+
+  root.classList.add("js-ready");
+
+  function stepNumber(step) {
+    return parseInt(step.getAttribute("data-step"), 10);
+  }
+
+  function announce(message) {
+    if (status) {
+      status.textContent = message;
+    }
+  }
+
+  function select(step, options) {
+    if (!step) {
+      return;
+    }
+    var scroll = !options || options.scroll !== false;
+    if (current && current !== step) {
+      current.classList.remove("current");
+      current.removeAttribute("aria-current");
+    }
+    current = step;
+    step.classList.add("current");
+    step.setAttribute("aria-current", "step");
+    var hash = "#" + step.id;
+    if (window.location.hash !== hash) {
+      // replaceState: stepping through 500 steps must not fill the back button's history.
+      window.history.replaceState(null, "", hash);
+    }
+    if (scroll) {
+      step.scrollIntoView({ block: "start" });
+    }
+    if (!options || options.focus !== false) {
+      step.focus({ preventScroll: true });
+    }
+    announce("Step " + stepNumber(step) + " of " + steps.length + (step.hasAttribute("data-error") ? " (error)" : ""));
+  }
+
+  function shown(step) {
+    return !step.hidden;
+  }
+
+  // The next (delta 1) or previous (delta -1) shown step in `list` relative to the current one.
+  function neighbour(list, delta) {
+    var candidates = list.filter(shown);
+    if (!candidates.length) {
+      return null;
+    }
+    if (!current) {
+      return delta > 0 ? candidates[0] : candidates[candidates.length - 1];
+    }
+    var here = stepNumber(current);
+    if (delta > 0) {
+      for (var i = 0; i < candidates.length; i++) {
+        if (stepNumber(candidates[i]) > here) {
+          return candidates[i];
+        }
+      }
+    } else {
+      for (var j = candidates.length - 1; j >= 0; j--) {
+        if (stepNumber(candidates[j]) < here) {
+          return candidates[j];
+        }
+      }
+    }
+    return null;
+  }
+
+  function move(delta) {
+    var step = neighbour(steps, delta);
+    if (step) {
+      select(step);
+    } else {
+      announce(delta > 0 ? "Already at the last step" : "Already at the first step");
+    }
+  }
+
+  function firstError() {
+    if (!errors.length) {
+      announce("No step is marked as an error");
+      return;
+    }
+    if (errors[0].hidden) {
+      clearSearch();
+    }
+    select(errors[0]);
+  }
+
+  function nextError(delta) {
+    if (!errors.length) {
+      announce("No step is marked as an error");
+      return;
+    }
+    var step = neighbour(errors, delta);
+    if (step) {
+      select(step);
+    } else {
+      announce(delta > 0 ? "No error after this step" : "No error before this step");
+    }
+  }
+
+  // --- search ---------------------------------------------------------------------------------
+
+  function textOf(step) {
+    var text = texts.get(step);
+    if (text === undefined) {
+      text = step.textContent.toLowerCase();
+      texts.set(step, text);
+    }
+    return text;
+  }
+
+  function unmark() {
+    var marks = root.querySelectorAll("mark.search-hit");
+    Array.prototype.forEach.call(marks, function (mark) {
+      var parent = mark.parentNode;
+      parent.replaceChild(document.createTextNode(mark.textContent), mark);
+      parent.normalize();
+    });
+  }
+
+  // Wrap up to `budget` occurrences of `query` inside `element` in <mark>; returns the budget left.
+  function mark(element, query, budget) {
+    var walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+    var nodes = [];
+    while (walker.nextNode()) {
+      if (walker.currentNode.nodeValue.toLowerCase().indexOf(query) !== -1) {
+        nodes.push(walker.currentNode);
+      }
+    }
+    for (var i = 0; i < nodes.length && budget > 0; i++) {
+      var node = nodes[i];
+      var at;
+      while (budget > 0 && (at = node.nodeValue.toLowerCase().indexOf(query)) !== -1) {
+        var hit = node.splitText(at);
+        node = hit.splitText(query.length);
+        var wrapper = document.createElement("mark");
+        wrapper.className = "search-hit";
+        wrapper.textContent = hit.nodeValue;
+        hit.parentNode.replaceChild(wrapper, hit);
+        budget -= 1;
+        var details = wrapper.parentNode.closest("details");
+        while (details && element.contains(details)) {
+          details.open = true;
+          details = details.parentNode.closest("details");
+        }
+      }
+    }
+    return budget;
+  }
+
+  function applySearch() {
+    if (!search) {
+      return;
+    }
+    var query = search.value.trim().toLowerCase();
+    unmark();
+    var matches = 0;
+    var budget = MAX_MARKS;
+    steps.forEach(function (step) {
+      var hit = !query || textOf(step).indexOf(query) !== -1;
+      step.hidden = !hit;
+      step.classList.toggle("match", Boolean(query) && hit);
+      if (query && hit) {
+        matches += 1;
+        budget = mark(step, query, budget);
+      }
+    });
+    root.classList.toggle("filtered", Boolean(query));
+    if (query) {
+      announce(matches + " of " + steps.length + " steps match");
+    } else {
+      announce("");
+    }
+  }
+
+  function clearSearch() {
+    if (search && search.value) {
+      search.value = "";
+      applySearch();
+    }
+  }
+
+  var timer = null;
+  if (search) {
+    search.addEventListener("input", function () {
+      window.clearTimeout(timer);
+      timer = window.setTimeout(applySearch, 120);
+    });
+  }
+
+  // --- keys, buttons, links -------------------------------------------------------------------
+
+  function typing(target) {
+    if (!target || target === document.body) {
+      return false;
+    }
+    var tag = target.tagName;
+    return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || target.isContentEditable;
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) {
+      return;
+    }
+    if (search && event.target === search) {
+      if (event.key === "Escape") {
+        window.clearTimeout(timer);
+        search.value = "";
+        applySearch();
+        search.blur();
+        if (current) {
+          select(current);
+        }
+        event.preventDefault();
+      } else if (event.key === "Enter") {
+        window.clearTimeout(timer);
+        applySearch();
+        var first = steps.filter(shown)[0];
+        if (first) {
+          select(first);
+        }
+        event.preventDefault();
+      }
+      return;
+    }
+    if (typing(event.target)) {
+      return;
+    }
+    var onStep = current !== null && document.activeElement === current;
+    switch (event.key) {
+      case "j":
+      case "n":
+        move(1);
+        break;
+      case "k":
+      case "p":
+        move(-1);
+        break;
+      case "ArrowDown":
+        if (!onStep) {
+          return; // plain scrolling until a step is selected
+        }
+        move(1);
+        break;
+      case "ArrowUp":
+        if (!onStep) {
+          return;
+        }
+        move(-1);
+        break;
+      case "e":
+        firstError();
+        break;
+      case "]":
+        nextError(1);
+        break;
+      case "[":
+        nextError(-1);
+        break;
+      case "/":
+        if (!search) {
+          return;
+        }
+        search.focus();
+        search.select();
+        break;
+      default:
+        return;
+    }
+    event.preventDefault();
+  });
+
+  root.addEventListener("click", function (event) {
+    var control = event.target.closest("[data-action]");
+    if (control && root.contains(control)) {
+      var action = control.getAttribute("data-action");
+      event.preventDefault();
+      if (action === "next") {
+        move(1);
+      } else if (action === "prev") {
+        move(-1);
+      } else if (action === "first-error") {
+        firstError();
+      } else if (action === "next-error") {
+        nextError(1);
+      }
+      return;
+    }
+    if (event.target.closest("a, button, summary, input, label, select, textarea")) {
+      return;
+    }
+    var step = event.target.closest("[data-step]");
+    if (step && step !== current && !window.getSelection().toString()) {
+      select(step, { scroll: false });
+    }
+  });
+
+  function fromHash(options) {
+    var match = /^#step-(\d+)$/.exec(window.location.hash);
+    if (!match) {
+      return;
+    }
+    var step = document.getElementById("step-" + match[1]);
+    if (step && root.contains(step)) {
+      if (step.hidden) {
+        clearSearch();
+      }
+      select(step, options);
+    }
+  }
+
+  window.addEventListener("hashchange", function () {
+    fromHash({ scroll: true });
+  });
+  fromHash({ scroll: true });
+})();

@@ -1,0 +1,187 @@
+"""The trajectory replay pages in a real headless Chromium: keyboard, search, escaping."""
+from django.templatetags.static import static
+from django.urls import reverse
+
+from tests.replay.factories import (
+    XSS,
+    XSS_PAYLOADS,
+    make_attempt,
+    make_long_attempt,
+    make_xss_attempt,
+)
+
+
+def current_step(page) -> str | None:
+    return page.evaluate("() => { const s = document.querySelector('.step.current'); return s && s.id; }")
+
+
+def focused(page) -> str | None:
+    return page.evaluate("() => document.activeElement && document.activeElement.id")
+
+
+def hash_of(page) -> str:
+    return page.evaluate("() => window.location.hash")
+
+
+def open_attempt(page, attempt, fragment: str = ""):
+    page.goto(reverse("replay:attempt", args=[attempt.pk]) + fragment)
+    page.wait_for_selector("#replay.js-ready")
+
+
+def test_keyboard_steps_forward_and_back_and_jumps_to_the_first_error(page, browser_events):
+    attempt = make_attempt()  # four steps, the third one crashes
+    open_attempt(page, attempt)
+    assert current_step(page) is None
+    history = page.evaluate("() => window.history.length")
+
+    page.keyboard.press("j")
+    assert (current_step(page), focused(page), hash_of(page)) == ("step-1", "step-1", "#step-1")
+    page.keyboard.press("j")
+    page.keyboard.press("n")
+    assert (current_step(page), hash_of(page)) == ("step-3", "#step-3")
+    page.keyboard.press("k")
+    assert (current_step(page), focused(page), hash_of(page)) == ("step-2", "step-2", "#step-2")
+    page.keyboard.press("ArrowDown")  # arrows move once a step is selected
+    page.keyboard.press("ArrowDown")
+    assert current_step(page) == "step-4"
+    page.keyboard.press("j")  # already at the last step
+    assert current_step(page) == "step-4"
+    assert "last step" in page.locator("#replay-status").text_content()
+
+    page.keyboard.press("e")
+    assert (current_step(page), focused(page), hash_of(page)) == ("step-3", "step-3", "#step-3")
+    assert page.locator("#step-3").is_visible()
+    assert page.locator("#step-3 .badge-error").text_content().strip().endswith("exit code 1")
+    assert page.evaluate("() => { const r = document.getElementById('step-3').getBoundingClientRect(); return r.top >= 0 && r.top < window.innerHeight; }")
+
+    page.keyboard.press("p")
+    page.get_by_role("link", name="Jump to first error").click()
+    assert (current_step(page), hash_of(page)) == ("step-3", "#step-3")
+    # Stepping replaces the URL: it does not fill the back button's history.
+    assert page.evaluate("() => window.history.length") == history
+    browser_events.assert_clean()
+
+
+def test_a_step_link_opens_on_that_step(page, browser_events):
+    attempt = make_attempt()
+    open_attempt(page, attempt, "#step-4")
+    assert current_step(page) == "step-4"
+    page.keyboard.press("k")
+    assert (current_step(page), hash_of(page)) == ("step-3", "#step-3")
+    page.locator("#step-1 .step-anchor").click()
+    assert current_step(page) == "step-1"
+    browser_events.assert_clean()
+
+
+def test_search_filters_steps_and_keys_stay_in_the_search_box(page, browser_events):
+    attempt = make_attempt()
+    open_attempt(page, attempt)
+    page.keyboard.press("/")
+    assert focused(page) == "replay-search"
+    page.keyboard.type("nJ weighted_mean")  # "j" and "n" typed in the box do not move
+    page.keyboard.press("Control+a")
+    page.keyboard.type("Traceback")
+    page.wait_for_function("() => document.getElementById('replay-status').textContent.includes('match')")
+    assert current_step(page) is None
+    visible = page.evaluate("() => [...document.querySelectorAll('.step')].filter(s => !s.hidden).map(s => s.id)")
+    assert visible == ["step-3"]
+    assert page.locator("#replay-status").text_content() == "1 of 4 steps match"
+    assert page.locator("#step-3 mark.search-hit").first.text_content() == "Traceback"
+
+    page.keyboard.press("Enter")  # to the first match
+    assert current_step(page) == "step-3"
+    page.keyboard.press("j")  # stepping stays among the matches
+    assert current_step(page) == "step-3"
+
+    page.locator("#replay-search").fill("weighted_mean")
+    page.wait_for_function("() => document.getElementById('replay-status').textContent.startsWith('2 of')")
+    page.locator("#replay-search").press("Escape")
+    assert page.evaluate("() => [...document.querySelectorAll('.step')].every(s => !s.hidden)")
+    assert page.locator("mark.search-hit").count() == 0
+    browser_events.assert_clean()
+
+
+def assert_nothing_ran(page, browser_events):
+    assert browser_events.dialogs == []
+    assert page.locator("img").count() == 0
+    assert page.locator("svg").count() == 0
+    handlers = page.evaluate(
+        "() => [...document.querySelectorAll('*')].flatMap(e => [...e.attributes].filter(a => a.name.startsWith('on')).map(a => e.tagName + ' ' + a.name))"
+    )
+    assert handlers == []
+    scripts = page.evaluate("() => [...document.scripts].map(s => s.getAttribute('src'))")
+    assert scripts == [static("js/replay.js")]
+    assert page.evaluate("() => window.__xss === undefined")
+
+
+def test_script_and_onerror_payloads_render_as_text_and_run_nothing(page, browser_events):
+    attempt = make_xss_attempt()
+    open_attempt(page, attempt)
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(300)  # an <img onerror> would have fired by now
+    assert_nothing_ran(page, browser_events)
+    thought = page.locator("#step-1 .thought .text")
+    assert thought.text_content() == XSS
+    assert thought.is_visible()
+    tool = page.locator("#step-2 .tool")
+    assert tool.text_content() == XSS_PAYLOADS[1]
+    observation = page.locator("#step-1 .observation pre")
+    assert XSS_PAYLOADS[0] in observation.text_content() and observation.is_visible()
+
+    # The script's own DOM work (search marks, opened <details>) must not turn text into markup.
+    page.keyboard.press("/")
+    page.keyboard.type(XSS_PAYLOADS[1])
+    page.wait_for_function("() => document.querySelectorAll('mark.search-hit').length > 0")
+    page.keyboard.press("Enter")
+    page.keyboard.press("e")
+    page.wait_for_timeout(200)
+    assert_nothing_ran(page, browser_events)
+    assert page.locator("mark.search-hit").first.text_content() == XSS_PAYLOADS[1]
+    assert browser_events.page_errors == [] and browser_events.console_errors == []
+
+
+def test_comparison_page_runs_nothing_and_steps_by_row(page, browser_events):
+    a = make_xss_attempt()
+    b = make_attempt(sample=a.sample)
+    page.goto(f"{reverse('replay:compare')}?a={a.pk}&b={b.pk}")
+    page.wait_for_selector("#replay.js-ready")
+    page.wait_for_timeout(300)
+    assert_nothing_ran(page, browser_events)
+    page.keyboard.press("e")
+    assert current_step(page) == "step-2"  # the first row where either attempt has an error
+    page.keyboard.press("j")
+    assert (current_step(page), hash_of(page)) == ("step-3", "#step-3")
+    browser_events.assert_clean()
+
+
+def test_signed_in_users_see_gold_code_anonymous_users_do_not(page, login, browser_events):
+    attempt = make_attempt(agent="gold", model="")
+    open_attempt(page, attempt)
+    assert page.get_by_text("Sign in to see code changes").first.is_visible()
+    assert "the gold line" not in page.content()
+    login()
+    open_attempt(page, attempt)
+    page.locator("#final-patch").scroll_into_view_if_needed()
+    assert page.locator("#final-patch .dl-add").first.is_visible()
+    assert "the gold line" in page.locator("#final-patch").text_content()
+    browser_events.assert_clean()
+
+
+def test_a_500_step_trajectory_stays_usable(page, browser_events):
+    attempt = make_long_attempt(steps=500)
+    open_attempt(page, attempt)
+    assert page.locator(".step").count() == 500
+    page.keyboard.press("e")
+    assert current_step(page) == "step-7"
+    page.keyboard.press("]")
+    assert current_step(page) == "step-14"
+    page.goto(reverse("replay:attempt", args=[attempt.pk]) + "#step-500")
+    page.wait_for_selector("#replay.js-ready")
+    assert current_step(page) == "step-500"
+    page.keyboard.press("k")
+    assert current_step(page) == "step-499"
+    page.locator("#replay-search").fill("Step 250:")
+    page.wait_for_function("() => document.getElementById('replay-status').textContent.startsWith('1 of 500')")
+    page.keyboard.press("Enter")
+    assert current_step(page) == "step-250"
+    browser_events.assert_clean()

@@ -1,0 +1,249 @@
+"""Fixtures for the evaluation tests: an isolated Redis database, the built-in suite in the test
+database, and real RQ workers as subprocesses that see the test database.
+
+Tests that start workers must be transactional (`django_db(transaction=True)`): a worker is
+another process and only sees committed rows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+import tests.evaluation.agents  # noqa: F401 - registers the test agents in this process too
+from runs.agents.llm import pricing
+from runs.models import Attempt
+from tests.support import require, require_backend
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+TEST_REDIS_DB = 15
+WORKER_CLASS = "tests.evaluation.agents.WorkerWithTestAgents"
+
+
+def _test_redis_url() -> str:
+    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    return urlunsplit((base.scheme, base.netloc, f"/{TEST_REDIS_DB}", "", ""))
+
+
+@pytest.fixture(autouse=True)
+def clean_llm_environment(monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LLM_PRICES_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    pricing.reload_prices()
+    yield
+    pricing.reload_prices()
+
+
+@pytest.fixture(autouse=True)
+def workspace_root(tmp_path, settings) -> Path:
+    """Workspaces and trajectories of this test only."""
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    settings.WORKSPACE_ROOT = root
+    settings.SANDBOX_BACKEND = "bubblewrap"
+    return root
+
+
+@pytest.fixture
+def redis_queue(settings):
+    """The evaluation queue on Redis database 15 (flushed before and after), never a developer's."""
+    import redis
+
+    url = _test_redis_url()
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.exceptions.ConnectionError as error:
+        require(False, f"Redis is not reachable at {url} ({error}); start it: scripts/ensure_services.sh")
+    settings.RQ_QUEUES = {"default": {"URL": url, "DEFAULT_TIMEOUT": 3600}}
+    client.flushdb()
+    from runs.evaluation import evaluation_queue
+
+    yield evaluation_queue()
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def builtin_suite(db):
+    """The built-in suite (4 papers, 28 functions) with its 28 n=1 samples; runs draw others."""
+    require_backend("bubblewrap")
+    with open(os.devnull, "w") as quiet:
+        call_command("import_suite", str(BASE_DIR / "runs/suites/builtin"), "--samples", "1", stdout=quiet)
+    from runs.models import Suite
+
+    return Suite.objects.get(name="builtin")
+
+
+class Workers:
+    """Starts `manage.py rqworker` subprocesses against the test database and Redis database 15."""
+
+    def __init__(self, tmp_path: Path, workspace_root: Path) -> None:
+        self.tmp_path = tmp_path
+        self.workspace_root = workspace_root
+        self.processes: list[tuple[subprocess.Popen, Path]] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        db = connection.settings_dict
+        require(db["ENGINE"].endswith("postgresql"), "worker tests need Postgres: set DATABASE_URL=postgres://...")
+        password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+        database_url = f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        env = {
+            **os.environ,
+            "DEBUG": "1",
+            "DATABASE_URL": database_url,
+            "REDIS_URL": _test_redis_url(),
+            "WORKSPACE_ROOT": str(self.workspace_root),
+            "SANDBOX_BACKEND": "bubblewrap",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.update(extra)
+        return env
+
+    def start(self, *, burst: bool = True, **env: str) -> subprocess.Popen:
+        log = self.tmp_path / f"worker-{len(self.processes)}.log"
+        command = [sys.executable, "manage.py", "rqworker", "--skip-checks", "--worker-class", WORKER_CLASS, "default"]
+        if burst:
+            command.insert(3, "--burst")
+        with open(log, "w") as handle:
+            process = subprocess.Popen(command, cwd=BASE_DIR, env=self.env(**env), stdout=handle, stderr=subprocess.STDOUT)
+        self.processes.append((process, log))
+        return process
+
+    def run(self, count: int = 1, *, timeout: float = 180, **env: str) -> None:
+        """Start `count` burst workers and wait until all of them have emptied the queue and quit."""
+        started = [self.start(**env) for _ in range(count)]
+        for process in started:
+            self.wait(process, timeout=timeout)
+
+    def wait(self, process: subprocess.Popen, *, timeout: float = 180) -> int:
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            pytest.fail(f"worker {process.pid} did not finish in {timeout} s:\n{self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {log.name} ---\n{log.read_text()[-6000:]}" for _, log in self.processes if log.exists())
+
+    def stop_all(self) -> None:
+        for process, _ in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+
+
+@pytest.fixture
+def workers(tmp_path, workspace_root, redis_queue):
+    require_backend("bubblewrap")
+    pool = Workers(tmp_path, workspace_root)
+    yield pool
+    pool.stop_all()
+    # Horses of killed workers run in their own process groups: end any still holding an attempt
+    # before the test database is flushed.
+    for claimed_by in Attempt.objects.filter(status=Attempt.RUNNING).values_list("claimed_by", flat=True):
+        pid = int(claimed_by.rsplit(":", 1)[1]) if ":" in claimed_by else 0
+        if pid and pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# --- a tiny suite: one paper, three functions, one quick experiment each ---------------------------
+
+TINY_STATS = '''"""Small statistics helpers."""
+
+
+def weighted_mean(values, weights):
+    """The mean of `values`, each counted `weights` times."""
+    total = 0.0
+    for value, weight in zip(values, weights):
+        total += value * weight
+    return total / sum(weights)
+
+
+def spread(values):
+    """The largest value minus the smallest."""
+    return max(values) - min(values)
+
+
+def geometric_mean(values):
+    """The n-th root of the product of the n values."""
+    product = 1.0
+    for value in values:
+        product *= value
+    return product ** (1.0 / len(values))
+'''
+TINY_RUN = '''import json
+import sys
+
+from stats import geometric_mean, spread, weighted_mean
+
+values = [1.0, 2.0, 4.0, 8.0]
+weights = [4.0, 3.0, 2.0, 1.0]
+which = sys.argv[1]
+print(f"computing {which}")
+if which == "mean":
+    print(json.dumps({"mean": weighted_mean(values, weights)}))
+elif which == "spread":
+    print(json.dumps({"spread": spread(values)}))
+else:
+    print(json.dumps({"geometric_mean": geometric_mean(values)}))
+'''
+TINY_PAPER = {
+    "id": "tiny-paper",
+    "title": "Three Small Statistics",
+    "functions": [
+        {"id": 0, "file": "stats.py", "name": "weighted_mean", "description": "The weighted mean.", "relevant_paper": "", "line": 4},
+        {"id": 1, "file": "stats.py", "name": "spread", "description": "The range.", "relevant_paper": "", "line": 12},
+        {"id": 2, "file": "stats.py", "name": "geometric_mean", "description": "The geometric mean.", "relevant_paper": "", "line": 17},
+    ],
+    "experiments": [
+        {"id": 0, "description": "The weighted mean.", "command": "python3 run.py mean", "answer_format": {"mean": 0.0},
+         "depends_on": [0], "rtol": None, "atol": None, "timeout": 60},
+        {"id": 1, "description": "The spread.", "command": "python3 run.py spread", "answer_format": {"spread": 0.0},
+         "depends_on": [1], "rtol": None, "atol": None, "timeout": 60},
+        {"id": 2, "description": "The geometric mean.", "command": "python3 run.py geo",
+         "answer_format": {"geometric_mean": 0.0}, "depends_on": [2], "rtol": None, "atol": None, "timeout": 60},
+    ],
+}
+
+
+@pytest.fixture
+def tiny_suite(tmp_path, db):
+    """Suite "tiny": three n=1 samples whose experiments take a few hundredths of a second, for
+    tests about the machinery rather than the benchmark. Gold comes from running the gold code."""
+    require_backend("bubblewrap")
+    root = tmp_path / "tiny-suite"
+    paper_dir = root / "tiny-paper"
+    code_dir = paper_dir / "code"
+    code_dir.mkdir(parents=True)
+    (code_dir / "stats.py").write_text(TINY_STATS)
+    (code_dir / "run.py").write_text(TINY_RUN)
+    (root / "suite.json").write_text(json.dumps(
+        {"name": "tiny", "version": "1.0", "description": "Three small statistics.", "papers": ["tiny-paper"]}
+    ))
+    (paper_dir / "paper.json").write_text(json.dumps(TINY_PAPER))
+    (paper_dir / "paper.md").write_text("# Three Small Statistics\n\nWeighted mean, range and geometric mean.\n")
+    results = {}
+    for experiment in TINY_PAPER["experiments"]:
+        printed = subprocess.run(
+            experiment["command"].split(), cwd=code_dir, capture_output=True, text=True, check=True
+        ).stdout
+        results[str(experiment["id"])] = json.loads(printed.strip().splitlines()[-1])
+    (paper_dir / "gold.json").write_text(json.dumps({"results": results, "spread": {}}))
+    with open(os.devnull, "w") as quiet:
+        call_command("import_suite", str(root), "--samples", "1", stdout=quiet)
+    from runs.models import Suite
+
+    return Suite.objects.get(name="tiny")

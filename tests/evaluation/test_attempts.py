@@ -1,0 +1,236 @@
+"""Attempt execution in this process: both verdicts, labels, claims, patches.
+
+Transactional: the heartbeat thread has its own database connection and must see the attempt.
+"""
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from runs.agents.tools import unified_diff
+from runs.attempts import (
+    DONE,
+    SKIPPED,
+    apply_patch,
+    attempt_execute,
+    failure_label,
+    json_safe,
+    patch_problem,
+    patch_targets,
+)
+from runs.evaluation import run_create, run_execute_sync, run_retry_failed
+from runs.models import Attempt
+from runs.selectors import run_progress
+from tests.evaluation.helpers import gold_answer, trajectory_files
+from tests.fakes import FakeError, FakeTurn
+
+transactional = pytest.mark.django_db(transaction=True)
+
+
+def _react_run(suite, fake_llm, **options):
+    return run_create(
+        suite=suite,
+        agent="react",
+        model=f"openai-compatible:gpt-4o@{fake_llm.base_url_openai}",
+        n_values=[1],
+        enqueue=False,
+        **options,
+    )
+
+
+@transactional
+def test_reported_gold_numbers_without_code_pass_the_report_but_not_the_reexecution(tiny_suite, fake_llm):
+    run = _react_run(tiny_suite, fake_llm)
+    attempt = run.attempts.order_by("pk").first()
+    # The agent copies the right numbers (from a leak, a guess, another run) and implements nothing.
+    fake_llm.script([FakeTurn(text="I already know the results.", tool_calls=[("final_answer", {"answer": gold_answer(attempt)})])])
+
+    assert attempt_execute(attempt_id=attempt.pk) == DONE
+
+    attempt.refresh_from_db()
+    assert attempt.status == Attempt.DONE and attempt.exit_status == "submitted"
+    assert attempt.reported_passed is True  # the answer alone would pass...
+    assert attempt.reexecution_passed is False  # ...but the code does not produce it
+    assert attempt.mismatch is True and attempt.passed is False
+    assert attempt.failure_label == Attempt.WRONG_ANSWER
+    assert "re-executed code does not produce" in attempt.failure_detail
+    assert attempt.final_patch == ""
+    assert "NotImplementedError" in attempt.reexecution_output
+    assert "exited with status" in attempt.reexecution_error
+    assert attempt.reexecution_score["experiments"][0]["numbers"][0]["reason"] == "missing"
+    progress = run_progress(run=run)
+    assert (progress.passed, progress.mismatches) == (0, 1)
+
+
+@transactional
+def test_a_missing_api_key_is_a_provider_error_not_retried_and_not_the_models(tiny_suite, monkeypatch):
+    run = run_create(suite=tiny_suite, agent="react", model="openai:gpt-4o", n_values=[1], enqueue=False)
+    run_execute_sync(run=run)
+
+    for attempt in run.attempts.all():
+        assert attempt.status == Attempt.ERROR and attempt.failure_label == Attempt.MODEL_PROVIDER
+        assert "OPENAI_API_KEY" in attempt.failure_detail
+        assert (attempt.tries, attempt.infra_failures) == (1, 0)  # not retried automatically
+        assert attempt.passed is False
+    assert run_progress(run=run).status == "failed"
+    # Retrying failed attempts is the way to rerun them once the key is configured.
+    assert run_retry_failed(run=run, enqueue=False) == 3
+    assert set(run.attempts.values_list("status", flat=True)) == {Attempt.QUEUED}
+
+
+@transactional
+def test_provider_errors_during_the_run_are_labelled_model_provider(tiny_suite, fake_llm):
+    run = _react_run(tiny_suite, fake_llm)
+    attempt = run.attempts.order_by("pk").first()
+    fake_llm.script([FakeError(status=401, times=10)])
+
+    attempt_execute(attempt_id=attempt.pk, requeue=False)
+
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.exit_status, attempt.failure_label) == (Attempt.ERROR, "model_error", Attempt.MODEL_PROVIDER)
+    assert attempt.reexecution_passed is None  # not scored as the model's result
+
+
+@transactional
+def test_budget_exhausted_and_no_answer_labels(tiny_suite, fake_llm):
+    run = _react_run(tiny_suite, fake_llm, max_steps=1)
+    attempt = run.attempts.order_by("pk").first()
+    fake_llm.script([FakeTurn(text="Look around.", tool_calls=[("list_files", {"path": "."})])])
+
+    attempt_execute(attempt_id=attempt.pk, requeue=False)
+
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.exit_status, attempt.failure_label) == (Attempt.DONE, "step_limit", Attempt.BUDGET_EXHAUSTED)
+    assert attempt.reported_passed is False and attempt.reexecution_passed is False and attempt.mismatch is False
+    assert (attempt.input_tokens, attempt.output_tokens) == (10, 5)
+
+
+@transactional
+def test_concurrent_deliveries_of_one_attempt_execute_it_once(tiny_suite):
+    run = run_create(suite=tiny_suite, agent="gold", n_values=[1], enqueue=False)
+    attempt = run.attempts.order_by("pk").first()
+    outcomes = []
+    start = threading.Barrier(3)
+
+    def deliver():
+        try:
+            start.wait()
+            outcomes.append(attempt_execute(attempt_id=attempt.pk, requeue=False))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(outcomes) == [DONE, SKIPPED, SKIPPED]
+    attempt.refresh_from_db()
+    assert attempt.passed and attempt.tries == 1 and len(trajectory_files(attempt)) == 1
+    # Once done, a late delivery is a no-op as well.
+    assert attempt_execute(attempt_id=attempt.pk) == SKIPPED
+
+
+@transactional
+def test_infrastructure_failures_in_process_are_bounded(tiny_suite, settings):
+    settings.SANDBOX_IMAGE = "autoexperiment-missing:test"
+    settings.ATTEMPT_MAX_INFRA_RETRIES = 1
+    run = run_create(suite=tiny_suite, agent="gold", n_values=[1], sandbox_backend="docker", enqueue=False)
+    run_execute_sync(run=run)
+    for attempt in run.attempts.all():
+        assert (attempt.status, attempt.failure_label, attempt.tries, attempt.infra_failures) == (
+            Attempt.ERROR, Attempt.INFRASTRUCTURE, 2, 2,
+        )
+
+
+# --- pure functions ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exit_status", "raw", "parsed", "passed", "label"),
+    [
+        ("submitted", '{"a": 1}', True, True, ""),
+        ("submitted", '{"a": 1}', True, False, Attempt.WRONG_ANSWER),
+        ("submitted", "the loss is low", False, False, Attempt.UNPARSEABLE_ANSWER),
+        ("submitted", None, False, False, Attempt.NO_ANSWER),
+        ("submitted", "  ", False, False, Attempt.NO_ANSWER),
+        ("step_limit", None, False, False, Attempt.BUDGET_EXHAUSTED),
+        ("time_limit", None, False, False, Attempt.BUDGET_EXHAUSTED),
+        ("cost_limit", None, False, False, Attempt.BUDGET_EXHAUSTED),
+        ("model_error", None, False, False, Attempt.MODEL_PROVIDER),
+        ("sandbox_error", '{"a": 1}', True, False, Attempt.INFRASTRUCTURE),
+        ("harness_error", None, False, False, Attempt.INFRASTRUCTURE),
+    ],
+)
+def test_failure_labels(exit_status, raw, parsed, passed, label):
+    assert failure_label(exit_status=exit_status, final_answer_raw=raw, answer_parsed=parsed, passed=passed) == label
+
+
+def test_json_safe_makes_scores_and_trajectories_storable():
+    value = {"a": float("nan"), "b": [float("inf"), -float("inf"), "x\x00y"], 3: {"c": 1.5}}
+    assert json_safe(value) == {"a": "NaN", "b": ["Infinity", "-Infinity", "xy"], "3": {"c": 1.5}}
+    json.dumps(json_safe(value), allow_nan=False)
+
+
+def _workspace(tmp_path: Path) -> Path:
+    (tmp_path / "code" / "pkg").mkdir(parents=True)
+    (tmp_path / "code" / "pkg" / "mod.py").write_text("x = 1\n-- not a header\ny = 2\n")
+    (tmp_path / "TASK.md").write_text("task\n")
+    return tmp_path
+
+
+def test_a_final_patch_is_applied_under_code_only(tmp_path):
+    workspace = _workspace(tmp_path)
+    old = (workspace / "code/pkg/mod.py").read_text()
+    patch = unified_diff("code/pkg/mod.py", old, "x = 1\ny = 3\n") + unified_diff("code/new.py", None, "z = 1\n")
+    # A removed line "-- not a header" appears as "--- not a header" in the hunk: not a file header.
+    assert patch_targets(patch)[0] == ["a/code/pkg/mod.py", "b/code/pkg/mod.py", "b/code/new.py"]
+    assert apply_patch(patch, workspace) == (None, "")
+    assert (workspace / "code/pkg/mod.py").read_text() == "x = 1\ny = 3\n"
+    assert (workspace / "code/new.py").read_text() == "z = 1\n"
+
+
+def test_a_deleted_file_is_deleted(tmp_path):
+    workspace = _workspace(tmp_path)
+    patch = unified_diff("code/pkg/mod.py", (workspace / "code/pkg/mod.py").read_text(), None)
+    assert apply_patch(patch, workspace)[0] is None
+    assert not (workspace / "code/pkg/mod.py").exists()
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["TASK.md", "code/../TASK.md", "/etc/passwd", "other/file.py"],
+)
+def test_a_patch_outside_code_is_refused(tmp_path, target):
+    workspace = _workspace(tmp_path)
+    patch = f"--- a/{target}\n+++ b/{target}\n@@ -1 +1 @@\n-task\n+pwned\n".replace("a//", "/").replace("b//", "/")
+    error, _ = apply_patch(patch, workspace)
+    assert error and "not a file under code/" in error
+    assert (workspace / "TASK.md").read_text() == "task\n"
+
+
+def test_a_patch_through_a_symlink_is_refused(tmp_path):
+    workspace = _workspace(tmp_path / "ws")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (workspace / "code" / "link").symlink_to(outside)
+    patch = unified_diff("code/link/evil.py", None, "x = 1\n")
+    assert "symlink" in patch_problem(patch, workspace)
+    assert apply_patch(patch, workspace)[0] is not None
+    assert not (outside / "evil.py").exists()
+
+
+def test_a_patch_that_does_not_apply_is_reported(tmp_path):
+    workspace = _workspace(tmp_path)
+    patch = unified_diff("code/pkg/mod.py", "something else entirely\n", "x = 2\n")
+    error, _ = apply_patch(patch, workspace)
+    assert error.startswith("the final patch does not apply")
+
+
+def test_binary_changes_are_noted_not_applied(tmp_path):
+    workspace = _workspace(tmp_path)
+    error, notes = apply_patch("Binary files a/code/data.bin and b/code/data.bin differ\n", workspace)
+    assert error is None and "not applied (binary)" in notes

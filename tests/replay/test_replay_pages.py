@@ -1,0 +1,240 @@
+"""The replay pages through the test client: content, escaping, gold code, comparison, 500 steps."""
+import re
+from html.parser import HTMLParser
+
+import pytest
+from django.templatetags.static import static
+from django.urls import reverse
+
+from runs.replay_views import CONTENT_SECURITY_POLICY
+from tests.replay.factories import (
+    XSS_PAYLOADS,
+    make_attempt,
+    make_long_attempt,
+    make_step,
+    make_user,
+    make_xss_attempt,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def page(client, attempt) -> str:
+    response = client.get(reverse("replay:attempt", args=[attempt.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_url_names():
+    assert reverse("replay:attempt", args=[7]) == "/attempts/7/"
+    assert reverse("replay:compare") == "/attempts/compare/"
+
+
+def test_attempt_page_shows_steps_diffs_errors_costs_and_scores(client):
+    attempt = make_attempt()
+    html = page(client, attempt)
+    for number in range(1, 5):
+        assert f'id="step-{number}"' in html
+    assert html.count('data-error="1"') == 1 and 'id="step-3" data-step="3" data-error="1"' in html
+    assert 'href="#step-3" data-action="first-error"' in html
+    assert "exit code 1" in html and '<span class="obs-tb">Traceback (most recent call last):' in html
+    assert "Implement weighted_mean as the paper says." in html
+    assert "&quot;path&quot;: &quot;code/stats.py&quot;" in html  # pretty JSON arguments, escaped
+    assert '<span class="dl dl-add">+    <span class="tk-kw">return</span> total / sum(weights)</span>' in html
+    assert "1200 in / 80 out" in html and "$0.0042" in html and "2.5 s" in html and "(model 1.5 s)" in html
+    assert "sample 2401.0" in html and "openai:gpt-4o" in html and "submitted" in html
+    assert f'href="/runs/{attempt.run_id}/"' in html
+    # Final answer against gold, both verdicts, and the final patch.
+    table = html[html.index('id="final-answer"') : html.index('id="final-patch"')]
+    assert "Reported answer" in table and "Re-executed code" in table
+    assert "<code>mean</code>" in table and ">2.6<" in table and ">0%<" in table
+    assert table.count('<span class="verdict-pass">pass</span>') >= 4
+    assert "code/stats.py" in html[html.index('id="final-patch"') :]
+    assert "Mismatch" not in html
+
+
+def test_keys_are_documented_and_the_script_is_external(client):
+    html = page(client, make_attempt())
+    assert "<kbd>j</kbd>" in html and "<kbd>k</kbd>" in html and "<kbd>e</kbd> first error" in html
+    assert re.findall(r"<script[^>]*>", html) == [f'<script src="{static("js/replay.js")}" defer>']
+    assert static("css/replay.css") in html
+
+
+def test_mismatch_is_flagged(client):
+    attempt = make_attempt(reexecuted={"mean": 9.0, "spread": 7.0})
+    assert attempt.mismatch and not attempt.passed
+    html = page(client, attempt)
+    assert 'class="banner banner-mismatch"' in html
+    assert '<tr class="mismatch"' in html and "badge-mismatch" in html
+
+
+def test_unparseable_answer_and_non_finite_numbers(client):
+    html = page(client, make_attempt(answer='{"mean": NaN, "spread": Infinity}'))
+    assert ">NaN<" in html and "nan" in html and "infinite" in html
+    html = page(client, make_attempt(answer="I could not finish"))
+    assert "could not parse the answer" in html and "I could not finish" in html
+
+
+def test_unknown_attempt_is_404(client):
+    assert client.get("/attempts/999999/").status_code == 404
+    a = make_attempt()
+    assert client.get(f"/attempts/compare/?a={a.pk}&b=999999").status_code == 404
+
+
+def test_pages_send_a_content_security_policy(client):
+    a = make_attempt()
+    b = make_attempt(sample=a.sample)
+    for url in (f"/attempts/{a.pk}/", f"/attempts/compare/?a={a.pk}&b={b.pk}"):
+        response = client.get(url)
+        assert response.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+        assert "script-src 'self'" in CONTENT_SECURITY_POLICY and "unsafe-inline" not in CONTENT_SECURITY_POLICY
+
+
+def test_only_get_is_allowed(client):
+    a = make_attempt()
+    assert client.post(f"/attempts/{a.pk}/").status_code == 405
+
+
+# --- security ------------------------------------------------------------------------------------
+
+
+class _Elements(HTMLParser):
+    """Every start tag of a page with its attributes, as a browser's tokenizer sees them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def assert_no_payload(html: str) -> None:
+    for payload in XSS_PAYLOADS:
+        assert payload not in html
+    parser = _Elements()
+    parser.feed(html)
+    tags = {tag for tag, _ in parser.tags}
+    assert not tags & {"img", "svg", "iframe", "object", "embed"}
+    handlers = [(tag, name) for tag, attrs in parser.tags for name in attrs if name.startswith("on")]
+    assert handlers == []
+    assert [attrs for tag, attrs in parser.tags if tag == "script"] == [{"src": static("js/replay.js"), "defer": None}]
+
+
+def test_every_piece_of_trajectory_content_is_escaped(client):
+    html = page(client, make_xss_attempt())
+    assert_no_payload(html)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "&quot;&gt;&lt;svg onload=alert(1)&gt;" in html
+    # In each place: thought, tool, arguments, observation, traceback, notes, file name, diff, answer, patch.
+    step = html[html.index('id="step-2"') : html.index('id="final-answer"')]
+    assert '<code class="tool">&lt;img src=x onerror=alert(1)&gt;</code>' in step
+    assert '<code class="path">code/&quot;&gt;&lt;svg onload=alert(1)&gt;.py</code>' in step
+    assert 'class="dl dl-add">+x = <span class="tk-str">&quot;&lt;img src=x onerror=alert(1)&gt;&quot;</span>' in step
+    assert "ValueError: &lt;script&gt;" in step
+    final = html[html.index('id="final-answer"') :]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in final  # answer key and patch
+
+
+def test_the_comparison_page_escapes_too(client):
+    a = make_xss_attempt()
+    b = make_attempt(sample=a.sample)
+    response = client.get(f"/attempts/compare/?a={a.pk}&b={b.pk}")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert_no_payload(html)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+@pytest.mark.parametrize("agent", ["gold", "mutant"])
+def test_gold_code_is_hidden_from_anonymous_users(client, agent):
+    attempt = make_attempt(agent=agent, model="")
+    other = make_attempt(sample=attempt.sample)
+    html = page(client, attempt)
+    assert "the gold line" not in html and "total / sum(weights)" not in html
+    assert "def weighted_mean(values, weights): ..." not in html  # the write_file content
+    assert "Sign in to see code changes that contain the reference implementation." in html
+    assert 'id="final-patch"' in html and "code/stats.py" in html  # which files changed is not secret
+    compare = client.get(f"/attempts/compare/?a={attempt.pk}&b={other.pk}").content.decode()
+    step_2 = compare[compare.index('id="step-2"') : compare.index('id="step-3"')]
+    assert "the gold line" not in step_2.split('class="column"')[1]
+
+    client.force_login(make_user())
+    html = page(client, attempt)
+    assert "the gold line" in html and "def weighted_mean(values, weights): ..." in html
+    assert "Sign in to see code changes" not in html
+
+
+def test_other_agents_show_their_code_to_everyone(client):
+    html = page(client, make_attempt(agent="react"))
+    assert "the gold line" in html and "Sign in to see code changes" not in html
+
+
+# --- comparison ----------------------------------------------------------------------------------
+
+
+def test_compare_two_attempts_of_the_same_sample(client):
+    a = make_attempt()
+    b = make_attempt(sample=a.sample, steps=[make_step(1, thought="Only one step here.")],
+                     reexecuted={"mean": 1.0, "spread": 7.0})
+    response = client.get(reverse("replay:compare"), {"a": a.pk, "b": b.pk})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.index(f"Attempt {a.pk}") < html.index('id="steps"')  # verdicts on top
+    assert html.index("banner-mismatch") < html.index('id="steps"')
+    assert "Only one step here." in html and "List the files first." in html
+    assert f"No step 2: attempt {b.pk} ended earlier." in html
+    assert 'id="step-4"' in html and 'id="step-5"' not in html
+    # The attempt page links to the comparison.
+    assert f"/attempts/compare/?a={a.pk}&amp;b={b.pk}" in page(client, a)
+
+
+def test_compare_refuses_attempts_of_different_samples(client):
+    a, b = make_attempt(), make_attempt()
+    response = client.get(reverse("replay:compare"), {"a": a.pk, "b": b.pk})
+    assert response.status_code == 400
+    assert "only attempts at the same sample can be compared" in response.content.decode()
+
+
+@pytest.mark.parametrize("query", ["", "?a=1", "?a=1&b=x", "?a=-1&b=2"])
+def test_compare_needs_two_ids(client, query):
+    response = client.get("/attempts/compare/" + query)
+    assert response.status_code == 400
+    assert "Give two attempt ids" in response.content.decode()
+
+
+# --- scale ---------------------------------------------------------------------------------------
+
+
+def test_a_500_step_trajectory_renders_every_step_with_two_queries(client, django_assert_num_queries):
+    attempt = make_long_attempt(steps=500)
+    with django_assert_num_queries(2):  # the attempt (with run, sample, paper) and the compare links
+        response = client.get(reverse("replay:attempt", args=[attempt.pk]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.count('<li class="step') == 500
+    for number in (1, 250, 500):
+        assert f'id="step-{number}" data-step="{number}"' in html
+    assert 'href="#step-7" data-action="first-error"' in html
+    assert html.count('<details class="part observation">') == 500  # long observations collapsed
+    assert html.count('<details class="file-diff">') == 500  # step diffs collapsed
+
+
+def test_attempts_of_a_hidden_submission_are_seen_only_by_staff_and_the_uploader(client):
+    from runs.submission_models import Submission
+
+    attempt = make_attempt()
+    uploader = make_user()
+    Submission.objects.create(
+        run=attempt.run, uploader=uploader, model="m", agent="a", contact="c", file_sha256="0" * 64,
+        file_bytes=1, record_count=1, hidden=True,
+    )
+    url = reverse("replay:attempt", args=[attempt.pk])
+    assert client.get(url).status_code == 404
+    client.force_login(make_user())
+    assert client.get(url).status_code == 404
+    client.force_login(uploader)
+    assert client.get(url).status_code == 200
+    client.force_login(make_user(is_staff=True))
+    assert client.get(url).status_code == 200

@@ -1,0 +1,97 @@
+"""Fixtures for the submission tests: the built-in suite with its n=1 samples, users,
+signed-in clients, a submission stored before each test (which bad uploads must leave intact)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from runs.models import Attempt, Run, Sample, Submission
+from tests.replay.factories import make_user
+from tests.submissions import helpers
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def workspace_root(tmp_path, settings) -> Path:
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    settings.WORKSPACE_ROOT = root
+    settings.SANDBOX_BACKEND = "bubblewrap"
+    return root
+
+
+@pytest.fixture
+def builtin(db):
+    with open(os.devnull, "w") as quiet:
+        call_command("import_suite", str(BASE_DIR / "runs/suites/builtin"), "--samples", "1", stdout=quiet)
+    from runs.models import Suite
+
+    return Suite.objects.get(name="builtin")
+
+
+@pytest.fixture
+def user(db):
+    return make_user()
+
+
+@pytest.fixture
+def other_user(db):
+    return make_user()
+
+
+@pytest.fixture
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def stored(builtin, other_user) -> Submission:
+    """A submission stored before the test: one attempt with the gold answer and no patch."""
+    from runs.submissions.services import submission_create
+
+    sample = Sample.objects.get(sample_id=helpers.SAMPLE)
+    data = helpers.jsonl(helpers.record(final_answer=helpers.gold_answer(sample)))
+    return submission_create(data=data, filename="earlier.jsonl", uploader=other_user)
+
+
+class Snapshot:
+    """Row counts and the stored submission's attempts, to check that nothing changed."""
+
+    def __init__(self, stored: Submission) -> None:
+        self.stored = stored
+        self.counts = self.take_counts()
+        self.attempts = self.take_attempts()
+
+    @staticmethod
+    def take_counts() -> tuple[int, int, int]:
+        return Submission.objects.count(), Run.objects.count(), Attempt.objects.count()
+
+    def take_attempts(self) -> list[tuple]:
+        return list(
+            Attempt.objects.filter(run=self.stored.run).order_by("pk").values_list(
+                "pk", "sample__sample_id", "index", "reported_passed", "final_answer_raw", "final_patch"
+            )
+        )
+
+    def assert_unchanged(self) -> None:
+        assert self.take_counts() == self.counts, "a rejected upload stored something"
+        assert self.take_attempts() == self.attempts, "a rejected upload changed the stored submission"
+        fresh = Submission.objects.get(pk=self.stored.pk)
+        assert (fresh.run_id, fresh.record_count, fresh.file_sha256) == (self.stored.run_id, self.stored.record_count, self.stored.file_sha256)
+
+
+@pytest.fixture
+def snapshot(stored) -> Snapshot:
+    return Snapshot(stored)
