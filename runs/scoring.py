@@ -190,7 +190,7 @@ def _last_object_in_prose(text: str, spans: list[tuple[int, int]]) -> tuple[dict
         start, end = span = to_visit.pop()
         if _OBJECT_START.match(text, start):  # "{{" or "{[" cannot start a dict: skip the parse
             if end - start > budget:
-                return None, None, f"gave up: the answer holds too many nested '{{...}}' candidates"
+                return None, None, "gave up: the answer holds too many nested '{...}' candidates"
             budget -= end - start
             value, kind, error = _load(text[start:end])
             if kind is not None and isinstance(value, Mapping):
