@@ -2,13 +2,13 @@
 import csv
 import json
 import math
-from functools import wraps
 
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from autoexperiment_site.security import content_security_policy
 from leaderboard import reference as paper
 from leaderboard.figures import SHOWN_SYSTEMS, figure_payload
 from leaderboard.forms import LeaderboardFilterForm
@@ -25,30 +25,8 @@ from runs.models import Attempt
 FORMATS = ("html", "json", "csv")
 ASCENDING_FIRST = {"name", "cost", "seconds", "errors"}
 
-# Model names and configurations come from uploads: even if some text escaped autoescaping, no
-# inline script would run. plotly.js adds <style> elements and inline styles to the figure, so
-# styles may be inline; scripts come from this site only.
-CONTENT_SECURITY_POLICY = "; ".join([
-    "default-src 'self'",
-    "script-src 'self'",
-    "style-src 'self' 'unsafe-inline'",
-    "img-src 'self' data:",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-])
-
-
-def content_security_policy(view):
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        response = view(request, *args, **kwargs)
-        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        return response
-
-    return wrapped
+# plotly.js styles the figure inline; scripts still come from this site only.
+_csp = content_security_policy(inline_styles=True)
 
 RULES = [
     "A system is suite + agent + model + agent configuration + context condition; its runs are pooled.",
@@ -136,6 +114,18 @@ def _csv(filename: str, rows: list[dict], columns: list[str]) -> HttpResponse:
     return response
 
 
+def _parse_request(request):
+    """(output format, filter form, filters, status) of a table request; None for an unknown format.
+
+    Bad filters still give a page (status 400) that says which parameter was wrong.
+    """
+    output = _format(request)
+    if output is None:
+        return None
+    form = _form(request)
+    return output, form, form.filters(), 400 if form.errors else 200
+
+
 def _filters_payload(form, filters) -> dict:
     return {
         "suite": filters.suite, "agent": filters.agent, "context": filters.context,
@@ -145,15 +135,12 @@ def _filters_payload(form, filters) -> dict:
 
 
 @require_GET
-@content_security_policy
+@_csp
 def home(request):
     """The leaderboard: one row per system, columns by n, the paper's numbers apart."""
-    output = _format(request)
-    if output is None:
+    if (parsed := _parse_request(request)) is None:
         return _bad_format(request)
-    form = _form(request)
-    filters = form.filters()
-    status = 400 if form.errors else 200
+    output, form, filters, status = parsed
     board = leaderboard_get(filters=filters)
     reference = paper.reference_rows(agent=filters.agent, n_min=filters.n_min, n_max=filters.n_max)
 
@@ -232,15 +219,12 @@ FUNCTION_COLUMNS = [
 
 
 @require_GET
-@content_security_policy
+@_csp
 def functions(request):
     """How often each masked function is implemented correctly, across systems."""
-    output = _format(request)
-    if output is None:
+    if (parsed := _parse_request(request)) is None:
         return _bad_format(request)
-    form = _form(request)
-    filters = form.filters()
-    status = 400 if form.errors else 200
+    output, form, filters, status = parsed
     rows = function_difficulty(filters=filters)
     if output == "json":
         return _json({"filters": _filters_payload(form, filters), "rows": [row.as_dict() for row in rows]}, status=status)
@@ -266,15 +250,12 @@ SAMPLE_COLUMNS = ["sample_id", "paper", "n", "attempts", "passes", "errors", "at
 
 
 @require_GET
-@content_security_policy
+@_csp
 def system(request, slug: str):
     """One system: its numbers by n, its runs, and every sample with links to each attempt."""
-    output = _format(request)
-    if output is None:
+    if (parsed := _parse_request(request)) is None:
         return _bad_format(request)
-    form = _form(request)
-    filters = form.filters()
-    status = 400 if form.errors else 200
+    output, form, filters, status = parsed
     detail = system_detail(slug=slug, filters=filters)
     if detail is None:
         raise Http404(f"no system {slug}")

@@ -1,11 +1,10 @@
 """Trajectory replay pages. Public (the leaderboard links here); gold code is hidden from anonymous
 viewers by the selector. Thin: runs.replay builds the data, templates escape all of it."""
-from functools import wraps
-
 from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from autoexperiment_site.security import content_security_policy, csp_header
 from runs.models import Attempt
 from runs.replay import (
     GOLD_CODE_NOTICE,
@@ -16,35 +15,7 @@ from runs.replay import (
     attempts_compare,
 )
 
-# Trajectories are written by models and submissions by uploaders: even if some text escaped the
-# templates' autoescaping, the browser would run no inline script, load nothing from elsewhere and
-# let no other site frame the page.
-_CSP_DIRECTIVES = (
-    "default-src 'self'",
-    "script-src 'self'",
-    "style-src 'self'",
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-)
-CONTENT_SECURITY_POLICY = "; ".join(_CSP_DIRECTIVES)
-
-
-def content_security_policy(view):
-    """Send `CONTENT_SECURITY_POLICY` with the view's responses."""
-
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        response = view(request, *args, **kwargs)
-        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        return response
-
-    return wrapped
+CONTENT_SECURITY_POLICY = csp_header()
 
 
 def _attempt_or_404(pk, user) -> Attempt:
@@ -55,7 +26,7 @@ def _attempt_or_404(pk, user) -> Attempt:
 
 
 @require_GET
-@content_security_policy
+@content_security_policy()
 def attempt_detail(request, pk: int):
     attempt = _attempt_or_404(pk, request.user)
     replay = attempt_replay(attempt=attempt, show_gold_code=request.user.is_authenticated)
@@ -67,7 +38,7 @@ def _bad_request(request, message: str):
 
 
 @require_GET
-@content_security_policy
+@content_security_policy()
 def attempt_compare(request):
     ids = []
     for name in ("a", "b"):
