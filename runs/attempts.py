@@ -29,19 +29,20 @@ re-queues both kinds.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
-import shutil
+import re
+import signal
 import socket
-import subprocess
 import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Self
 
 from django.conf import settings
@@ -61,11 +62,14 @@ from runs.agents.base import (
 from runs.agents.llm import ModelError, model_from_name
 from runs.execution import ExperimentOutcome, run_experiment
 from runs.models import Attempt, Experiment, Run, Sample
+from runs.patches import PatchError, apply_file_patch, parse_patch
+from runs.scope import OutOfScopeEdit, restrict_to_scope
 from runs.scoring import SampleScore, parse_answer, score_sample
 from runs.selectors import experiment_spec, sample_experiments
 from runs.services import workspace_build
 from runs.workspace import CODE_DIR, WorkspaceError, experiment_label
-from sandbox import SandboxError, open_sandbox
+from sandbox import SandboxError, fs, open_sandbox
+from sandbox.sweep import sweep_sandboxes
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +85,6 @@ INFRASTRUCTURE_EXITS = (SANDBOX_ERROR, HARNESS_ERROR)
 # What the re-execution keeps of each experiment's output, and of all of them together.
 MAX_OUTPUT_PER_EXPERIMENT = 4_000
 MAX_REEXECUTION_OUTPUT = 20_000
-PATCH_TIMEOUT_SECONDS = 120
 
 
 def max_infra_retries() -> int:
@@ -110,6 +113,12 @@ def attempt_workspace_dir(attempt_id: int, try_number: int) -> Path:
 
 def attempt_reexecution_dir(attempt_id: int, try_number: int) -> Path:
     return Path(settings.WORKSPACE_ROOT) / f"attempt-{attempt_id}-try-{try_number}-reexecution"
+
+
+def attempt_sandbox_name(attempt_id: int, try_number: int, *, submission: bool = False) -> str:
+    """The name of a try's sandboxes (the re-execution's adds "-reexecution"). Containers, cgroups
+    and mount points carry it, so leftovers_sweep can tell a live try's from a dead one's."""
+    return f"{'submission-' if submission else ''}attempt-{attempt_id}-try-{try_number}"
 
 
 def attempt_trajectory_path(attempt_id: int, try_number: int) -> Path:
@@ -166,7 +175,7 @@ def json_safe(value):
             return "Infinity" if value > 0 else "-Infinity"
         return value
     if isinstance(value, str):
-        return value.replace("\x00", "")
+        return _text(value)
     if isinstance(value, dict):
         return {json_safe(str(key)): json_safe(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -175,7 +184,13 @@ def json_safe(value):
 
 
 def _text(value: str | None) -> str | None:
-    return None if value is None else value.replace("\x00", "")
+    """Text Postgres stores: no NUL, no lone surrogates (file names with undecodable bytes, or a
+    model's "\\udc80", reach strings as surrogates; they become U+FFFD)."""
+    if value is None:
+        return None
+    if not value.isascii():
+        value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value.replace("\x00", "")
 
 
 # --- scoring -------------------------------------------------------------------------------------
@@ -211,104 +226,53 @@ class Reexecution:
     output: str = ""
     experiment_seconds: float = 0.0
     timings: dict = field(default_factory=dict)
+    # What the harness left out of the final patch as outside the task (runs.scope), as JSON.
+    out_of_scope_edits: list = field(default_factory=list)
 
 
-def patch_targets(patch: str) -> tuple[list[str], list[str]]:
-    """The paths a unified diff touches (header names, hunks skipped by their line counts, so a
-    removed line that itself starts with "-- " is not mistaken for a header) and the "Binary files
-    ... differ" lines, which patch(1) cannot apply."""
-    targets, binaries = [], []
-    lines = patch.splitlines()
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if line.startswith("@@"):
-            old, new = _hunk_counts(line)
-            index += 1
-            while index < len(lines) and (old > 0 or new > 0):
-                body = lines[index]
-                if body.startswith("\\"):
-                    pass
-                elif body.startswith("-"):
-                    old -= 1
-                elif body.startswith("+"):
-                    new -= 1
-                else:
-                    old, new = old - 1, new - 1
-                index += 1
-            continue
-        if line.startswith(("--- ", "+++ ")):
-            name = line[4:].split("\t")[0].strip()
-            if name != "/dev/null":
-                targets.append(name)
-        elif line.startswith("Binary files "):
-            binaries.append(line)
-        index += 1
-    return targets, binaries
+def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[OutOfScopeEdit]]:
+    """Apply a final patch (paths a/code/..., b/code/...) to a fresh masked workspace, keeping
+    only what the task allows: the masked functions' new bodies, plus new imports and new
+    definitions in the files that hold them (runs.scope). Every other change is left out and
+    returned as an out-of-scope edit. Returns (why the patch is refused or does not apply, or
+    None; the out-of-scope edits).
 
-
-def _hunk_counts(header: str) -> tuple[int, int]:
-    # "@@ -start[,count] +start[,count] @@"
-    try:
-        old, new = header.split("@@")[1].split()
-        old_count = int(old.split(",")[1]) if "," in old else 1
-        new_count = int(new.split(",")[1]) if "," in new else 1
-        return old_count, new_count
-    except (IndexError, ValueError):
-        return 0, 0
-
-
-def patch_problem(patch: str, workspace: Path) -> str | None:
-    """Why `patch` must not be applied to `workspace`, or None.
-
-    Only files under code/ may change: a path outside it (absolute, "..", another top directory)
-    or one that reaches through a symlink is refused, so a submitted diff cannot write anywhere
-    the harness would then trust.
+    The patch is applied in memory (runs.patches, one parser for agents' and uploaders' patches)
+    and only the scoped files are written, through sandbox.fs: nothing of the patch can reach a
+    path outside them, a link, or anything but text.
     """
-    targets, _ = patch_targets(patch)
-    code_root = (workspace / CODE_DIR).resolve()
-    for name in targets:
-        parts = PurePosixPath(name).parts
-        if name.startswith("/") or len(parts) < 3 or parts[0] not in ("a", "b") or parts[1] != CODE_DIR or ".." in parts:
-            return f"the patch touches {name!r}, which is not a file under {CODE_DIR}/"
-        path = workspace.joinpath(*parts[1:])
-        if not path.resolve().is_relative_to(code_root) or path.is_symlink():
-            return f"the patch touches {name!r}, which leads outside {CODE_DIR}/ through a symlink"
-    return None
-
-
-def apply_patch(patch: str, workspace: Path) -> tuple[str | None, str]:
-    """Apply a final patch (paths a/code/..., b/code/...) to a fresh workspace with `patch -p1`.
-
-    Returns (error or None, notes). Binary changes cannot be carried by a text diff; they are left
-    out and noted.
-    """
-    if not patch.strip():
-        return None, ""
-    problem = patch_problem(patch, workspace)
-    if problem:
-        return problem, ""
-    _, binaries = patch_targets(patch)
-    notes = "".join(f"not applied (binary): {line}\n" for line in binaries)
-    text_patch = "".join(line for line in patch.splitlines(keepends=True) if not line.startswith("Binary files "))
-    if not text_patch.strip():
-        return None, notes
     try:
-        completed = subprocess.run(
-            # --force: never guess that a hunk is reversed (--batch would); -r -: no .rej files.
-            ["patch", "-p1", "--force", "--no-backup-if-mismatch", "-r", "-", "-d", str(workspace)],
-            input=text_patch,
-            text=True,
-            capture_output=True,
-            timeout=PATCH_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return f"patch did not finish within {PATCH_TIMEOUT_SECONDS} s", notes
-    if completed.returncode != 0:
-        output = (completed.stdout + completed.stderr).strip()[-2000:]
-        return f"the final patch does not apply (patch exited with {completed.returncode}): {output}", notes
-    return None, notes
+        file_patches = parse_patch(patch)
+    except PatchError as error:
+        return f"the final patch is refused: {error}", []
+    task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
+    functions: dict[str, list[str]] = {}
+    for function in task["missing_functions"]:
+        functions.setdefault(function["file"], []).append(function["name"])
+    masked = {path: _workspace_text(workspace, path) for path in functions}
+    masked = {path: text for path, text in masked.items() if text is not None}
+    before: dict[str, str | None] = {}
+    patched: dict[str, str | None] = {}
+    for file_patch in file_patches:
+        original = masked.get(file_patch.path) if file_patch.path in masked else _workspace_text(workspace, file_patch.path)
+        before[file_patch.path] = original
+        try:
+            patched[file_patch.path] = apply_file_patch(original, file_patch)
+        except PatchError as error:
+            return f"the final patch does not apply to {file_patch.path}: {error}", []
+    scoped = restrict_to_scope(masked=masked, functions=functions, patched=patched, before=before)
+    for path, text in scoped.files.items():
+        fs.write_bytes(workspace, path, text.encode("utf-8", "surrogateescape"))
+    return None, scoped.out_of_scope
+
+
+def _workspace_text(workspace: Path, path: str) -> str | None:
+    """A harness-built workspace's file as text, None when it is absent (or not a regular file)."""
+    try:
+        data, _ = fs.read_bytes(workspace, path, limit=64 * 2**20)
+    except (FileNotFoundError, fs.UnsafePath):
+        return None
+    return data.decode("utf-8", "surrogateescape")
 
 
 def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str) -> Reexecution:
@@ -319,7 +283,7 @@ def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: P
     experiments = sample_experiments(sample=sample)
     specs = scoring_specs(experiments)
     started = time.monotonic()
-    shutil.rmtree(dest, ignore_errors=True)
+    remove_tree(dest)
     try:
         workspace_build(sample=sample, dest=dest, context=context)
     except (WorkspaceError, OSError) as error:
@@ -327,11 +291,12 @@ def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: P
     timings["workspace"] = time.monotonic() - started
 
     started = time.monotonic()
-    error, notes = apply_patch(patch, dest)
+    error, out_of_scope = scoped_final_code(patch=patch, workspace=dest)
+    out_of_scope_edits = json_safe([dataclasses.asdict(edit) for edit in out_of_scope])
     timings["patch"] = time.monotonic() - started
     if error:
         score = score_sample(experiments=specs, answer={})
-        return Reexecution(score=score_dict(score, experiments), passed=False, error=error, output=notes, timings=timings)
+        return Reexecution(score=score_dict(score, experiments), passed=False, error=error, timings=timings)
 
     outcomes: list[ExperimentOutcome] = []
     started = time.monotonic()
@@ -367,9 +332,10 @@ def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: P
         score=score_dict(score, experiments),
         passed=score.passed,
         error="; ".join(failures),
-        output=notes + _bounded_outputs(outcomes),
+        output=_bounded_outputs(outcomes),
         experiment_seconds=experiment_seconds,
         timings=timings,
+        out_of_scope_edits=out_of_scope_edits,
     )
 
 
@@ -515,8 +481,8 @@ def _perform(attempt: Attempt, heartbeat: _Heartbeat) -> _Result:
     started = time.monotonic()
     # Crashed earlier tries leave their directories behind (and so may this try, run before).
     for leftover in Path(settings.WORKSPACE_ROOT).glob(f"attempt-{attempt.pk}-try-*"):
-        if leftover.is_dir():
-            shutil.rmtree(leftover, ignore_errors=True)
+        if leftover.is_dir() and not leftover.is_symlink():
+            remove_tree(leftover)
     try:
         workspace_build(sample=sample, dest=workspace, context=run.context)
         task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
@@ -529,7 +495,9 @@ def _perform(attempt: Attempt, heartbeat: _Heartbeat) -> _Result:
 
     started = time.monotonic()
     try:
-        sandbox = open_sandbox(run.sandbox_backend, workspace, name=f"attempt-{attempt.pk}", image=_image(run.sandbox_backend))
+        sandbox = open_sandbox(
+            run.sandbox_backend, workspace, name=attempt_sandbox_name(attempt.pk, attempt.tries), image=_image(run.sandbox_backend)
+        )
     except SandboxError as error:
         raise InfrastructureFailure(f"sandbox could not be opened: {error}") from error
     timings["sandbox_open"] = time.monotonic() - started
@@ -594,7 +562,7 @@ def _perform(attempt: Attempt, heartbeat: _Heartbeat) -> _Result:
         context=run.context,
         backend=run.sandbox_backend,
         dest=attempt_reexecution_dir(attempt.pk, attempt.tries),
-        name=f"attempt-{attempt.pk}-reexecution",
+        name=attempt_sandbox_name(attempt.pk, attempt.tries) + "-reexecution",
     )
     heartbeat.check()
     fields["reexecution_seconds"] = time.monotonic() - started
@@ -608,6 +576,7 @@ def _perform(attempt: Attempt, heartbeat: _Heartbeat) -> _Result:
         reexecution_passed=reexecution.passed,
         reexecution_error=_text(reexecution.error),
         reexecution_output=_text(reexecution.output),
+        out_of_scope_edits=reexecution.out_of_scope_edits,
         passed=passed,
         mismatch=reported_passed and not reexecution.passed,
         failure_label=failure_label(
@@ -705,7 +674,17 @@ def _record(attempt: Attempt, result: _Result) -> str:
 
 def _cleanup(attempt_id: int, try_number: int) -> None:
     for directory in (attempt_workspace_dir(attempt_id, try_number), attempt_reexecution_dir(attempt_id, try_number)):
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_tree(directory)
+
+
+def remove_tree(path: Path) -> None:
+    """Removes a workspace the agent controlled, whatever it left in it (links, FIFOs, any names,
+    any depth). A failure is logged, never raised: it must not change the attempt's result, and
+    the sweep (leftovers_sweep) tries again later."""
+    try:
+        fs.remove_tree(path)
+    except OSError:
+        logger.exception("could not remove %s; the sweep will try again", path)
 
 
 def run_mark_finished(*, run_id: int) -> None:
@@ -781,39 +760,157 @@ class Recovered:
     outcome: str
 
 
+def overrun_grace_seconds() -> float:
+    """How long past its own budget (agent time plus the re-execution's experiment timeouts) a
+    running attempt may go on before the recovery kills it, heartbeat or not."""
+    return float(getattr(settings, "ATTEMPT_OVERRUN_GRACE_SECONDS", 300))
+
+
+def attempt_deadline(attempt: Attempt):
+    """When a running attempt is overdue: claimed, plus the run's time budget, plus every
+    experiment's timeout (re-execution), plus the grace."""
+    timeouts = sum(experiment.timeout_seconds for experiment in sample_experiments(sample=attempt.sample))
+    return attempt.claimed_at + timedelta(seconds=attempt.run.max_seconds + timeouts + overrun_grace_seconds())
+
+
 def attempts_recover(*, stale_after: float | None = None, run: Run | None = None, requeue: bool = True) -> list[Recovered]:
-    """Find running attempts whose worker died and treat each as an infrastructure failure.
+    """Find running attempts whose worker died, or that overran their budget, and settle them.
 
     Dead means: its RQ job is in the failed registry (the work horse was killed, or RQ found the
     job abandoned), its process is gone (checked on the same host only), or its heartbeat is
     older than `stale_after` seconds (default ATTEMPT_STALE_SECONDS; a machine lost). Each is re-queued while infra
-    retries are left, else ends as error / infrastructure. Fenced by the try number, so running it
-    concurrently with a live worker or another recovery never double-counts.
+    retries are left, else ends as error / infrastructure.
+
+    Overrun means still running past `attempt_deadline`, with a fresh heartbeat or not (a worker
+    stuck in something the agent set up keeps beating): its work horse is killed and the attempt
+    ends done and failed, labelled budget_exhausted: what the agent caused is its result.
+
+    Fenced by the try number, so running it concurrently with a live worker or another recovery
+    never double-counts. Then sweeps the leftovers (containers, cgroups, directories) of tries
+    that are no longer running.
     """
     stale_after = stale_seconds() if stale_after is None else stale_after
     running = Attempt.objects.filter(status=Attempt.RUNNING)
     if run is not None:
         running = running.filter(run=run)
-    running = list(running.only("pk", "tries", "job_id", "claimed_by", "heartbeat_at"))
-    if not running:
-        return []
-    failed_jobs = _failed_job_ids()
-    cutoff = timezone.now() - timedelta(seconds=stale_after)
+    running = list(running.select_related("run", "sample__paper"))
     recovered = []
-    for attempt in running:
-        if attempt.job_id and attempt.job_id in failed_jobs:
-            reason = f"worker died: its job {attempt.job_id} is in RQ's failed registry ({failed_jobs[attempt.job_id]})"
-        elif _process_gone(attempt.claimed_by):
-            reason = f"worker died: its process {attempt.claimed_by} no longer exists"
-        elif attempt.heartbeat_at is None or attempt.heartbeat_at < cutoff:
-            age = (timezone.now() - attempt.heartbeat_at).total_seconds() if attempt.heartbeat_at else math.inf
-            reason = f"worker presumed dead: no heartbeat for {age:.0f} s (stale after {stale_after:g} s)"
-        else:
-            continue
-        outcome = attempt_infra_failure(attempt_id=attempt.pk, tries=attempt.tries, reason=reason, requeue=requeue)
-        if outcome != LOST:
-            recovered.append(Recovered(attempt.pk, reason, outcome))
+    if running:
+        failed_jobs = _failed_job_ids()
+        cutoff = timezone.now() - timedelta(seconds=stale_after)
+        for attempt in running:
+            if attempt.claimed_at is not None and timezone.now() > attempt_deadline(attempt):
+                outcome = attempt_overrun(attempt=attempt)
+                if outcome != LOST:
+                    recovered.append(Recovered(attempt.pk, "overran its time budget", outcome))
+                continue
+            if attempt.job_id and attempt.job_id in failed_jobs:
+                reason = f"worker died: its job {attempt.job_id} is in RQ's failed registry ({failed_jobs[attempt.job_id]})"
+            elif _process_gone(attempt.claimed_by):
+                reason = f"worker died: its process {attempt.claimed_by} no longer exists"
+            elif attempt.heartbeat_at is None or attempt.heartbeat_at < cutoff:
+                age = (timezone.now() - attempt.heartbeat_at).total_seconds() if attempt.heartbeat_at else math.inf
+                reason = f"worker presumed dead: no heartbeat for {age:.0f} s (stale after {stale_after:g} s)"
+            else:
+                continue
+            outcome = attempt_infra_failure(attempt_id=attempt.pk, tries=attempt.tries, reason=reason, requeue=requeue)
+            if outcome != LOST:
+                recovered.append(Recovered(attempt.pk, reason, outcome))
+    leftovers_sweep()
     return recovered
+
+
+OVERRAN = "overran"
+
+
+def attempt_overrun(*, attempt: Attempt) -> str:
+    """End a running attempt that overran its budget: kill its worker's work horse, record it as
+    done and failed (budget_exhausted, exit status time_limit) with its partial trajectory.
+    Returns OVERRAN, or LOST when the try had already ended."""
+    deadline = attempt_deadline(attempt)
+    overdue = (timezone.now() - deadline).total_seconds()
+    detail = (
+        f"killed by the harness: still running {overdue:.0f} s past its deadline (time budget "
+        f"{attempt.run.max_seconds:g} s, the experiments' timeouts and {overrun_grace_seconds():g} s of grace)"
+    )
+    fields = {
+        "status": Attempt.DONE, "exit_status": TIME_LIMIT, "exit_message": detail, "failure_label": Attempt.BUDGET_EXHAUSTED,
+        "failure_detail": detail, "passed": False, "mismatch": False, "finished_at": timezone.now(), "heartbeat_at": None,
+    }
+    trajectory = _partial_trajectory(attempt.pk, attempt.tries)
+    if trajectory is not None:
+        fields["trajectory"] = trajectory
+    written = Attempt.objects.filter(pk=attempt.pk, status=Attempt.RUNNING, tries=attempt.tries).update(**fields)
+    if not written:
+        return LOST
+    _kill_work_horse(attempt)
+    run_mark_finished(run_id=attempt.run_id)
+    logger.warning("attempt %s try %s: %s", attempt.pk, attempt.tries, detail)
+    return OVERRAN
+
+
+def _kill_work_horse(attempt: Attempt) -> None:
+    """Stop the process executing an attempt whose try has been settled without it: SIGKILL on this
+    host, RQ's kill-horse command elsewhere. An in-process run (run_eval --sync) is left alone: it
+    is the user's own command, and it finds its claim gone at its next step."""
+    if attempt.job_id == "in-process":
+        return
+    host, _, pid = attempt.claimed_by.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
+    try:
+        from rq.command import send_kill_horse_command
+
+        from runs.evaluation import evaluation_queue
+
+        queue = evaluation_queue()
+        job = queue.fetch_job(attempt.job_id) if attempt.job_id else None
+        if job is not None and job.worker_name:
+            send_kill_horse_command(queue.connection, job.worker_name)
+    except Exception:  # noqa: BLE001 - the try is settled either way; its worker stops at its next step
+        logger.warning("could not stop the worker of attempt %s", attempt.pk, exc_info=True)
+
+
+_TRY_NAME = re.compile(r"^(submission-)?attempt-(\d+)-try-(\d+)(?:-reexecution)?$")
+
+
+def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
+    """Remove what tries that are no longer running left behind: their containers, cgroups and
+    mount points (sandbox.sweep), and their workspace directories (whatever the agent put in
+    them). Sandboxes that belong to no attempt (suite checks, probes) are removed once older than
+    `unnamed_after` seconds (default ATTEMPT_SWEEP_UNNAMED_SECONDS, a day). Runs at worker start
+    and with every recovery. Returns a line per removed thing."""
+    unnamed_after = float(getattr(settings, "ATTEMPT_SWEEP_UNNAMED_SECONDS", 86400)) if unnamed_after is None else unnamed_after
+    live = set(
+        Attempt.objects.filter(status=Attempt.RUNNING).values_list("pk", "tries")
+    )
+    live_submissions = set(
+        Attempt.objects.filter(
+            run__submission__isnull=False, status=Attempt.DONE, reexecution_passed__isnull=True, heartbeat_at__isnull=False
+        ).values_list("pk", "tries")
+    )
+
+    def is_live(name: str, age: float) -> bool:
+        match = _TRY_NAME.match(name)
+        if match is None:
+            return age < unnamed_after
+        key = (int(match.group(2)), int(match.group(3)))
+        return key in (live_submissions if match.group(1) else live)
+
+    removed = sweep_sandboxes(is_live)
+    root = Path(settings.WORKSPACE_ROOT)
+    if root.is_dir():
+        for directory in root.iterdir():
+            if directory.is_dir() and not directory.is_symlink() and _TRY_NAME.match(directory.name) and not is_live(directory.name, 0):
+                remove_tree(directory)
+                removed.append(f"directory {directory}")
+    if removed:
+        logger.info("swept leftovers of dead tries: %s", ", ".join(removed))
+    return removed
 
 
 def _process_gone(claimed_by: str) -> bool:

@@ -26,6 +26,8 @@ import tokenize
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from runs import python_ast
+
 __all__ = [
     "AmbiguousFunction",
     "FunctionLocation",
@@ -299,7 +301,7 @@ class _Analysis:
 
 @lru_cache(maxsize=32)
 def _parse(source: str) -> _Analysis:
-    tree = ast.parse(source)
+    tree = python_ast.parse(source)
     functions = tuple(sorted(_collect(tree), key=lambda f: (f.def_line, f.node.col_offset)))
     return _Analysis(source=source, lines=_Lines(source), tree=tree, functions=functions)
 
@@ -626,7 +628,7 @@ def replace_function_body(source: str, name: str, new_body: str, *, line_hint: i
     text = (newline if location.inline else "") + _indent_body(body, location.body_indent, newline)
     result = source[: location.body_start] + text + source[location.body_end :]
     try:
-        ast.parse(result)
+        python_ast.parse(result)
     except SyntaxError as error:
         raise MaskingError(
             f"replacing the body of `{location.qualified_name}` (line {location.def_line}) gives code that "
@@ -701,7 +703,7 @@ def verify_masked(original: str, masked: MaskedFile) -> None:
             raise MaskingError("the masked text lost original text at its end")
 
     try:
-        tree = ast.parse(masked.text)
+        tree = python_ast.parse(masked.text)
     except SyntaxError as error:
         raise MaskingError(f"the masked file does not parse: {error.msg} at line {error.lineno}") from None
 
@@ -813,7 +815,7 @@ def normalise_code(text: str) -> str:
     """
     for candidate in (text, textwrap.dedent(_NEWLINE.sub("\n", text))):
         try:
-            tree = ast.parse(candidate)
+            tree = python_ast.parse(candidate)
         except (SyntaxError, ValueError):
             continue
         _drop_docstrings(tree)

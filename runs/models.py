@@ -206,6 +206,10 @@ class Attempt(models.Model):
     reexecution_passed = models.BooleanField(null=True)
     reexecution_error = models.TextField(blank=True, help_text="Why the re-execution could not run the code.")
     reexecution_output = models.TextField(blank=True, help_text="The re-run experiments' output, bounded.")
+    out_of_scope_edits = models.JSONField(
+        default=list, blank=True,
+        help_text="What re-execution dropped from the final patch as outside the task: [{path, reason, diff}].",
+    )
     passed = models.BooleanField(default=False)
     mismatch = models.BooleanField(default=False, help_text="Reported numbers pass, the re-executed code does not.")
 

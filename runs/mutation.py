@@ -14,6 +14,7 @@ import ast
 import random
 from dataclasses import dataclass
 
+from runs import python_ast
 from runs.masking import _Lines, function_body_source, locate_function
 
 __all__ = ["Mutant", "function_mutants"]
@@ -221,7 +222,7 @@ def function_mutants(
     """
     location = locate_function(source, name, line_hint=line_hint)
     lines = _Lines(source)
-    node = _find_node(ast.parse(source), location.def_line)
+    node = _find_node(python_ast.parse(source), location.def_line)
     finder = _Finder(lines)
     statements = node.body
     if statements and isinstance(statements[0], ast.Expr) and _is_text(statements[0].value):
@@ -249,7 +250,7 @@ def function_mutants(
         if mutated in seen:
             continue
         try:
-            ast.parse(mutated)
+            python_ast.parse(mutated)
         except SyntaxError:
             continue
         seen.add(mutated)

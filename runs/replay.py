@@ -36,6 +36,7 @@ from runs.agents.trajectory import (
     TrajectoryFormatError,
 )
 from runs.models import Attempt
+from runs.patches import PatchError, parse_patch
 from runs.submissions.selectors import visible_runs_q
 
 # Agents whose trajectories contain the reference implementation of masked functions.
@@ -207,8 +208,27 @@ def file_diff(change: FileChange, *, hidden: bool = False, budget: HighlightBudg
 
 
 def patch_files(patch: str, *, budget: HighlightBudget | None = None) -> list[FileDiff]:
-    """A multi-file unified diff split per file (`--- a/x` / `+++ b/x` pairs), never cut, shown open."""
+    """A multi-file unified diff split per file, never cut, shown open.
+
+    Sections come from `runs.patches.parse_patch`, the parser re-execution uses. Stored patches
+    predate it and may be malformed (or touch files outside code/), and a page must still show
+    them: on PatchError the text is split leniently at each "--- a/" or "--- /dev/null" line.
+    """
+    try:
+        sections = [(section.path, section.change, section.text) for section in parse_patch(patch)]
+    except PatchError:
+        sections = _patch_sections_lenient(patch)
     files: list[FileDiff] = []
+    for path, change, text in sections:
+        lines, additions, deletions, _ = diff_lines(text, python=path.endswith(".py"), max_lines=None, budget=budget)
+        files.append(FileDiff(path=path, change=change, lines=lines, additions=additions, deletions=deletions,
+                              has_diff=True, collapsed=False))
+    return files
+
+
+def _patch_sections_lenient(patch: str) -> list[tuple[str, str, str]]:
+    """(path, change, text) per "--- " header, guessed from the header lines; never raises."""
+    sections = []
     for chunk in re.split(r"(?m)^(?=--- (?:a/|/dev/null))", patch):
         if not chunk.strip():
             continue
@@ -217,11 +237,9 @@ def patch_files(patch: str, *, budget: HighlightBudget | None = None) -> list[Fi
         path = (new.group(1) if new else old.group(1) if old else "patch").strip()
         if path == "/dev/null" and old:
             path = old.group(1).strip()
-        lines, additions, deletions, _ = diff_lines(chunk, python=path.endswith(".py"), max_lines=None, budget=budget)
         change = "added" if "--- /dev/null" in chunk else "deleted" if "+++ /dev/null" in chunk else "modified"
-        files.append(FileDiff(path=path, change=change, lines=lines, additions=additions, deletions=deletions,
-                              has_diff=True, collapsed=False))
-    return files
+        sections.append((path, change, chunk))
+    return sections
 
 
 # --- steps -------------------------------------------------------------------------------------------

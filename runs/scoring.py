@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs import python_ast
+
 DEFAULT_RTOL = 0.05
 # A purely relative rule cannot be met when the gold value is exactly 0: any non-zero prediction,
 # even 1e-17 of float round-off, is infinitely far off in relative terms (and upstream divided by
@@ -101,7 +103,7 @@ def _python_literal(text: str) -> Any:
     with warnings.catch_warnings():
         # "invalid escape sequence" warnings about an agent's text would only be noise in the logs.
         warnings.simplefilter("ignore")
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = python_ast.parse(text.strip(), mode="eval")
     return ast.literal_eval(_LiteralNames().visit(tree))
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from pathlib import Path
 
+from runs import python_ast
 from runs.masking import (
     MaskTarget,
     function_body_source,
@@ -280,7 +281,7 @@ def _body_fingerprint(body: str) -> list[str]:
     """The code lines of a body (docstring and comment-only lines dropped), squashed."""
     lines = textwrap.dedent(body).splitlines()
     try:
-        statements = ast.parse(textwrap.dedent(body)).body
+        statements = python_ast.parse(textwrap.dedent(body)).body
         first = statements[0] if statements else None
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
             lines = lines[first.end_lineno :]

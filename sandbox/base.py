@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import os
+import pwd
 import re
-import stat
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -18,13 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Self
 
+from . import fs
 from .output import BoundedOutput
 
 WORKSPACE_MOUNT = "/workspace"
 # The unprivileged identity commands run as when the worker is root; the base image creates it as
-# user "sandbox". A non-root worker runs commands under its own uid instead.
-SANDBOX_UID = 1000
-SANDBOX_GID = 1000
+# user "sandbox". It must not be an account of the host (then a process escaping the sandbox, or a
+# file it leaves, would belong to somebody real): opening a sandbox refuses one that is.
+# A non-root worker runs commands under its own uid instead.
+SANDBOX_UID = 61000
+SANDBOX_GID = 61000
+# Deeper workspaces are over their limits, like fuller ones (host-side walks hold a descriptor per level).
+MAX_WORKSPACE_DEPTH = 256
 # EDQUOT: the exit code a command gets when it leaves the workspace over Limits.disk_mb.
 DISK_QUOTA_EXIT_CODE = 122
 # 128 + SIGKILL: the exit code of a command killed at its timeout.
@@ -130,6 +135,19 @@ def sandbox_identity() -> tuple[int, int]:
     return os.getuid(), os.getgid()
 
 
+def _check_identity_is_not_a_host_account(uid: int) -> None:
+    if os.geteuid() != 0:
+        return  # commands run as the worker's own uid
+    try:
+        account = pwd.getpwuid(uid)
+    except KeyError:
+        return
+    raise SandboxError(
+        f"the sandbox uid {uid} is the host account {account.pw_name!r}; sandboxed code must not run as a "
+        "real user of this machine (remove that account, or change sandbox.base.SANDBOX_UID and rebuild the image)"
+    )
+
+
 def signal_exit_code(returncode: int) -> int:
     # subprocess reports death by signal N as -N; the shell convention, used throughout, is 128+N.
     return 128 - returncode if returncode < 0 else returncode
@@ -164,6 +182,7 @@ class Sandbox(ABC):
         self.name = name
         self.env = sandbox_env(env)
         self.uid, self.gid = sandbox_identity()
+        _check_identity_is_not_a_host_account(self.uid)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -204,10 +223,10 @@ class Sandbox(ABC):
             raise SandboxError("command must be a string without NUL bytes")
         if not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise SandboxError("timeout must be a positive, finite number of seconds")
-        directory = self._host_path(cwd)
-        if not directory.is_dir():
+        parts = self._parts(cwd)
+        if self.path_kind("/".join(parts)) != "dir":
             raise SandboxError(f"cwd {cwd!r} is not a directory in the workspace")
-        inner_cwd = str(PurePosixPath(WORKSPACE_MOUNT) / directory.relative_to(self.workspace))
+        inner_cwd = str(PurePosixPath(WORKSPACE_MOUNT, *parts))
         with self._lock:
             if self._closed:
                 raise SandboxError("sandbox is closed")
@@ -223,9 +242,10 @@ class Sandbox(ABC):
         timeout: float,
         finished: Callable[[float], bool],
         kill: Callable[[], None],
-    ) -> tuple[bool, bool]:
+    ) -> tuple[bool, str]:
         """Waits for a running command, killing it at its deadline or when the workspace outgrows
-        the disk cap. `finished(wait)` blocks up to `wait` seconds. Returns (timed_out, over_quota).
+        the disk cap. `finished(wait)` blocks up to `wait` seconds. Returns (timed_out, why the
+        workspace is over its limits, or "").
 
         Polling the workspace size bounds how far a command can overshoot disk_mb to what it writes
         in one interval; RLIMIT_FSIZE bounds each single file meanwhile.
@@ -235,11 +255,11 @@ class Sandbox(ABC):
         while True:
             now = time.monotonic()
             if finished(max(0.0, min(deadline, next_check) - now)):
-                return False, False
+                return False, ""
             now = time.monotonic()
             if now >= deadline:
                 kill()
-                return True, False
+                return True, ""
             if now >= next_check:
                 scan_started = time.monotonic()
                 over = self._over_disk_quota()
@@ -248,7 +268,7 @@ class Sandbox(ABC):
                 next_check = time.monotonic() + interval
                 if over:
                     kill()
-                    return False, True
+                    return False, over
 
     def _result(
         self,
@@ -256,18 +276,16 @@ class Sandbox(ABC):
         output: BoundedOutput,
         exit_code: int,
         timed_out: bool,
-        over_quota: bool,
+        over_quota: str,
         started: float,
     ) -> ExecResult:
         duration = time.monotonic() - started
         text = output.text()
         if timed_out:
             exit_code = TIMEOUT_EXIT_CODE  # whatever the dying process tree happened to report
-        if over_quota or self._over_disk_quota():
-            text += (
-                f"\n[sandbox] disk quota exceeded: the workspace is over its "
-                f"{self.limits.disk_mb} MB limit\n"
-            )
+        over = over_quota or self._over_disk_quota()
+        if over:
+            text += f"\n[sandbox] disk quota exceeded: {over}\n"
             exit_code = DISK_QUOTA_EXIT_CODE
         return ExecResult(
             output=text,
@@ -277,128 +295,101 @@ class Sandbox(ABC):
             truncated=output.truncated,
         )
 
-    def _over_disk_quota(self) -> bool:
-        return disk_usage(self.workspace, stop_above=self.limits.disk_mb * 2**20) > (
-            self.limits.disk_mb * 2**20
-        )
+    def _over_disk_quota(self) -> str:
+        """Why the workspace is over its limits ("" when it is not)."""
+        cap = self.limits.disk_mb * 2**20
+        usage = fs.disk_usage(self.workspace, stop_above=cap, max_depth=MAX_WORKSPACE_DEPTH, min_entry_bytes=_MIN_ENTRY_BYTES)
+        if usage.bytes > cap:
+            return f"the workspace is over its {self.limits.disk_mb} MB limit"
+        if usage.too_deep:
+            return f"the workspace nests directories deeper than {MAX_WORKSPACE_DEPTH} levels"
+        return ""
 
     # -- files --------------------------------------------------------------------------------
+    # All of them go through sandbox.fs: no link is followed at any path component, special files
+    # are never opened, any name bytes are accepted, and walks are bounded.
 
     def read_file(self, path: str) -> str:
-        """The file's text (UTF-8, undecodable bytes replaced)."""
-        target = self._host_path(path)
+        """The file's text (UTF-8, undecodable bytes replaced). Refuses links, FIFOs, sockets and
+        devices (anywhere on the path) and files over Limits.file_size_mb."""
+        limit = self.limits.file_size_mb * 2**20
         try:
-            with open(target, "rb") as handle:
-                return handle.read().decode("utf-8", errors="replace")
+            data, cut = fs.read_bytes(self.workspace, self._relative_path(path), limit=limit)
+        except fs.UnsafePath as error:
+            raise SandboxError(f"cannot read {path}: {error.strerror}") from None
         except OSError as error:
             raise SandboxError(f"cannot read {path}: {error.strerror}") from error
+        if cut:
+            raise SandboxError(f"cannot read {path}: it is larger than {self.limits.file_size_mb} MB")
+        return data.decode("utf-8", errors="replace")
 
     def write_file(self, path: str, content: str) -> None:
         """Creates or replaces the file (and missing parent directories) with content as UTF-8."""
-        target = self._host_path(path)
-        if target == self.workspace:
+        relative = self._relative_path(path)
+        if relative == ".":
             raise SandboxError("cannot write the workspace directory itself")
-        data = content.encode("utf-8")
+        data = content.encode("utf-8", errors="surrogateescape")
         if len(data) > self.limits.file_size_mb * 2**20:
             raise SandboxError(f"{path} would exceed the {self.limits.file_size_mb} MB file size limit")
+        owner = (self.uid, self.gid) if os.geteuid() == 0 else None
         with self._lock:
             if self._closed:
                 raise SandboxError("sandbox is closed")
             try:
-                self._make_parents(target.parent)
-                # No process of the sandbox runs between commands, so the resolved path cannot be
-                # swapped for a symlink meanwhile; O_NOFOLLOW still refuses a final symlink.
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                self._give_to_sandbox(target)
+                fs.write_bytes(self.workspace, relative, data, owner=owner)
+            except fs.UnsafePath as error:
+                raise SandboxError(f"cannot write {path}: {error.strerror}") from None
             except OSError as error:
                 raise SandboxError(f"cannot write {path}: {error.strerror}") from error
 
     def list_files(self, path: str = ".", recursive: bool = False) -> list[str]:
         """Workspace-relative POSIX paths of the entries under path, sorted; directories end in "/".
 
-        Symlinks are listed, never followed.
+        Symlinks are listed, never followed. A recursive listing stops at fs.MAX_WALK_ENTRIES
+        entries and fs.MAX_WALK_DEPTH levels, and then ends with a line saying so.
         """
-        root = self._host_path(path)
-        if not root.is_dir():
+        relative = self._relative_path(path)
+        if self.path_kind(relative) != "dir":
             raise SandboxError(f"{path} is not a directory in the workspace")
-        entries: list[str] = []
+        limits = fs.WalkLimits(max_depth=fs.MAX_WALK_DEPTH if recursive else 1)
+        walk = fs.Walk(self.workspace, under="" if relative == "." else relative, limits=limits)
         try:
-            pending = [root]
-            while pending:
-                with os.scandir(pending.pop()) as scan:
-                    for entry in scan:
-                        is_dir = entry.is_dir(follow_symlinks=False)
-                        entries.append(self._relative(Path(entry.path)) + ("/" if is_dir else ""))
-                        if is_dir and recursive:
-                            pending.append(Path(entry.path))
+            entries = [entry.path + ("/" if entry.kind == "dir" else "") for entry in walk]
         except OSError as error:
             raise SandboxError(f"cannot list {path}: {error.strerror}") from error
-        return sorted(entries)
+        entries.sort()
+        if recursive and walk.incomplete:
+            entries.append(f"[listing incomplete: {walk.incomplete}]")
+        return entries
 
-    def _relative(self, path: Path) -> str:
-        return path.relative_to(self.workspace).as_posix()
+    def path_kind(self, path: str) -> str | None:
+        """What is at path: "dir", "file", "symlink", "fifo", "socket", "device", or None when
+        nothing is there or the path leads through something that is not a directory."""
+        info = fs.lstat(self.workspace, self._relative_path(path))
+        return None if info is None else fs.kind(info)
 
-    def _host_path(self, path: str | os.PathLike[str]) -> Path:
-        """The real host path for a workspace path, refusing anything that resolves outside."""
+    def _parts(self, path: str | os.PathLike[str]) -> list[str]:
+        """The components of a workspace path (relative, or absolute under /workspace), resolved
+        lexically; refuses paths outside the workspace."""
         raw = os.fspath(path)
         if not isinstance(raw, str) or "\0" in raw:
             raise SandboxError(f"invalid path {path!r}")
-        relative = PurePosixPath(raw)
-        if relative.is_absolute():
+        if raw.startswith("/"):
+            relative = PurePosixPath(raw)
             try:
-                relative = relative.relative_to(WORKSPACE_MOUNT)
+                raw = str(relative.relative_to(WORKSPACE_MOUNT))
             except ValueError:
                 raise SandboxError(f"path {raw!r} is outside the workspace") from None
-        resolved = (self.workspace / relative).resolve()
-        if resolved != self.workspace and self.workspace not in resolved.parents:
-            raise SandboxError(f"path {raw!r} is outside the workspace")
-        return resolved
+        try:
+            return fs.split_relative(raw)
+        except fs.UnsafePath:
+            raise SandboxError(f"path {raw!r} is outside the workspace") from None
 
-    def _make_parents(self, directory: Path) -> None:
-        missing = []
-        while not directory.exists():
-            missing.append(directory)
-            directory = directory.parent
-        for created in reversed(missing):
-            created.mkdir()
-            self._give_to_sandbox(created)
-
-    def _give_to_sandbox(self, path: Path) -> None:
-        # A root worker writes files the sandbox user (uid 1000) must be able to modify.
-        if os.geteuid() == 0:
-            os.lchown(path, self.uid, self.gid)
+    def _relative_path(self, path: str | os.PathLike[str]) -> str:
+        return "/".join(self._parts(path)) or "."
 
     def _prepare_workspace(self) -> None:
         """Lets the sandbox user write the workspace: when the worker is root, chown it all to that
         user (the workspace belongs to this sandbox); a non-root worker already owns it."""
-        if os.geteuid() != 0:
-            return
-        for directory, dirnames, filenames in os.walk(self.workspace):
-            os.lchown(directory, self.uid, self.gid)
-            for name in dirnames + filenames:
-                os.lchown(os.path.join(directory, name), self.uid, self.gid)
-
-
-def disk_usage(root: Path, *, stop_above: int | None = None) -> int:
-    """Bytes allocated under root (not following symlinks), stopping early above stop_above."""
-    total = 0
-    stack = [str(root)]
-    while stack:
-        try:
-            scan = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with scan:
-            for entry in scan:
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                total += max(info.st_blocks * 512, _MIN_ENTRY_BYTES)
-                if stat.S_ISDIR(info.st_mode):
-                    stack.append(entry.path)
-                if stop_above is not None and total > stop_above:
-                    return total
-    return total
+        if os.geteuid() == 0:
+            fs.chown_tree(self.workspace, self.uid, self.gid)

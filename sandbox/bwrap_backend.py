@@ -7,6 +7,7 @@ import functools
 import glob
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -17,6 +18,7 @@ import time
 from collections.abc import Mapping
 
 from .base import (
+    SANDBOX_UID,
     WORKSPACE_MOUNT,
     ExecResult,
     Limits,
@@ -24,7 +26,7 @@ from .base import (
     SandboxError,
     signal_exit_code,
 )
-from .cgroup import Cgroup
+from .cgroup import LEAF_PREFIX, Cgroup
 from .output import BoundedOutput
 
 INSTALL_HINT = (
@@ -46,8 +48,9 @@ _ETC_ALLOWED = (
     "mime.types",
     "matplotlibrc",
 )
+# What the command's shell writes to the harness's pipe once the sandbox is up (see _argv).
+_STARTED = b"sandbox-started"
 _SYSTEM_DIRECTORIES = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-_SANDBOX_UID = 1000
 _CLONE_NEWNS = 0x00020000
 _MS_BIND = 4096
 _MS_REC = 16384
@@ -67,7 +70,7 @@ class BubblewrapSandbox(Sandbox):
 
     The host's /usr (and the /bin, /lib... links) is mounted read-only, so what is installed on the
     host (python3, numpy) is what commands get; the workspace is the only writable host directory;
-    /tmp and /dev/shm are private tmpfs. A root worker drops to uid 1000 before starting bwrap, so
+    /tmp and /dev/shm are private tmpfs. A root worker drops to the sandbox uid before starting bwrap, so
     the sandbox never holds real root. Limits: RLIMIT_NPROC, FSIZE, CPU and CORE through prlimit
     inside the new user namespace (so the process count is the sandbox's own, not shared with other
     processes of the uid); memory, process count and CPU share through a cgroup when one can be
@@ -99,7 +102,8 @@ class BubblewrapSandbox(Sandbox):
             # (e.g. a 0700 /tmp/pytest-of-root). Each command's process, still root, bind-mounts
             # the workspace onto this empty, reachable directory in a mount namespace of its own,
             # so nothing is mounted on the host and nothing is left behind by a crash.
-            self._bind_source = tempfile.mkdtemp(prefix="autoexperiment-sandbox-")
+            # Named after the sandbox, so the sweep (sandbox.sweep) can tell whose it is.
+            self._bind_source = tempfile.mkdtemp(prefix=f"{LEAF_PREFIX}{_safe_name(name)}-")
             os.chmod(self._bind_source, 0o755)
         try:
             self._cgroup = Cgroup.create(name, self.limits) if self._root else None
@@ -127,25 +131,27 @@ class BubblewrapSandbox(Sandbox):
         output = BoundedOutput(self.limits.output_bytes)
         data_fds: list[int] = []
         status_read, status_write = os.pipe()
+        started_read, started_write = os.pipe()
         started = time.monotonic()
         try:
-            argv = self._argv(command, timeout, inner_cwd, data_fds, status_write)
+            argv = self._argv(command, timeout, inner_cwd, data_fds, status_write, started_write)
             process = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env={"PATH": "/usr/bin:/bin"},
-                pass_fds=[status_write, *data_fds],
+                pass_fds=[status_write, started_write, *data_fds],
                 start_new_session=True,
                 # Only os-level calls run between fork and exec (see _drop_privileges).
                 preexec_fn=self._drop_privileges if self._root else None,  # noqa: PLW1509
             )
         except (OSError, subprocess.SubprocessError) as error:
             os.close(status_read)
+            os.close(started_read)
             raise SandboxError(f"cannot start bwrap: {error}") from error
         finally:
-            for fd in (status_write, *data_fds):
+            for fd in (status_write, started_write, *data_fds):
                 os.close(fd)
 
         stop_reading = threading.Event()
@@ -174,16 +180,18 @@ class BubblewrapSandbox(Sandbox):
             process.stdout.close()
             status = _read_all(status_read)
             os.close(status_read)
+            command_started = _read_all(started_read) == _STARTED
+            os.close(started_read)
 
         exit_code = _exit_code(status, process.returncode)
-        text = output.text()
-        # bwrap sets the sandbox up in its child, so a setup failure looks like the command
-        # failing with bwrap's message as the only output (a command imitating it only hurts itself).
-        if not timed_out and (
-            b"child-pid" not in status
-            or (exit_code == 1 and text.startswith("bwrap: ") and text.count("\n") == 1)
-        ):
-            raise SandboxError(f"bubblewrap could not create the sandbox: {text.strip()} ({INSTALL_HINT})")
+        # bwrap sets the sandbox up in its child and reports nothing when that fails but its own
+        # message on stderr, which a command could print too. So the command's shell announces
+        # itself on a pipe only the harness reads, before any of the command runs: without that
+        # word, the sandbox never came up; with it, all that follows is the command's doing.
+        if not command_started:
+            raise SandboxError(
+                f"bubblewrap could not create the sandbox: {output.text().strip()[:2000]} ({INSTALL_HINT})"
+            )
         return self._result(
             output=output,
             exit_code=exit_code,
@@ -220,21 +228,27 @@ class BubblewrapSandbox(Sandbox):
     # -- command line -------------------------------------------------------------------------
 
     def _argv(
-        self, command: str, timeout: float, inner_cwd: str, data_fds: list[int], status_fd: int
+        self, command: str, timeout: float, inner_cwd: str, data_fds: list[int], status_fd: int, started_fd: int
     ) -> list[str]:
         limits = self.limits
         argv = [
             self._bwrap,
             "--unshare-all",  # user, pid, network, ipc, uts, cgroup namespaces
             "--unshare-user",
-            "--uid", str(_SANDBOX_UID),
-            "--gid", str(_SANDBOX_UID),
+            # No nested user namespaces: they would give the command capabilities over new
+            # namespaces of its own, kernel attack surface the experiments never need.
+            "--disable-userns",
+            "--uid", str(SANDBOX_UID),
+            "--gid", str(SANDBOX_UID),
             "--hostname", "sandbox",
             "--die-with-parent",
             "--new-session",
             "--json-status-fd", str(status_fd),
             "--clearenv",
         ]
+        program = _seccomp_program()
+        if program:
+            argv += ["--seccomp", str(_data_fd(program, data_fds))]
         for key, value in self.env.items():
             argv += ["--setenv", key, value]
         argv += ["--ro-bind", "/usr", "/usr"]
@@ -269,7 +283,10 @@ class BubblewrapSandbox(Sandbox):
             "--",
         ]
         argv += self._prlimit_args(timeout)
-        argv += [_shell(), "-c", command]
+        # The shell writes the start word and closes the pipe before the command's first line runs
+        # (bash executes a -c script line by line), so nothing the command starts can write to it.
+        announce = f"printf {_STARTED.decode()} >&{started_fd}; exec {started_fd}>&-\n"
+        argv += [_shell(), "-c", announce + command]
         return argv
 
     def _prlimit_args(self, timeout: float) -> list[str]:
@@ -284,6 +301,10 @@ class BubblewrapSandbox(Sandbox):
         if self._cgroup is None:
             args.append(f"--as={limits.memory_mb * 2**20}")
         return [*args, "--"]
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:100] or "anonymous"
 
 
 def _pump(fd: int, output: BoundedOutput, stop: threading.Event) -> None:
@@ -325,13 +346,53 @@ def _exit_code(status: bytes, returncode: int) -> int:
     return signal_exit_code(returncode)
 
 
-def _data_fd(content: str, fds: list[int]) -> int:
-    """A pipe whose read end holds content, for --ro-bind-data (small enough for the pipe buffer)."""
+def _data_fd(content: str | bytes, fds: list[int]) -> int:
+    """A pipe whose read end holds content, for --ro-bind-data and --seccomp (small enough for the
+    pipe buffer)."""
     read_end, write_end = os.pipe()
-    os.write(write_end, content.encode())
+    os.write(write_end, content.encode() if isinstance(content, str) else content)
     os.close(write_end)
     fds.append(read_end)
     return read_end
+
+
+# Syscalls that act on another process's memory or execution: with them, a command could stop or
+# take over the sandbox's PID 1 (bwrap's init, same uid) and keep a process alive past the command.
+# (audit arch, the x32 bit or 0, {name: number}) per machine; elsewhere no filter is installed.
+_SECCOMP_ARCHES = {
+    "x86_64": (0xC000003E, 0x40000000, {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311}),
+    "aarch64": (0xC00000B7, 0, {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271}),
+}
+
+
+@functools.cache
+def _seccomp_program() -> bytes:
+    """A classic BPF seccomp filter for bwrap --seccomp: EPERM for the syscalls above, for the x32
+    ABI and for any foreign architecture (a 32-bit binary would reach ptrace by another number);
+    everything else allowed."""
+    import platform
+    import struct
+
+    arch = _SECCOMP_ARCHES.get(platform.machine())
+    if arch is None:
+        return b""
+    audit_arch, x32_bit, numbers = arch
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    checks = sorted(numbers.values())
+    program = [
+        (load, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 1, 0, audit_arch),
+        (ret, 0, 0, deny),
+        (load, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if x32_bit:
+        program += [(jge, 0, 1, x32_bit), (ret, 0, 0, deny)]
+    for index, number in enumerate(checks):
+        # On a match jump to the final deny: past the remaining checks and the allow.
+        program.append((jeq, len(checks) - index, 0, number))
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("HBBI", *instruction) for instruction in program)
 
 
 @functools.cache
@@ -339,10 +400,10 @@ def _generated_etc() -> dict[str, str]:
     return {
         "/etc/passwd": (
             "root:x:0:0:root:/root:/bin/sh\n"
-            f"sandbox:x:{_SANDBOX_UID}:{_SANDBOX_UID}:sandbox:/tmp:/bin/bash\n"
+            f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/tmp:/bin/bash\n"
             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
         ),
-        "/etc/group": f"root:x:0:\nsandbox:x:{_SANDBOX_UID}:\nnogroup:x:65534:\n",
+        "/etc/group": f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n",
         "/etc/hosts": "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n",
     }
 

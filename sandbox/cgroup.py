@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import signal
 import time
@@ -21,6 +22,7 @@ from .base import Limits
 logger = logging.getLogger(__name__)
 
 _PERIOD_US = 100_000
+LEAF_PREFIX = "autoexperiment-sandbox-"
 
 
 def _mounts() -> list[tuple[str, str, str, set[str]]]:
@@ -71,7 +73,7 @@ class Cgroup:
     def create(cls, name: str, limits: Limits) -> Cgroup | None:
         if os.geteuid() != 0:
             return None
-        leaf = f"autoexperiment-sandbox-{name or 'anonymous'}-{secrets.token_hex(4)}"
+        leaf = f"{LEAF_PREFIX}{re.sub(r'[^A-Za-z0-9_.-]', '-', name)[:100] or 'anonymous'}-{secrets.token_hex(4)}"
         try:
             mounts, paths = _mounts(), _own_paths()
             v1 = {
@@ -189,3 +191,35 @@ class Cgroup:
                     time.sleep(0.02)
             else:
                 logger.warning("could not remove cgroup %s", directory)
+
+
+def leftover_cgroups() -> dict[str, tuple[float, Cgroup]]:
+    """Sandbox cgroups under ours, by leaf name: (age in seconds, the group across its controllers).
+    For the sweep of sandboxes whose worker died before closing them."""
+    if os.geteuid() != 0:
+        return {}
+    found: dict[str, tuple[float, list[Path], int]] = {}
+    try:
+        mounts, paths = _mounts(), _own_paths()
+    except OSError:
+        return {}
+    for root, point, fstype, options in mounts:
+        version = 2 if fstype == "cgroup2" else 1
+        own = paths.get("") if version == 2 else next((paths[c] for c in options if c in paths), None)
+        parent = _directory(root, point, own) if own is not None else None
+        if parent is None or not parent.is_dir():
+            continue
+        for directory in parent.glob(f"{LEAF_PREFIX}*"):
+            try:
+                age = time.time() - directory.stat().st_mtime
+            except OSError:
+                continue
+            _, directories, _ = found.setdefault(directory.name, (age, [], version))
+            if directory not in directories:
+                directories.append(directory)
+    return {leaf: (age, Cgroup(directories, version)) for leaf, (age, directories, version) in found.items()}
+
+
+def sandbox_name_of_leaf(leaf: str) -> str:
+    """The sandbox name a cgroup leaf was made for (its random suffix removed)."""
+    return leaf[len(LEAF_PREFIX):].rsplit("-", 1)[0]

@@ -23,11 +23,13 @@ DEFAULT_IMAGE = "autoexperiment-base:bookworm"
 NAME_PREFIX = "autoexperiment-sandbox-"
 ENGINE_HINT = "start one with sandbox/images/start_docker_engine.sh (or point DOCKER_HOST at one)"
 IMAGE_HINT = "build it with sandbox/images/build_base_image.sh"
+UID_LABEL = "org.autoexperiment.sandbox-uid"
 
 # PID 1 of every container, in Python because it must never fork: a fork bomb takes every free
-# process slot, and a shell that fails to fork exits, stopping the container. It survives commands'
-# `kill -KILL -1` (the kernel never delivers that to PID 1), reaps orphans, and on SIGUSR1 (sent
-# through the API on a timeout, which needs no process slot inside) kills every other process.
+# process slot, and a shell that fails to fork exits, stopping the container. It reaps orphans, and
+# on SIGUSR1 (sent through the API, which needs no process slot inside) kills every other process.
+# It runs as root with CAP_KILL as its only capability, commands as the sandbox uid with none: so
+# no command can signal, trace or replace it (ptrace and signals need the same uid or a capability).
 _INIT = """\
 import os, signal, time
 signal.signal(signal.SIGUSR1, lambda *_: os.kill(-1, signal.SIGKILL))
@@ -40,8 +42,9 @@ while True:
 """
 # Each command runs under this wrapper (bash, for builtins that need no free process slot): stderr
 # joins stdout in order, and once the command returns, whatever it left running is killed, and
-# waited for until init has reaped it, before the exec (and its output stream) ends, so that the
-# next command finds its process slots free.
+# waited for until init has reaped it, before the exec (and its output stream) ends. The wrapper
+# runs as the sandbox uid, so a command can kill it: it is the quick path, and the harness checks
+# the container's process count itself after every command (_ensure_no_processes_left).
 _WRAPPER = """\
 "$@" 2>&1; status=$?
 kill -KILL -1 2>/dev/null
@@ -82,8 +85,8 @@ class DockerSandbox(Sandbox):
     run locally: the engine's host must see the workspace at the same path (local socket, SSH
     tunnel to this host, or a shared filesystem).
 
-    Root workers run commands as uid 1000 and chown the workspace to it; other workers run them as
-    their own uid, which already owns the workspace.
+    Root workers run commands as the sandbox uid (SANDBOX_UID, no host account) and chown the
+    workspace to it; other workers run them as their own uid, which already owns the workspace.
     """
 
     backend = "docker"
@@ -111,9 +114,15 @@ class DockerSandbox(Sandbox):
 
     def _start_container(self, gpus: str | int | None) -> None:
         try:
-            self._client.images.get(self.image)
+            image = self._client.images.get(self.image)
         except ImageNotFound:
             raise SandboxError(f"Docker image {self.image} does not exist; {IMAGE_HINT}") from None
+        built_for = (image.labels or {}).get(UID_LABEL)
+        if os.geteuid() == 0 and built_for != str(self.uid):
+            raise SandboxError(
+                f"Docker image {self.image} was built for sandbox uid {built_for or 'unknown'}, not {self.uid}; "
+                f"rebuild it (FORCE=1 sandbox/images/build_base_image.sh, then any suite image)"
+            )
         self._prepare_workspace()
         self._remove_container()
         try:
@@ -122,12 +131,13 @@ class DockerSandbox(Sandbox):
                 ["python3", "-c", _INIT],
                 name=self.container_name,
                 detach=True,
-                user=self._user,
+                user="0:0",
                 working_dir=WORKSPACE_MOUNT,
                 environment=self.env,
                 hostname="sandbox",
                 network_mode="none",
                 cap_drop=["ALL"],
+                cap_add=["KILL"],  # init's, to kill every command's processes; commands get none
                 security_opt=["no-new-privileges"],
                 read_only=True,
                 tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.limits.tmp_mb}m,mode=1777"},
@@ -146,6 +156,7 @@ class DockerSandbox(Sandbox):
         except DockerException as error:
             self._remove_container()
             raise SandboxError(f"cannot start container {self.container_name}: {error}") from error
+        self._pids_file = _pids_file(self._container)
 
     @property
     def _fsize(self) -> int:
@@ -195,6 +206,7 @@ class DockerSandbox(Sandbox):
                 if not finished(_GRACE):
                     raw.shutdown(socket.SHUT_RDWR)
                     reader.join()
+            self._ensure_no_processes_left()
         finally:
             stream.close()
         return self._result(
@@ -234,6 +246,24 @@ class DockerSandbox(Sandbox):
             "--",
         ]
 
+    def _ensure_no_processes_left(self) -> None:
+        """Nothing a command started may run on once execute() returns: not while the harness
+        reads and writes the workspace on the host, not into the next command. The wrapper kills
+        leftovers itself, but the command may have killed the wrapper first."""
+        if self._process_count() > 1:
+            self._kill_all()
+
+    def _process_count(self) -> int:
+        """Processes in the container, init included; killed ones count until init reaps them."""
+        if self._pids_file is not None:
+            try:
+                with open(self._pids_file) as handle:
+                    return int(handle.read())
+            except (OSError, ValueError):
+                pass
+        stats = self._client.api.stats(self._container.id, stream=False, one_shot=True)
+        return int((stats.get("pids_stats") or {}).get("current", 0))
+
     def _kill_all(self) -> None:
         """Kills every process but init, and returns once they are gone (or the container was
         restarted), so the next command has its process slots back."""
@@ -241,11 +271,9 @@ class DockerSandbox(Sandbox):
             self._container.kill(signal="SIGUSR1")
             deadline = time.monotonic() + _GRACE
             while time.monotonic() < deadline:
-                # pids_stats counts killed processes until init has reaped them; `top` does not.
-                stats = self._client.api.stats(self._container.id, stream=False, one_shot=True)
-                if (stats.get("pids_stats") or {}).get("current", 0) <= 1:
+                if self._process_count() <= 1:
                     return
-                time.sleep(0.05)
+                time.sleep(0.02)
         except DockerException:
             pass
         self._restart()
@@ -268,21 +296,41 @@ class DockerSandbox(Sandbox):
             time.sleep(0.01)
 
 
-def remove_stale_containers(older_than_seconds: float) -> list[str]:
-    """Removes sandbox containers created more than older_than_seconds ago, e.g. those of workers
-    killed before they could close them; returns their names. For a periodic or start-up sweep:
-    pick an age above the longest attempt so that live sandboxes are spared."""
+def _pids_file(container) -> str | None:
+    """The host's pids.current of the container's cgroup (v1 or v2), read after every command
+    because a file read costs microseconds where the stats API costs tens of milliseconds; None
+    when the engine is not on this host (then the API answers)."""
+    try:
+        container.reload()
+        pid = container.attrs["State"]["Pid"]
+        with open(f"/proc/{pid}/cgroup") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, KeyError, DockerException):
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            candidate = f"/sys/fs/cgroup/pids{path}/pids.current"
+        elif controllers == "":
+            candidate = f"/sys/fs/cgroup{path}/pids.current"
+        else:
+            continue
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def sandbox_containers():
+    """(container, sandbox name, age in seconds) of every sandbox container, for the sweep
+    (sandbox.sweep), which removes those of dead workers. Raises SandboxError without an engine."""
     client = _client()
-    removed = []
     try:
         for container in client.containers.list(all=True, filters={"label": "org.autoexperiment.sandbox"}):
             created = datetime.fromisoformat(container.attrs["Created"])
-            if (datetime.now(UTC) - created).total_seconds() > older_than_seconds:
-                container.remove(force=True, v=True)
-                removed.append(container.name)
+            name = container.labels.get("org.autoexperiment.sandbox", "")
+            yield container, name, (datetime.now(UTC) - created).total_seconds()
     finally:
         client.close()
-    return removed
 
 
 def _pump(stream, output: BoundedOutput) -> None:

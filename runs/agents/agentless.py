@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runs import python_ast
 from runs.masking import (
     MaskingError,
     function_body_source,
@@ -128,7 +129,7 @@ def _target(function: dict, source: str) -> _Target:
     stub = "\n".join(lines[location.def_line - 1 :])
     body = function_body_source(source, function["name"], line_hint=location.def_line)
     try:
-        docstring = ast.get_docstring(ast.parse(body)) or ""
+        docstring = ast.get_docstring(python_ast.parse(body)) or ""
     except SyntaxError:
         docstring = ""
     return _Target(function["file"], function["name"], function.get("line"), source, stub, docstring, location.def_line)
@@ -230,7 +231,7 @@ def extract_body(reply: str, name: str) -> tuple[str | None, str]:
     code = (tagged or [blocks[0][1]])[0]
     short = name.rsplit(".", 1)[-1]
     try:
-        tree = ast.parse(textwrap.dedent(code))
+        tree = python_ast.parse(textwrap.dedent(code))
     except SyntaxError:
         return code, ""  # a body with `return` at top level parses; this does not, and will be refused
     defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == short]

@@ -30,6 +30,7 @@ from typing import Protocol
 import numpy as np
 import openai
 
+from runs import python_ast
 from runs.workspace import CODE_DIR, EXCLUDED_DIRS
 
 from .llm import ModelError, Usage, pricing
@@ -161,7 +162,7 @@ def _first_line(node: ast.AST) -> int:
 def _python_chunks(source: str, path: str, exclude: set[str]) -> list[Chunk]:
     """Chunks of one Python file: module-level code, functions, class headers and methods."""
     try:
-        tree = ast.parse(source)
+        tree = python_ast.parse(source)
     except SyntaxError:
         return []
     lines = source.splitlines()

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from runs.scoring import ParsedAnswer, parse_answer
-from sandbox import Sandbox, SandboxError
+from sandbox import Sandbox, SandboxError, fs
 from sandbox.base import WORKSPACE_MOUNT
 
 from .base import ModelFailed, SandboxFailed
@@ -135,27 +135,27 @@ def truncate(text: str, limit: int) -> tuple[str, bool]:
 
 
 def resolve_path(context: ToolContext, path: str) -> str:
-    """The workspace-relative POSIX path `path` names from the agent's cwd.
+    """The workspace-relative POSIX path `path` names from the agent's cwd, resolved lexically.
 
-    Raises ToolError for paths outside the workspace, whether by `..`, an absolute path elsewhere
-    or a symlink pointing out. The host path is never shown to the agent.
+    Raises ToolError for paths outside the workspace (by `..` or an absolute path elsewhere).
+    Links are not resolved here: the file tools never follow them (sandbox.fs), so a path through
+    a link is refused when it is used. The host path is never shown to the agent.
     """
     if not isinstance(path, str) or not path.strip() or "\0" in path:
         raise ToolError(f"invalid path {path!r}")
     raw = PurePosixPath(path.strip())
     if raw.is_absolute():
         try:
-            raw = raw.relative_to(WORKSPACE_MOUNT)
+            joined = raw.relative_to(WORKSPACE_MOUNT)
         except ValueError:
             raise ToolError(f"{path} is outside the workspace ({WORKSPACE_MOUNT})") from None
-        joined = raw
     else:
         joined = PurePosixPath(context.cwd) / raw
-    resolved = (context.workspace / joined).resolve()
-    if resolved != context.workspace and context.workspace not in resolved.parents:
-        raise ToolError(f"{path} is outside the workspace ({WORKSPACE_MOUNT})")
-    relative = resolved.relative_to(context.workspace).as_posix()
-    return relative or "."
+    try:
+        parts = fs.split_relative(str(joined))
+    except fs.UnsafePath:
+        raise ToolError(f"{path} is outside the workspace ({WORKSPACE_MOUNT})") from None
+    return "/".join(parts) or "."
 
 
 def display_path(relative: str) -> str:
@@ -165,8 +165,10 @@ def display_path(relative: str) -> str:
 
 def unified_diff(path: str, old: str | None, new: str | None) -> str:
     """A git-style unified diff of one file (None: the file does not exist on that side)."""
-    old_lines = (old or "").splitlines(keepends=True)
-    new_lines = (new or "").splitlines(keepends=True)
+    # Lines end at "\n" only, as diff(1) and runs.patches read them: str.splitlines would also
+    # split at "\r", "\x0c", "\u2028" and others, which are content to a diff.
+    old_lines = _lines(old or "")
+    new_lines = _lines(new or "")
     lines = list(
         difflib.unified_diff(
             old_lines,
@@ -185,6 +187,12 @@ def unified_diff(path: str, old: str | None, new: str | None) -> str:
     return "".join(out)
 
 
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    last = lines.pop()
+    return [line + "\n" for line in lines] + ([last] if last else [])
+
+
 def _check_open(context: ToolContext) -> None:
     # File operations raise SandboxError both for the agent's mistakes and for a closed sandbox;
     # only the first is the agent's to fix.
@@ -192,13 +200,20 @@ def _check_open(context: ToolContext) -> None:
         raise SandboxFailed("the sandbox is closed")
 
 
-def _read_text(context: ToolContext, relative: str) -> str:
-    host = context.workspace / relative
-    if host.is_dir():
-        raise ToolError(f"{display_path(relative)} is a directory")
-    if not host.exists():
-        raise ToolError(f"{display_path(relative)} does not exist")
+def _kind(context: ToolContext, relative: str) -> str | None:
     _check_open(context)
+    try:
+        return context.sandbox.path_kind(relative)
+    except SandboxError as error:
+        raise ToolError(str(error)) from None
+
+
+def _read_text(context: ToolContext, relative: str) -> str:
+    kind = _kind(context, relative)
+    if kind is None:
+        raise ToolError(f"{display_path(relative)} does not exist")
+    if kind == "dir":
+        raise ToolError(f"{display_path(relative)} is a directory")
     try:
         return context.sandbox.read_file(relative)
     except SandboxError as error:
@@ -206,9 +221,8 @@ def _read_text(context: ToolContext, relative: str) -> str:
 
 
 def _write_text(context: ToolContext, relative: str, content: str) -> None:
-    if (context.workspace / relative).is_dir():
+    if _kind(context, relative) == "dir":
         raise ToolError(f"{display_path(relative)} is a directory")
-    _check_open(context)
     try:
         context.sandbox.write_file(relative, content)
     except SandboxError as error:
@@ -227,7 +241,7 @@ def _execute(context: ToolContext, command: str, timeout: Any) -> ToolResult:
         if left < MIN_COMMAND_SECONDS:
             raise ToolError("no time is left in the budget to run a command; submit your final answer")
         timeout, capped = left, True
-    if not (context.workspace / context.cwd).is_dir():
+    if _kind(context, context.cwd) != "dir":
         # The agent deleted or moved its own cwd; fall back rather than fail every later command.
         context.cwd = "."
     try:
@@ -290,15 +304,14 @@ def _fenced_body(text: str) -> str | None:
 
 def list_files(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     relative = resolve_path(context, args.get("path", "."))
-    if not (context.workspace / relative).is_dir():
+    if _kind(context, relative) != "dir":
         raise ToolError(f"{display_path(relative)} is not a directory")
-    _check_open(context)
     try:
         entries = context.sandbox.list_files(relative, recursive=bool(args.get("recursive", False)))
     except SandboxError as error:
         raise ToolError(str(error)) from None
     prefix = "" if relative == "." else relative + "/"
-    shown = [entry.removeprefix(prefix) for entry in entries]
+    shown = [fs.display_name(entry.removeprefix(prefix)) for entry in entries]
     listing = "\n".join(shown) if shown else "(empty directory)"
     return ToolResult(observation=f"{display_path(relative)}:\n{listing}")
 
@@ -344,8 +357,7 @@ def understand_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def edit_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     relative = resolve_path(context, args["path"])
-    host = context.workspace / relative
-    old = _read_text(context, relative) if host.exists() else None
+    old = _read_text(context, relative) if _kind(context, relative) is not None else None
     if old is not None and len(old) > MAX_LLM_FILE_CHARS:
         raise ToolError(
             f"{display_path(relative)} is too large for edit_file ({len(old)} characters); "
@@ -375,7 +387,7 @@ def edit_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def write_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     relative = resolve_path(context, args["path"])
-    existed = (context.workspace / relative).exists()
+    existed = _kind(context, relative) is not None
     _write_text(context, relative, args["content"])
     verb = "Overwrote" if existed else "Created"
     return ToolResult(observation=f"{verb} {display_path(relative)} ({len(args['content'])} characters)")
@@ -386,7 +398,7 @@ def _run_script(context: ToolContext, args: dict[str, Any], interpreter: str) ->
     content = args.get("content")
     if content is not None:
         _write_text(context, relative, content)
-    elif not (context.workspace / relative).is_file():
+    elif _kind(context, relative) != "file":
         raise ToolError(f"{display_path(relative)} does not exist; pass `content` to create it")
     extra = args.get("arguments", "")
     command = f"{interpreter} {shlex.quote(display_path(relative))}" + (f" {extra}" if extra else "")
@@ -412,7 +424,7 @@ def move(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     destination = resolve_path(context, args["destination"])
     if source == ".":
         raise ToolError("cannot move the workspace itself")
-    if not (context.workspace / source).exists() and not (context.workspace / source).is_symlink():
+    if _kind(context, source) is None:
         raise ToolError(f"{display_path(source)} does not exist")
     command = f"mv -- {shlex.quote(display_path(source))} {shlex.quote(display_path(destination))}"
     try:
@@ -426,7 +438,7 @@ def move(context: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def change_directory(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     relative = resolve_path(context, args["path"])
-    if not (context.workspace / relative).is_dir():
+    if _kind(context, relative) != "dir":
         raise ToolError(f"{display_path(relative)} is not a directory")
     context.cwd = relative
     return ToolResult(observation=f"Current directory is now {display_path(relative)}")

@@ -33,7 +33,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from runs.scoring import ParsedAnswer, parse_answer
+from sandbox import fs
 from runs.workspace import CODE_DIR, EXCLUDED_DIRS
 
 from .base import RUNNING
@@ -249,7 +249,9 @@ def write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        # backslashreplace: a lone surrogate (a model may send "\\udc80" in tool arguments) becomes
+        # its JSON escape again, so a trajectory is always written, and reads back the same.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -301,8 +303,8 @@ def _git_commit(root: Path) -> str | None:
 @dataclass(frozen=True)
 class _Entry:
     signature: tuple[int, int, int]  # (mtime_ns, size, mode): when it changes, the file is re-read
-    kind: str  # "text", "binary", "large", "symlink"
-    text: str | None  # file text, or a symlink's target
+    kind: str  # "text", "binary", "large", "symlink", "special" (a FIFO, socket or device: never opened)
+    text: str | None  # file text, a symlink's target, or what kind of special file
     read_ns: int = 0  # wall clock when read
 
     def still_valid(self, signature: tuple[int, int, int]) -> bool:
@@ -312,57 +314,63 @@ class _Entry:
         return self.signature == signature and signature[0] + _RACY_NS < self.read_ns
 
 
-Snapshot = dict[str, _Entry]
+class Snapshot(dict[str, _Entry]):
+    """Workspace-relative path -> entry; `incomplete` says what a bounded walk left out."""
+
+    incomplete: str = ""
 
 
 def snapshot(root: Path, previous: Snapshot | None = None, *, under: str | None = None) -> Snapshot:
     """Every file under `root` (or its subdirectory `under`), reusing `previous` entries whose
     stat signature is unchanged so that only touched files are read.
 
-    Text is kept for at most `MAX_SNAPSHOT_BYTES` in all; files beyond are recorded as large, so a
-    workspace full of data files cannot exhaust the worker's memory.
+    The agent controls the workspace, so the walk goes through sandbox.fs: no link is followed,
+    special files are recorded but never opened, names may hold any bytes, and depth and entry
+    count are bounded (what lies beyond is named in `incomplete`). Text is kept for at most
+    `MAX_SNAPSHOT_BYTES` in all; files beyond are recorded as large, so a workspace full of data
+    files cannot exhaust the worker's memory.
     """
     previous = previous or {}
-    result: Snapshot = {}
-    start = root / under if under else root
-    if not start.is_dir():
-        return result
+    result = Snapshot()
     budget = MAX_SNAPSHOT_BYTES
-    for directory, subdirs, files in os.walk(start):
-        links = [name for name in subdirs if os.path.islink(os.path.join(directory, name))]
-        subdirs[:] = sorted(name for name in subdirs if name not in EXCLUDED_DIRS and name not in links)
-        for name in sorted(files + links):
-            path = os.path.join(directory, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue  # deleted while we walked
-            relative = Path(path).relative_to(root).as_posix()
+    walk = fs.Walk(root, under=under or "", skip=frozenset(EXCLUDED_DIRS))
+    try:
+        for entry in walk:
+            if entry.kind == "dir":
+                continue
+            info = entry.info
             signature = (info.st_mtime_ns, info.st_size, info.st_mode)
-            old = previous.get(relative)
-            entry = old if old is not None and old.still_valid(signature) else _read_entry(path, info, signature, budget)
-            if entry.text is not None:
-                budget -= len(entry.text)
-            result[relative] = entry
+            old = previous.get(entry.path)
+            if old is None or not old.still_valid(signature):
+                old = _read_entry(entry, signature, budget)
+            if old.text is not None and old.kind == "text":
+                budget -= len(old.text)
+            result[entry.path] = old
+    except OSError as error:  # the workspace root itself went away: what was seen is the snapshot
+        walk.incomplete = walk.incomplete or f"walk stopped: {error.strerror}"
+    result.incomplete = walk.incomplete
     return result
 
 
-def _read_entry(path: str, info: os.stat_result, signature: tuple[int, int, int], budget: int) -> _Entry:
+def _read_entry(entry: fs.Entry, signature: tuple[int, int, int], budget: int) -> _Entry:
     before = time.time_ns()
-    return dataclasses.replace(_read(path, info, signature, budget), read_ns=before)
+    return dataclasses.replace(_read(entry, signature, budget), read_ns=before)
 
 
-def _read(path: str, info: os.stat_result, signature: tuple[int, int, int], budget: int) -> _Entry:
-    if stat.S_ISLNK(info.st_mode):
+def _read(entry: fs.Entry, signature: tuple[int, int, int], budget: int) -> _Entry:
+    if entry.kind == "symlink":
         try:
-            return _Entry(signature, "symlink", os.readlink(path))
+            return _Entry(signature, "symlink", fs.display_name(os.readlink(entry._name, dir_fd=entry._parent)))
         except OSError:
             return _Entry(signature, "symlink", None)
-    if info.st_size > min(MAX_DIFF_FILE_BYTES, budget):
+    if entry.kind != "file":
+        return _Entry(signature, "special", entry.kind)
+    if entry.info.st_size > min(MAX_DIFF_FILE_BYTES, budget):
         return _Entry(signature, "large", None)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_DIFF_FILE_BYTES + 1)
+        data, cut = entry.read(MAX_DIFF_FILE_BYTES)
+        if cut:
+            return _Entry(signature, "large", None)
         if b"\0" in data:
             return _Entry(signature, "binary", None)
         return _Entry(signature, "text", data.decode("utf-8"))
@@ -394,32 +402,36 @@ def diff_snapshots(before: Snapshot, after: Snapshot, *, max_chars: int | None =
 
 
 def _file_change(path: str, change: str, old: _Entry | None, new: _Entry | None, max_chars: int | None) -> FileChange:
+    shown = fs.display_name(path)
     kinds = {entry.kind for entry in (old, new) if entry is not None}
+    if not fs.plain_name(path):
+        return FileChange(shown, change, None, "name holds control characters, quotes or invalid UTF-8: no diff recorded")
     if kinds == {"text"}:
         diff = unified_diff(path, old and old.text, new and new.text)
         cut = False
         if max_chars is not None:
             diff, cut = truncate(diff, max_chars)
         return FileChange(path, change, diff, "diff truncated" if cut else "")
-    if "symlink" in kinds:
-        sides = [f"symlink to {e.text}" if e.kind == "symlink" else f"{e.kind} file" for e in (old, new) if e is not None]
+    if kinds & {"symlink", "special"}:
+        sides = [
+            f"symlink to {e.text}" if e.kind == "symlink" else f"{e.text} (special file, not read)" if e.kind == "special" else f"{e.kind} file"
+            for e in (old, new) if e is not None
+        ]
         return FileChange(path, change, None, " -> ".join(sides))
     reason = f"large file (over {MAX_DIFF_FILE_BYTES // 1024} KB)" if "large" in kinds else "binary file"
     return FileChange(path, change, None, f"{reason}: no diff recorded")
 
 
 def patch_between(before: Snapshot, after: Snapshot) -> str:
-    """One unified diff of all changes, never truncated, that `patch -p1` applies from the
-    workspace root; binary and large files get git's "Binary files ... differ" line."""
-    parts = []
-    for change in diff_snapshots(before, after, max_chars=None):
-        if change.diff is not None:
-            parts.append(change.diff)
-        else:
-            a = "/dev/null" if change.change == "added" else f"a/{change.path}"
-            b = "/dev/null" if change.change == "deleted" else f"b/{change.path}"
-            parts.append(f"Binary files {a} and {b} differ\n")
-    return "".join(parts)
+    """One unified diff of the text files that changed, never truncated, with paths relative to
+    the workspace root (a/code/..., b/code/...).
+
+    Only what a text diff carries exactly goes in: text files with plain names. Binary and large
+    files, links, special files and names a diff header cannot hold are left out (each step's
+    file list records them); re-execution would drop them anyway, since only the masked functions'
+    files are in scope.
+    """
+    return "".join(change.diff for change in diff_snapshots(before, after, max_chars=None) if change.diff is not None)
 
 
 # --- the writer ----------------------------------------------------------------------------------
@@ -444,8 +456,8 @@ class TrajectoryWriter:
         if not header.versions:
             header.versions = harness_versions()
         self.trajectory = Trajectory(header=header)
-        self._snapshot: Snapshot = snapshot(self.workspace) if self.workspace else {}
-        self._baseline: Snapshot = {p: e for p, e in self._snapshot.items() if p.startswith(CODE_DIR + "/")}
+        self._snapshot: Snapshot = snapshot(self.workspace) if self.workspace else Snapshot()
+        self._baseline = Snapshot((p, e) for p, e in self._snapshot.items() if p.startswith(CODE_DIR + "/"))
         self.save()
 
     @property
@@ -465,6 +477,8 @@ class TrajectoryWriter:
             return []
         current = snapshot(self.workspace, self._snapshot)
         changes = diff_snapshots(self._snapshot, current)
+        if current.incomplete and current.incomplete != self._snapshot.incomplete:
+            changes.append(FileChange(".", "modified", None, f"workspace not fully recorded: {current.incomplete}"))
         self._snapshot = current
         return changes
 

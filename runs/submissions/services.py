@@ -19,7 +19,6 @@ import hashlib
 import json
 import logging
 import secrets
-import shutil
 import traceback
 from datetime import timedelta
 from pathlib import Path
@@ -31,10 +30,12 @@ from django.utils import timezone
 
 from runs.attempts import (
     InfrastructureFailure,
+    attempt_sandbox_name,
     failure_label,
     json_safe,
     max_infra_retries,
     reexecute,
+    remove_tree,
     score_dict,
     scoring_specs,
     worker_identity,
@@ -258,7 +259,8 @@ def attempt_reexecute(*, attempt_id: int, job_id: str = "", requeue: bool = True
     attempt = Attempt.objects.select_related("run__submission", "sample__paper").get(pk=attempt_id)
     submission_id = attempt.run.submission.pk
     backend = settings.SANDBOX_BACKEND
-    dest = Path(settings.WORKSPACE_ROOT) / f"submission-attempt-{attempt.pk}-try-{attempt.tries}-reexecution"
+    name = attempt_sandbox_name(attempt.pk, attempt.tries, submission=True)
+    dest = Path(settings.WORKSPACE_ROOT) / f"{name}-reexecution"
     try:
         result = reexecute(
             sample=attempt.sample,
@@ -266,7 +268,7 @@ def attempt_reexecute(*, attempt_id: int, job_id: str = "", requeue: bool = True
             context=attempt.run.context,
             backend=backend,
             dest=dest,
-            name=f"submission-attempt-{attempt.pk}-try-{attempt.tries}",
+            name=name,
         )
     except InfrastructureFailure as failure:
         outcome = _infra_failure(attempt, str(failure), requeue=requeue)
@@ -279,7 +281,7 @@ def attempt_reexecute(*, attempt_id: int, job_id: str = "", requeue: bool = True
         submission_refresh(submission_id=submission_id)
         return outcome
     finally:
-        shutil.rmtree(dest, ignore_errors=True)
+        remove_tree(dest)
 
     reported_passed = bool(attempt.reported_passed)
     passed = reported_passed and result.passed
@@ -291,6 +293,7 @@ def attempt_reexecute(*, attempt_id: int, job_id: str = "", requeue: bool = True
         reexecution_passed=result.passed,
         reexecution_error=(result.error or "").replace("\x00", ""),
         reexecution_output=(result.output or "").replace("\x00", ""),
+        out_of_scope_edits=result.out_of_scope_edits,
         reexecution_seconds=sum(result.timings.values()),
         experiment_seconds=result.experiment_seconds,
         timings=json_safe(timings),

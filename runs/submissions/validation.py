@@ -37,15 +37,15 @@ import json
 import math
 import re
 import stat
-import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
 from django.conf import settings
 
+from runs.patches import PatchError, parse_patch
 from runs.scoring import MAX_ANSWER_CHARS
 
 FORMAT = "autoexperiment.submission/1"
@@ -573,7 +573,7 @@ def _check_header(value: Any, line: int, problems: Problems, member: str | None)
 
 
 def _check_record(
-    value: Any, line: int, problems: Problems, member: str | None, *, in_zip: bool, scratch: Path
+    value: Any, line: int, problems: Problems, member: str | None, *, in_zip: bool
 ) -> tuple[Record | None, RecordKey | None]:
     if not isinstance(value, dict):
         problems.add(f"a record must be a JSON object, got {_json_type(value)}", line=line, field="record", member=member)
@@ -592,7 +592,7 @@ def _check_record(
     _, cost = check.number("cost", maximum=MAX_COST)
     _, seconds = check.number("seconds", maximum=MAX_SECONDS)
     answer = _check_answer(check)
-    patch = _check_patch(check, scratch)
+    patch = _check_patch(check)
     trajectory = None
     trajectory_file = None
     if "trajectory" in value and "trajectory_file" in value:
@@ -650,9 +650,7 @@ def _check_answer(check: _Checker) -> Any:
     return None
 
 
-def _check_patch(check: _Checker, scratch: Path) -> str | None:
-    from runs.attempts import patch_problem, patch_targets
-
+def _check_patch(check: _Checker) -> str | None:
     limit = max_patch_bytes()
     if "final_patch" not in check.value:
         check.problem("final_patch", 'required field is missing (use "" when the agent changed nothing)')
@@ -675,16 +673,11 @@ def _check_patch(check: _Checker, scratch: Path) -> str | None:
         return None
     if not patch.strip():
         return ""
-    targets, binaries = patch_targets(patch)
-    if not targets:
-        check.problem("final_patch", "is not a unified diff: no '--- a/code/...' and '+++ b/code/...' file headers found")
-        return None
-    problem = patch_problem(patch, scratch)
-    if problem:
-        check.problem("final_patch", problem)
-        return None
-    if binaries:
-        check.problem("final_patch", f"holds binary changes, which a text diff cannot carry: {binaries[0]}")
+    # The same parser re-execution uses: what passes here is understood there, line for line.
+    try:
+        parse_patch(patch)
+    except PatchError as error:
+        check.problem("final_patch", str(error))
         return None
     return patch
 
@@ -731,65 +724,64 @@ def parse_jsonl(
     keys: list[RecordKey] = []
     record_lines = 0
     first = True
-    with tempfile.TemporaryDirectory(prefix="submission-check-") as scratch:
-        for number, raw in enumerate(data.split(b"\n"), start=1):
-            raw = raw.rstrip(b"\r")
-            if not raw.strip():
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        raw = raw.rstrip(b"\r")
+        if not raw.strip():
+            continue
+        is_first, first = first, False
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            problems.add(f"not valid UTF-8 (byte {error.start + 1} of the line)", line=number, member=member)
+            record_lines += 0 if is_first else 1
+            continue
+        try:
+            value = _loads(text)
+        except _DuplicateKey as error:
+            problems.add("the key appears twice in one object", line=number, field=error.key, member=member)
+            record_lines += 0 if is_first else 1
+            continue
+        except json.JSONDecodeError as error:
+            problems.add(f"invalid JSON: {error.msg} (column {error.colno})", line=number, member=member)
+            record_lines += 0 if is_first else 1
+            continue
+        except RecursionError:
+            problems.add("invalid JSON: nested too deeply", line=number, member=member)
+            record_lines += 0 if is_first else 1
+            continue
+        surrogate = _surrogate(value)
+        if surrogate:
+            problems.add(surrogate, line=number, member=member)
+            record_lines += 0 if is_first else 1
+            continue
+        if is_first:
+            if isinstance(value, dict) and value.get("type") == "header":
+                header = _check_header(value, number, problems, member)
                 continue
-            is_first, first = first, False
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                problems.add(f"not valid UTF-8 (byte {error.start + 1} of the line)", line=number, member=member)
-                record_lines += 0 if is_first else 1
+            if not isinstance(value, dict) or "sample_id" not in value:
+                if isinstance(value, dict):
+                    problems.add(
+                        'the first line must be the header {"type": "header", "suite": ..., "model": ..., '
+                        '"agent": ..., "contact": ...}',
+                        line=number, field="type", member=member,
+                    )
+                else:
+                    problems.add(
+                        f"the header must be a JSON object, got {_json_type(value)}",
+                        line=number, field="header", member=member,
+                    )
                 continue
-            try:
-                value = _loads(text)
-            except _DuplicateKey as error:
-                problems.add("the key appears twice in one object", line=number, field=error.key, member=member)
-                record_lines += 0 if is_first else 1
-                continue
-            except json.JSONDecodeError as error:
-                problems.add(f"invalid JSON: {error.msg} (column {error.colno})", line=number, member=member)
-                record_lines += 0 if is_first else 1
-                continue
-            except RecursionError:
-                problems.add("invalid JSON: nested too deeply", line=number, member=member)
-                record_lines += 0 if is_first else 1
-                continue
-            surrogate = _surrogate(value)
-            if surrogate:
-                problems.add(surrogate, line=number, member=member)
-                record_lines += 0 if is_first else 1
-                continue
-            if is_first:
-                if isinstance(value, dict) and value.get("type") == "header":
-                    header = _check_header(value, number, problems, member)
-                    continue
-                if not isinstance(value, dict) or "sample_id" not in value:
-                    if isinstance(value, dict):
-                        problems.add(
-                            'the first line must be the header {"type": "header", "suite": ..., "model": ..., '
-                            '"agent": ..., "contact": ...}',
-                            line=number, field="type", member=member,
-                        )
-                    else:
-                        problems.add(
-                            f"the header must be a JSON object, got {_json_type(value)}",
-                            line=number, field="header", member=member,
-                        )
-                    continue
-                problems.add(
-                    'the header is missing: the first line must be {"type": "header", "suite": ..., "model": ..., '
-                    '"agent": ..., "contact": ...}, and this line is a record',
-                    line=number, field="type", member=member,
-                )
-            record_lines += 1
-            record, key = _check_record(value, number, problems, member, in_zip=in_zip, scratch=Path(scratch))
-            if record is not None:
-                records.append(record)
-            if key is not None:
-                keys.append(key)
+            problems.add(
+                'the header is missing: the first line must be {"type": "header", "suite": ..., "model": ..., '
+                '"agent": ..., "contact": ...}, and this line is a record',
+                line=number, field="type", member=member,
+            )
+        record_lines += 1
+        record, key = _check_record(value, number, problems, member, in_zip=in_zip)
+        if record is not None:
+            records.append(record)
+        if key is not None:
+            keys.append(key)
     return header, records, keys, record_lines
 
 

@@ -11,8 +11,12 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 name="${1:-${SANDBOX_IMAGE:-autoexperiment-base:bookworm}}"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# The identity sandboxed commands run as: sandbox/base.py SANDBOX_UID, which refuses an image
+# labelled otherwise. It is no account of the host.
+uid=61000
 
-if [ -z "${FORCE:-}" ] && docker image inspect "$name" >/dev/null 2>&1; then
+built_for="$(docker image inspect -f '{{index .Config.Labels "org.autoexperiment.sandbox-uid"}}' "$name" 2>/dev/null || true)"
+if [ -z "${FORCE:-}" ] && [ "$built_for" = "$uid" ]; then
   echo "Image $name exists (FORCE=1 rebuilds it)"
   exit 0
 fi
@@ -29,12 +33,11 @@ debootstrap --variant=minbase --include=python3,python3-numpy bookworm "$rootfs"
   || { tail -n 30 "$rootfs.log" >&2; rm -f "$rootfs.log"; exit 1; }
 rm -f "$rootfs.log"
 
-# uid/gid 1000 is the identity the backends run commands as (see sandbox/base.py SANDBOX_UID).
-echo 'sandbox:x:1000:1000:sandbox:/home/sandbox:/bin/bash' >>"$rootfs/etc/passwd"
-echo 'sandbox:x:1000:' >>"$rootfs/etc/group"
+echo "sandbox:x:$uid:$uid:sandbox:/home/sandbox:/bin/bash" >>"$rootfs/etc/passwd"
+echo "sandbox:x:$uid:" >>"$rootfs/etc/group"
 echo 'sandbox:!:19000:0:99999:7:::' >>"$rootfs/etc/shadow"
 mkdir -p "$rootfs/home/sandbox" "$rootfs/workspace"
-chown 1000:1000 "$rootfs/home/sandbox" "$rootfs/workspace"
+chown "$uid:$uid" "$rootfs/home/sandbox" "$rootfs/workspace"
 
 # Suite images (build_suite_image.sh) run apt-get in this tree, so give it the update channels too.
 cat >"$rootfs/etc/apt/sources.list" <<EOF
@@ -55,9 +58,10 @@ image_id="$(tar --numeric-owner -C "$rootfs" -c . | docker import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'ENV LANG=C.UTF-8' \
   --change 'WORKDIR /workspace' \
-  --change 'USER 1000:1000' \
+  --change "USER $uid:$uid" \
   --change 'CMD ["sleep", "infinity"]' \
   --change 'LABEL org.autoexperiment.sandbox=base' \
+  --change "LABEL org.autoexperiment.sandbox-uid=$uid" \
   -)"
 if ! docker run --rm --network none "$image_id" python3 -c "import numpy" >/dev/null; then
   docker rmi "$image_id" >/dev/null || true

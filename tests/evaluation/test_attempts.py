@@ -13,12 +13,10 @@ from runs.agents.tools import unified_diff
 from runs.attempts import (
     DONE,
     SKIPPED,
-    apply_patch,
     attempt_execute,
     failure_label,
     json_safe,
-    patch_problem,
-    patch_targets,
+    scoped_final_code,
 )
 from runs.evaluation import run_create, run_execute_sync, run_retry_failed
 from runs.models import Attempt
@@ -175,29 +173,43 @@ def test_json_safe_makes_scores_and_trajectories_storable():
     json.dumps(json_safe(value), allow_nan=False)
 
 
+MASKED_MODULE = 'def f(x):\n    """Doubles x."""\n    raise NotImplementedError\n\n\ny = 2\n'
+IMPLEMENTED = MASKED_MODULE.replace("    raise NotImplementedError\n", "    return 2 * x\n")
+
+
 def _workspace(tmp_path: Path) -> Path:
+    """A built workspace in miniature: code/pkg/mod.py with the masked function f."""
     (tmp_path / "code" / "pkg").mkdir(parents=True)
-    (tmp_path / "code" / "pkg" / "mod.py").write_text("x = 1\n-- not a header\ny = 2\n")
+    (tmp_path / "code" / "pkg" / "mod.py").write_text(MASKED_MODULE)
+    (tmp_path / "code" / "run.py").write_text("-- not a header\nprint('{}')\n")
     (tmp_path / "TASK.md").write_text("task\n")
+    (tmp_path / "task.json").write_text(json.dumps({"missing_functions": [{"file": "code/pkg/mod.py", "name": "f", "line": 1}]}))
     return tmp_path
 
 
-def test_a_final_patch_is_applied_under_code_only(tmp_path):
+def test_a_final_patch_keeps_only_the_masked_functions(tmp_path):
     workspace = _workspace(tmp_path)
-    old = (workspace / "code/pkg/mod.py").read_text()
-    patch = unified_diff("code/pkg/mod.py", old, "x = 1\ny = 3\n") + unified_diff("code/new.py", None, "z = 1\n")
-    # A removed line "-- not a header" appears as "--- not a header" in the hunk: not a file header.
-    assert patch_targets(patch)[0] == ["a/code/pkg/mod.py", "b/code/pkg/mod.py", "b/code/new.py"]
-    assert apply_patch(patch, workspace) == (None, "")
-    assert (workspace / "code/pkg/mod.py").read_text() == "x = 1\ny = 3\n"
-    assert (workspace / "code/new.py").read_text() == "z = 1\n"
+    run_py = (workspace / "code/run.py").read_text()
+    patch = (
+        unified_diff("code/pkg/mod.py", MASKED_MODULE, IMPLEMENTED)
+        # A removed line "-- not a header" appears as "--- not a header" in the hunk: not a file header.
+        + unified_diff("code/run.py", run_py, "print('{\"loss\": 0.1}')\n")
+        + unified_diff("code/new.py", None, "z = 1\n")
+    )
+    error, out_of_scope = scoped_final_code(patch=patch, workspace=workspace)
+    assert error is None
+    assert (workspace / "code/pkg/mod.py").read_text() == IMPLEMENTED
+    assert (workspace / "code/run.py").read_text() == run_py  # the experiment script is not the agent's to edit
+    assert not (workspace / "code/new.py").exists()
+    assert sorted(edit.path for edit in out_of_scope) == ["code/new.py", "code/run.py"]
 
 
-def test_a_deleted_file_is_deleted(tmp_path):
+def test_a_deleted_masked_file_keeps_its_stubs(tmp_path):
     workspace = _workspace(tmp_path)
-    patch = unified_diff("code/pkg/mod.py", (workspace / "code/pkg/mod.py").read_text(), None)
-    assert apply_patch(patch, workspace)[0] is None
-    assert not (workspace / "code/pkg/mod.py").exists()
+    patch = unified_diff("code/pkg/mod.py", MASKED_MODULE, None)
+    error, out_of_scope = scoped_final_code(patch=patch, workspace=workspace)
+    assert error is None and [edit.path for edit in out_of_scope] == ["code/pkg/mod.py"]
+    assert (workspace / "code/pkg/mod.py").read_text() == MASKED_MODULE
 
 
 @pytest.mark.parametrize(
@@ -207,30 +219,30 @@ def test_a_deleted_file_is_deleted(tmp_path):
 def test_a_patch_outside_code_is_refused(tmp_path, target):
     workspace = _workspace(tmp_path)
     patch = f"--- a/{target}\n+++ b/{target}\n@@ -1 +1 @@\n-task\n+pwned\n".replace("a//", "/").replace("b//", "/")
-    error, _ = apply_patch(patch, workspace)
-    assert error and "not a file under code/" in error
+    error, _ = scoped_final_code(patch=patch, workspace=workspace)
+    assert error and error.startswith("the final patch is refused: line 1")
     assert (workspace / "TASK.md").read_text() == "task\n"
 
 
-def test_a_patch_through_a_symlink_is_refused(tmp_path):
+def test_a_patch_through_a_symlink_writes_nothing(tmp_path):
     workspace = _workspace(tmp_path / "ws")
     outside = tmp_path / "outside"
     outside.mkdir()
     (workspace / "code" / "link").symlink_to(outside)
     patch = unified_diff("code/link/evil.py", None, "x = 1\n")
-    assert "symlink" in patch_problem(patch, workspace)
-    assert apply_patch(patch, workspace)[0] is not None
-    assert not (outside / "evil.py").exists()
+    error, out_of_scope = scoped_final_code(patch=patch, workspace=workspace)
+    assert error is None and [edit.path for edit in out_of_scope] == ["code/link/evil.py"]
+    assert list(outside.iterdir()) == []
 
 
 def test_a_patch_that_does_not_apply_is_reported(tmp_path):
     workspace = _workspace(tmp_path)
     patch = unified_diff("code/pkg/mod.py", "something else entirely\n", "x = 2\n")
-    error, _ = apply_patch(patch, workspace)
-    assert error.startswith("the final patch does not apply")
+    error, _ = scoped_final_code(patch=patch, workspace=workspace)
+    assert error.startswith("the final patch does not apply to code/pkg/mod.py")
 
 
-def test_binary_changes_are_noted_not_applied(tmp_path):
+def test_binary_changes_are_refused(tmp_path):
     workspace = _workspace(tmp_path)
-    error, notes = apply_patch("Binary files a/code/data.bin and b/code/data.bin differ\n", workspace)
-    assert error is None and "not applied (binary)" in notes
+    error, _ = scoped_final_code(patch="Binary files a/code/data.bin and b/code/data.bin differ\n", workspace=workspace)
+    assert error and "binary" in error.lower()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from sandbox import DISK_QUOTA_EXIT_CODE, SandboxError
-from sandbox.base import disk_usage
+from sandbox.fs import disk_usage
 
 TOKEN = "GOLD-7f3a9c1e-should-never-be-seen"
 
@@ -239,7 +239,7 @@ def test_filling_the_disk_is_stopped_and_reported(sandbox, open_fresh, host_heal
     assert result.exit_code == DISK_QUOTA_EXIT_CODE and not result.timed_out, result
     assert "disk quota exceeded" in result.output
     assert result.duration < 30
-    assert disk_usage(sandbox.workspace) < cap + 1024 * 2**20  # overshoot bounded by one check interval
+    assert disk_usage(sandbox.workspace).bytes < cap + 1024 * 2**20  # overshoot bounded by one check interval
 
     # Over the cap, every command fails; freeing space makes them succeed again.
     assert sandbox.execute("echo still over", timeout=10).exit_code == DISK_QUOTA_EXIT_CODE
