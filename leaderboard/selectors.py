@@ -35,8 +35,10 @@ import pandas as pd
 from django.db import connections
 from django.db.models import (
     Avg,
+    BooleanField,
     Case,
     Count,
+    ExpressionWrapper,
     F,
     FloatField,
     IntegerField,
@@ -708,6 +710,7 @@ class AttemptCell:
     passes: bool | None  # None unless counted
     verified: bool
     url: str | None
+    out_of_scope: bool = False  # re-execution dropped edits outside the masked functions
 
 
 @dataclass
@@ -741,6 +744,7 @@ class SampleResult:
             "errors": self.errors,
             "attempt_ids": [a.pk for a in self.attempts],
             "passed_attempt_ids": [a.pk for a in self.attempts if a.passes],
+            "out_of_scope_attempt_ids": [a.pk for a in self.attempts if a.out_of_scope],
             "verifier_choices": dict(self.choices),
         }
 
@@ -763,6 +767,7 @@ class SystemDetail:
     runs: list[RunSummary]
     samples: list[SampleResult]
     n_values: list[int]
+    out_of_scope_attempts: int = 0  # attempts whose final patch edited outside the task (dropped)
 
 
 def _url(name: str, pk: int) -> str | None:
@@ -791,14 +796,17 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
     attempt_rows = (
         Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))
         .order_by("sample__sample_id", "run_id", "index")
+        .annotate(out_of_scope=ExpressionWrapper(~Q(out_of_scope_edits=[]), output_field=BooleanField()))
         .values_list("id", "run_id", "index", "status", "passed", "reported_passed", "reexecution_passed",
-                     "sample_id", "sample__sample_id", "sample__paper__paper_id", "sample__n")
+                     "sample_id", "sample__sample_id", "sample__paper__paper_id", "sample__n", "out_of_scope")
     )
     samples: dict[int, SampleResult] = {}
     counts: dict[int, dict[str, int]] = {pk: {} for pk in run_ids}
     verified_runs: dict[int, bool] = dict.fromkeys(run_ids, True)
     attempt_url = _attempt_url_maker()
-    for pk, run_id, index, status, passed, reported, reexecuted, sample_pk, sample_id, paper, n in attempt_rows:
+    out_of_scope_attempts = 0
+    for pk, run_id, index, status, passed, reported, reexecuted, sample_pk, sample_id, paper, n, out_of_scope in attempt_rows:
+        out_of_scope_attempts += bool(out_of_scope)
         counts[run_id][status] = counts[run_id].get(status, 0) + 1
         verified = reexecuted is not None
         if status == Attempt.DONE and not verified:
@@ -806,7 +814,7 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         counted = status == Attempt.DONE and (verified or not filters.verified_only)
         verdict = (bool(passed) if verified else bool(reported)) if counted else None
         result = samples.setdefault(sample_pk, SampleResult(sample_pk=sample_pk, sample_id=sample_id, paper=paper, n=n))
-        result.attempts.append(AttemptCell(pk, index, run_id, status, verdict, verified, attempt_url(pk)))
+        result.attempts.append(AttemptCell(pk, index, run_id, status, verdict, verified, attempt_url(pk), bool(out_of_scope)))
     choices = VerifierSelection.objects.filter(run_id__in=run_ids, sample_id__in=list(samples)).values_list(
         "sample_id", "verifier", "attempt_id"
     )
@@ -823,7 +831,8 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         for run in runs.sort_values("run_id", ascending=False).itertuples(index=False)
     ]
     ordered = sorted(samples.values(), key=lambda s: (s.n, s.paper, s.sample_id))
-    return SystemDetail(system=system, runs=run_summaries, samples=ordered, n_values=sorted(system.by_n))
+    return SystemDetail(system=system, runs=run_summaries, samples=ordered, n_values=sorted(system.by_n),
+                        out_of_scope_attempts=out_of_scope_attempts)
 
 
 def _attempt_url_maker():

@@ -271,6 +271,7 @@ def system(request, slug: str):
                 for run in detail.runs
             ],
             "samples": samples,
+            "out_of_scope_attempts": detail.out_of_scope_attempts,
         }, status=status)
     if output == "csv":
         table = request.GET.get("table", "samples")

@@ -64,7 +64,7 @@ from runs.execution import ExperimentOutcome, run_experiment
 from runs.models import Attempt, Experiment, Run, Sample
 from runs.patches import PatchError, apply_file_patch, parse_patch
 from runs.scope import OutOfScopeEdit, restrict_to_scope
-from runs.scoring import SampleScore, parse_answer, score_sample
+from runs.scoring import ParsedAnswer, SampleScore, parse_answer, score_sample
 from runs.selectors import experiment_spec, sample_experiments
 from runs.services import workspace_build
 from runs.workspace import CODE_DIR, WorkspaceError, experiment_label
@@ -165,9 +165,17 @@ def failure_label(*, exit_status: str, final_answer_raw: str | None, answer_pars
 # --- JSON for the database -----------------------------------------------------------------------
 
 
-def json_safe(value):
+# Deeper values are replaced by a marker: a model's tool arguments can nest a thousand levels.
+JSON_SAFE_DEPTH = 100
+
+
+def json_safe(value, _depth: int = 0):
     """`value` as JSON Postgres accepts: non-finite floats as strings ("NaN", "Infinity",
-    "-Infinity", as scoring's to_dict writes them) and NUL characters dropped from strings."""
+    "-Infinity", as scoring's to_dict writes them), NUL characters and lone surrogates dropped
+    from strings, containers deeper than JSON_SAFE_DEPTH replaced by a marker string, values JSON
+    cannot hold by their repr."""
+    if _depth > JSON_SAFE_DEPTH:
+        return f"[nested deeper than {JSON_SAFE_DEPTH} levels: not stored]"
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"
@@ -177,10 +185,12 @@ def json_safe(value):
     if isinstance(value, str):
         return _text(value)
     if isinstance(value, dict):
-        return {json_safe(str(key)): json_safe(item) for key, item in value.items()}
+        return {json_safe(str(key)): json_safe(item, _depth + 1) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    return value
+        return [json_safe(item, _depth + 1) for item in value]
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    return _text(repr(value))
 
 
 def _text(value: str | None) -> str | None:
@@ -189,8 +199,11 @@ def _text(value: str | None) -> str | None:
     if value is None:
         return None
     if not value.isascii():
-        value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        value = _SURROGATE.sub("\ufffd", value)
     return value.replace("\x00", "")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # --- scoring -------------------------------------------------------------------------------------
@@ -270,7 +283,7 @@ def _workspace_text(workspace: Path, path: str) -> str | None:
     """A harness-built workspace's file as text, None when it is absent (or not a regular file)."""
     try:
         data, _ = fs.read_bytes(workspace, path, limit=64 * 2**20)
-    except (FileNotFoundError, fs.UnsafePath):
+    except OSError:  # absent, a link or special file, a name too long (a patch may name anything)
         return None
     return data.decode("utf-8", "surrogateescape")
 
@@ -527,7 +540,12 @@ def _perform(attempt: Attempt, heartbeat: _Heartbeat) -> _Result:
     raw = result.final_answer_raw
     parsed = result.final_answer if result.final_answer is not None else (parse_answer(raw) if raw is not None else None)
     started = time.monotonic()
-    reported = score_sample(experiments=specs, answer=parsed) if parsed is not None else None
+    try:
+        reported = score_sample(experiments=specs, answer=parsed) if parsed is not None else None
+    except Exception as error:  # noqa: BLE001 - an answer the scorer cannot take is the agent's unreadable answer
+        logger.exception("attempt %s: the reported answer could not be scored", attempt.pk)
+        parsed = ParsedAnswer(None, f"the answer could not be scored ({type(error).__name__}: {error})"[:2000], "none")
+        reported = None
     timings["scoring"] = time.monotonic() - started
 
     patch = trajectory.final_patch or ""

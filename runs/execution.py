@@ -27,7 +27,7 @@ def printed_result(output: str) -> dict | None:
         if line.startswith("{") and line.endswith("}"):
             try:
                 value = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # the code under test prints what it likes
                 continue
             if isinstance(value, dict):
                 return value
@@ -35,7 +35,15 @@ def printed_result(output: str) -> dict | None:
 
 
 def run_experiment(sandbox, experiment: ExperimentSpec) -> ExperimentOutcome:
-    """Run one experiment's command from the workspace's code directory and parse what it printed."""
+    """Run one experiment's command from the workspace's code directory and parse what it printed.
+
+    The code under test runs with write access to the workspace: an earlier experiment may have
+    removed or replaced code/ itself. That is the code's result, not a broken sandbox."""
+    if sandbox.path_kind(CODE_DIR) != "dir":
+        return ExperimentOutcome(
+            exp_id=experiment.exp_id, result=None, output="", exit_code=1, timed_out=False, duration=0.0,
+            error=f"{CODE_DIR}/ is no longer a directory (an earlier experiment's code removed or replaced it)",
+        )
     executed = sandbox.execute(experiment.command, timeout=experiment.timeout_seconds, cwd=CODE_DIR)
     result = printed_result(executed.output) if executed.exit_code == 0 and not executed.timed_out else None
     if executed.timed_out:

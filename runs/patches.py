@@ -42,7 +42,8 @@ _SIMILARITY = re.compile(r"(?:dis)?similarity index \d{1,3}%")
 _TIMESTAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d{1,9})? ([+-])(\d\d)(\d\d)")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, "\\": 92, '"': 34}
-_SHOWN_CHARS = 80  # of the offending line, in error messages
+_SHOWN_CHARS = 80
+NAME_MAX = 255  # bytes in one path component, as Linux allows  # of the offending line, in error messages
 
 
 class PatchError(ValueError):
@@ -550,6 +551,9 @@ class _Parser:
             raise self.error(f'{name} has a "." or ".." component; only files under {prefix}/{CODE_DIR}/ may change', index)
         if len(parts) < 3 or parts[0] != prefix or parts[1] != CODE_DIR:
             raise self.error(f"{name} is not a file under {prefix}/{CODE_DIR}/", index)
+        long = next((part for part in parts if len(part.encode("utf-8", "surrogatepass")) > NAME_MAX), None)
+        if long is not None:
+            raise self.error(f"the name {json.dumps(long[:40])}... is over {NAME_MAX} bytes, more than a file name can be", index)
         return "/".join(parts[1:])
 
     def check_mode(self, mode: str) -> None:

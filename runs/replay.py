@@ -186,7 +186,7 @@ def diff_lines(
     return lines, additions, deletions, omitted
 
 
-_CHANGES = frozenset({"added", "modified", "deleted"})
+_CHANGES = frozenset({"added", "modified", "deleted", "dropped"})
 
 
 def file_diff(change: FileChange, *, hidden: bool = False, budget: HighlightBudget | None = None) -> FileDiff:
@@ -544,6 +544,7 @@ class AttemptReplay:
     reported_error: str
     reexecuted_error: str
     final_patch: list[FileDiff]
+    out_of_scope: list[FileDiff]  # what re-execution dropped from the final patch (runs.scope)
     patch_hidden: bool
     gold_code_hidden: bool
     run_url: str = ""
@@ -619,6 +620,11 @@ def attempt_replay(*, attempt: Attempt, show_gold_code: bool) -> AttemptReplay:
     patch = attempt.final_patch or (trajectory.final_patch if trajectory else "") or ""
     budget = HighlightBudget()
     final_patch = [] if hide else patch_files(patch, budget=budget)
+    out_of_scope = [] if hide else [
+        file_diff(FileChange(path=_text(edit.get("path")), change="dropped", diff=_text(edit.get("diff")) or None,
+                             note=_text(edit.get("reason"))), budget=budget)
+        for edit in attempt.out_of_scope_edits or [] if isinstance(edit, dict)
+    ]
     steps = [
         step_view(step, number, hide_gold_code=hide, budget=budget)
         for number, step in enumerate(trajectory.steps if trajectory else [], start=1)
@@ -666,6 +672,7 @@ def attempt_replay(*, attempt: Attempt, show_gold_code: bool) -> AttemptReplay:
         reported_error=_text(reported.get("error")),
         reexecuted_error=attempt.reexecution_error or _text(reexecuted.get("error")),
         final_patch=final_patch,
+        out_of_scope=out_of_scope,
         patch_hidden=hide and bool(patch),
         gold_code_hidden=hide,
         run_url=_run_url(attempt.run_id),

@@ -202,7 +202,47 @@ def _last_object_in_prose(text: str, spans: list[tuple[int, int]]) -> tuple[dict
     return None, None, last_error
 
 
+# An answer deeper than this, or holding what JSON cannot carry (bytes, sets, complex numbers from a
+# Python literal; integers too long to print), is not read: it could not be stored or shown.
+MAX_ANSWER_DEPTH = 64
+_MAX_INT_BITS = 13_000  # about 3,900 digits; Python refuses to print integers of more than 4,300
+
+
 def parse_answer(raw: Any) -> ParsedAnswer:
+    """`_parse_answer`, refusing values that cannot be stored as JSON (see MAX_ANSWER_DEPTH).
+    Never raises."""
+    parsed = _parse_answer(raw)
+    if parsed.ok:
+        problem = _not_storable(parsed.value)
+        if problem:
+            return ParsedAnswer(None, problem, "none")
+    return parsed
+
+
+def _not_storable(value: Any) -> str | None:
+    """Why a parsed answer cannot be stored as JSON, or None. Iterative: depth is what it checks."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_ANSWER_DEPTH:
+            return f"the answer is nested deeper than {MAX_ANSWER_DEPTH} levels"
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if not (key is None or isinstance(key, (str, int, float))):
+                    return f"the answer has a key of type {type(key).__name__}, which JSON cannot hold"
+                stack.append((key, depth))
+                stack.append((inner, depth + 1))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((inner, depth + 1) for inner in item)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if item.bit_length() > _MAX_INT_BITS:
+                return "the answer holds an integer of thousands of digits"
+        elif not (item is None or isinstance(item, (str, float, bool))):
+            return f"the answer holds a {type(item).__name__} value, which JSON cannot hold"
+    return None
+
+
+def _parse_answer(raw: Any) -> ParsedAnswer:
     """Read an agent's final answer as an object mapping keys to results. Never raises.
 
     A mapping is returned as is. Text is tried, in order, as: the whole text (JSON, then a Python
@@ -548,8 +588,9 @@ def score_experiment(
 # Samples
 
 
-_LABELLED_KEY = re.compile(r"\s*(?:experiment|exp)[\s_#:.-]*(\d+)\s*", re.IGNORECASE)
-_BARE_NUMBER = re.compile(r"\s*(\d+)\s*")
+# At most 9 digits: a key of thousands of digits is no experiment number (and int() would refuse it).
+_LABELLED_KEY = re.compile(r"\s*(?:experiment|exp)[\s_#:.-]*(\d{1,9})\s*", re.IGNORECASE)
+_BARE_NUMBER = re.compile(r"\s*(\d{1,9})\s*")
 
 
 def _key_number(key: Any) -> tuple[int | None, bool]:

@@ -224,6 +224,7 @@ class Sandbox(ABC):
         if not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise SandboxError("timeout must be a positive, finite number of seconds")
         parts = self._parts(cwd)
+        fs.keep_reachable(self.workspace, parts)
         if self.path_kind("/".join(parts)) != "dir":
             raise SandboxError(f"cwd {cwd!r} is not a directory in the workspace")
         inner_cwd = str(PurePosixPath(WORKSPACE_MOUNT, *parts))

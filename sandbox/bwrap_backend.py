@@ -356,30 +356,34 @@ def _data_fd(content: str | bytes, fds: list[int]) -> int:
     return read_end
 
 
-# Syscalls that act on another process's memory or execution: with them, a command could stop or
-# take over the sandbox's PID 1 (bwrap's init, same uid) and keep a process alive past the command.
-# (audit arch, the x32 bit or 0, {name: number}) per machine; elsewhere no filter is installed.
+# Refused with EPERM: syscalls that act on another process's memory or execution; with them a
+# command could stop or take over the sandbox's PID 1 (bwrap's init, same uid) and keep a process
+# alive past the command. Refused with EOPNOTSUPP: fallocate, which reserves gigabytes in an instant,
+# far past the disk cap before its watchdog looks; posix_fallocate then falls back to writing.
+# (audit arch, the x32 bit or 0, {number: errno}) per machine; elsewhere no filter is installed.
+_EPERM, _EOPNOTSUPP = 1, 95
 _SECCOMP_ARCHES = {
-    "x86_64": (0xC000003E, 0x40000000, {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311}),
-    "aarch64": (0xC00000B7, 0, {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271}),
+    # ptrace, process_vm_readv, process_vm_writev; fallocate
+    "x86_64": (0xC000003E, 0x40000000, {101: _EPERM, 310: _EPERM, 311: _EPERM, 285: _EOPNOTSUPP}),
+    "aarch64": (0xC00000B7, 0, {117: _EPERM, 270: _EPERM, 271: _EPERM, 47: _EOPNOTSUPP}),
 }
 
 
 @functools.cache
 def _seccomp_program() -> bytes:
-    """A classic BPF seccomp filter for bwrap --seccomp: EPERM for the syscalls above, for the x32
-    ABI and for any foreign architecture (a 32-bit binary would reach ptrace by another number);
-    everything else allowed."""
+    """A classic BPF seccomp filter for bwrap --seccomp: the errors above for their syscalls, EPERM
+    for the x32 ABI and for any foreign architecture (a 32-bit binary would reach ptrace by another
+    number); everything else allowed."""
     import platform
     import struct
 
     arch = _SECCOMP_ARCHES.get(platform.machine())
     if arch is None:
         return b""
-    audit_arch, x32_bit, numbers = arch
+    audit_arch, x32_bit, refused = arch
     load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    checks = sorted(numbers.values())
+    allow, errno = 0x7FFF0000, 0x00050000  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO (| the errno)
+    deny = errno | _EPERM
     program = [
         (load, 0, 0, 4),  # seccomp_data.arch
         (jeq, 1, 0, audit_arch),
@@ -388,10 +392,10 @@ def _seccomp_program() -> bytes:
     ]
     if x32_bit:
         program += [(jge, 0, 1, x32_bit), (ret, 0, 0, deny)]
-    for index, number in enumerate(checks):
-        # On a match jump to the final deny: past the remaining checks and the allow.
-        program.append((jeq, len(checks) - index, 0, number))
-    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    for number, error in sorted(refused.items()):
+        # On a match fall through to the return of its errno; otherwise skip it.
+        program += [(jeq, 0, 1, number), (ret, 0, 0, errno | error)]
+    program.append((ret, 0, 0, allow))
     return b"".join(struct.pack("HBBI", *instruction) for instruction in program)
 
 

@@ -137,6 +137,28 @@ def open_directory(root: str | os.PathLike[str], parts: list[str], *, create: bo
         os.close(fd)
 
 
+def keep_reachable(root: str | os.PathLike[str], parts: list[str]) -> None:
+    """Gives the owner read, write and search permission back on root and each directory along
+    parts, not following links: a command may take them away (`chmod 000 /workspace`), and the next
+    one must still start there, or the sandbox would seem broken by what the agent did."""
+    fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in [None, *parts]:
+            if name is not None:
+                child = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISDIR(mode):
+                return
+            if mode & 0o700 != 0o700:
+                os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) | 0o700)
+    except FileNotFoundError:
+        return
+    finally:
+        os.close(fd)
+
+
 def lstat(root: str | os.PathLike[str], path: str) -> os.stat_result | None:
     """The entry at path itself (a symlink is described, not followed); None when it does not exist
     or a component on the way is not a plain directory."""
@@ -222,12 +244,12 @@ class Entry:
     kind: str
     info: os.stat_result
     depth: int
-    _parent: int
-    _name: str
+    dir_fd: int  # the directory holding it, open while the walk is at this entry
+    name: str
 
     def read(self, limit: int) -> tuple[bytes, bool]:
         """At most `limit` bytes of this regular file, and whether it held more."""
-        fd = _open_regular(self._parent, self._name, _READ, self.path)
+        fd = _open_regular(self.dir_fd, self.name, _READ, self.path)
         try:
             return _read_fd(fd, limit)
         finally:
@@ -335,7 +357,7 @@ def chown_tree(root: str | os.PathLike[str], uid: int, gid: int) -> None:
     """Gives root and everything below it to uid:gid, links themselves included, none followed."""
     os.chown(root, uid, gid, follow_symlinks=False)
     for entry in Walk(root, limits=WalkLimits(max_depth=4096, max_entries=1 << 62)):
-        os.chown(entry._name, uid, gid, dir_fd=entry._parent, follow_symlinks=False)
+        os.chown(entry.name, uid, gid, dir_fd=entry.dir_fd, follow_symlinks=False)
 
 
 # --- removing ------------------------------------------------------------------------------------

@@ -134,6 +134,69 @@ def report(results: list[dict], *, n: int, backend: str) -> None:
         print()
 
 
+def _median_ms(action, repeat: int = 15) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return 1000 * statistics.median(times)
+
+
+def report_check_costs(attempts, *, scratch: Path) -> None:
+    """What the hostile-agent checks cost per use, next to what they replaced, on one gold attempt's
+    workspace: descriptor-based snapshots (sandbox.fs) against a plain os.walk that follows links,
+    the scoped final patch (runs.patches + runs.scope) against GNU patch applying it whole, and the
+    link-safe iterative removal against shutil.rmtree."""
+    from runs.agents.trajectory import snapshot
+    from runs.attempts import scoped_final_code
+    from runs.services import workspace_build
+    from sandbox import fs
+
+    attempt = next(a for a in attempts if a.final_patch)
+    build = scratch / "checks"
+
+    def fresh() -> Path:
+        fs.remove_tree(build)
+        workspace_build(sample=attempt.sample, dest=build, context="full")
+        return build
+
+    def plain_walk() -> None:
+        for directory, _, files in os.walk(fresh_workspace):
+            for name in files:
+                with open(os.path.join(directory, name), "rb") as handle:
+                    handle.read()
+
+    def gnu_patch() -> None:
+        workspace = fresh()
+        subprocess.run(["patch", "-p1", "--force", "-s", "-d", str(workspace)], input=attempt.final_patch,
+                       text=True, check=True, capture_output=True)
+
+    def scoped() -> None:
+        workspace = fresh()
+        error, _ = scoped_final_code(patch=attempt.final_patch, workspace=workspace)
+        assert error is None, error
+
+    fresh_workspace = fresh()
+    files = sum(1 for entry in fs.Walk(fresh_workspace) if entry.kind == "file")
+    build_ms = _median_ms(fresh)
+    rows = [
+        (f"workspace snapshot, {files} files (sandbox.fs)", _median_ms(lambda: snapshot(fresh_workspace)),
+         "os.walk + read, following links", _median_ms(plain_walk)),
+        ("final patch parsed, applied and scoped (runs.patches, runs.scope)", _median_ms(scoped) - build_ms,
+         "GNU patch, whole patch", _median_ms(gnu_patch) - build_ms),
+        ("workspace removed (fs.remove_tree)", _median_ms(lambda: fs.remove_tree(fresh())) - build_ms,
+         "shutil.rmtree", _median_ms(lambda: shutil.rmtree(fresh())) - build_ms),
+    ]
+    print("Cost of the hostile-agent checks, per use (median of 15, on one gold attempt's workspace):")
+    for label, ours, before_label, before in rows:
+        print(f"  {label:<66} {ours:7.2f} ms   (before: {before_label} {before:.2f} ms)")
+    print("  An attempt takes one snapshot per agent step and one for the final patch, one scoped patch and two")
+    print("  removals; the Docker backend adds one read of the container's pids.current per command.")
+    fs.remove_tree(build)
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1, help="masked functions per sample (default 1)")
@@ -182,6 +245,7 @@ def main() -> None:
             print(f"running with {count} worker(s)...", file=sys.stderr, flush=True)
             results.append(bench(count, suite=suite, n=args.n, cap=args.cap, env=env, logs=scratch))
         report(results, n=args.n, backend=backend)
+        report_check_costs(results[0]["attempts"], scratch=scratch)
     finally:
         try:
             from django.db import connections

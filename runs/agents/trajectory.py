@@ -360,7 +360,7 @@ def _read_entry(entry: fs.Entry, signature: tuple[int, int, int], budget: int) -
 def _read(entry: fs.Entry, signature: tuple[int, int, int], budget: int) -> _Entry:
     if entry.kind == "symlink":
         try:
-            return _Entry(signature, "symlink", fs.display_name(os.readlink(entry._name, dir_fd=entry._parent)))
+            return _Entry(signature, "symlink", fs.display_name(os.readlink(entry.name, dir_fd=entry.dir_fd)))
         except OSError:
             return _Entry(signature, "symlink", None)
     if entry.kind != "file":

@@ -21,6 +21,7 @@ from runs.agents.llm import (
     pricing,
 )
 from runs.agents.llm.base import PLACEHOLDER_API_KEY
+from runs.agents.llm import INVALID_JSON_KEY
 from runs.agents.llm.openai_chat import parse_arguments
 from tests.fakes import FakeError, FakeLLMServer, FakeTurn
 
@@ -605,3 +606,8 @@ def test_message_validation():
         Message("developer", "x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="only assistant"):
         Message("user", "x", [ToolCall("c", "t", {})])
+
+
+def test_arguments_nested_a_thousand_levels_deep_are_invalid_json_not_a_crash():
+    raw = '{"command": "true", "x": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert parse_arguments(raw) == {INVALID_JSON_KEY: raw}

@@ -5,6 +5,9 @@ registers these agents there too.
 
 - `gated_gold`: the gold baseline that first records a step and then waits while the file named
   by $EVAL_TEST_GATE exists, so a test can catch an attempt mid-run (to kill or cancel around it).
+- `stalling_gold`: the gold baseline stuck inside the harness: it records a step, then sleeps (in
+  Python, where no command timeout or budget check reaches it) far past any budget, as a worker
+  stuck on something the agent set up would. Only the recovery of overrunning attempts ends it.
 """
 import os
 import time
@@ -32,6 +35,23 @@ class GatedGoldAgent(GoldAgent):
 
 
 register_agent("gated_gold", GatedGoldAgent)
+
+STALL_SECONDS = 120
+
+
+class StallingGoldAgent(GoldAgent):
+    name = "stalling_gold"
+
+    def pipeline(self, run):
+        step = run.new_step(thought="Stall inside the harness.")
+        run.record(step, started=run.clock())  # saved: the trajectory shows the attempt under way
+        deadline = time.monotonic() + STALL_SECONDS  # bounded, so a failing test leaves nothing running for long
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+        super().pipeline(run)
+
+
+register_agent("stalling_gold", StallingGoldAgent)
 
 
 class WorkerWithTestAgents(EvaluationWorker):

@@ -173,6 +173,23 @@ def test_json_safe_makes_scores_and_trajectories_storable():
     json.dumps(json_safe(value), allow_nan=False)
 
 
+def test_json_safe_bounds_depth_and_drops_what_postgres_refuses():
+    deep: list = []
+    for _ in range(5000):  # a model's tool arguments can nest this deep
+        deep = [deep]
+    stored = json_safe({"args": deep, "name": "bad\udcffname", "raw": b"x", "set": {1}})
+    text = json.dumps(stored, allow_nan=False)
+    assert "nested deeper than 100 levels" in text and "\\udcff" not in text
+    assert stored["name"] == "bad\ufffdname" and stored["raw"] == "b'x'"
+
+
+def test_printed_json_nested_too_deeply_is_no_result():
+    from runs.execution import printed_result
+
+    assert printed_result("{" + '"a": ' * 1 + "[" * 100_000 + "]" * 100_000 + "}\n") is None
+    assert printed_result('{"x": 1}\n' + "[" * 100_000) == {"x": 1}
+
+
 MASKED_MODULE = 'def f(x):\n    """Doubles x."""\n    raise NotImplementedError\n\n\ny = 2\n'
 IMPLEMENTED = MASKED_MODULE.replace("    raise NotImplementedError\n", "    return 2 * x\n")
 
@@ -246,3 +263,20 @@ def test_binary_changes_are_refused(tmp_path):
     workspace = _workspace(tmp_path)
     error, _ = scoped_final_code(patch="Binary files a/code/data.bin and b/code/data.bin differ\n", workspace=workspace)
     assert error and "binary" in error.lower()
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "docker"])
+def test_code_removed_by_an_earlier_experiment_fails_the_next_one_not_the_sandbox(tmp_path, backend):
+    from runs.execution import run_experiment
+    from runs.workspace import ExperimentSpec
+    from sandbox import open_sandbox
+    from tests.support import require_backend
+
+    require_backend(backend)
+    (tmp_path / "code").mkdir()
+    vandal = ExperimentSpec(1, "removes its own directory", "mv /workspace/code /workspace/gone; exit 3", {}, 30)
+    next_one = ExperimentSpec(2, "prints a result", "echo '{\"x\": 1}'", {}, 30)
+    with open_sandbox(backend, tmp_path, name=f"test-vandal-{tmp_path.name}") as box:
+        first, second = run_experiment(box, vandal), run_experiment(box, next_one)
+    assert first.exit_code == 3 and first.error == "exited with status 3"
+    assert second.result is None and "code/ is no longer a directory" in second.error

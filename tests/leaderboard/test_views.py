@@ -7,6 +7,7 @@ import pytest
 from django.urls import reverse
 
 from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from runs.models import Attempt
 
 pytestmark = pytest.mark.django_db
 
@@ -233,3 +234,20 @@ def test_hidden_submissions_stay_off_every_public_table(board_data, client):
     functions = client.get(reverse("leaderboard:functions"), {"format": "json"}).json()
     assert next(row for row in functions["rows"] if row["name"] == "f2")["systems"] == 2
     assert client.get(reverse("leaderboard:system", args=[c_slug])).status_code == 404
+
+
+def test_system_page_counts_out_of_scope_edits(board_data, client):
+    slug = slug_of(config={"history": "full"})
+    url = reverse("leaderboard:system", args=[slug])
+    assert "0 attempts changed code outside the masked functions" in client.get(url).content.decode()
+    edited = board_data.attempts[("A", "s0", 0)]
+    Attempt.objects.filter(pk=edited.pk).update(
+        out_of_scope_edits=[{"path": "code/run.py", "reason": "not a file with masked functions", "diff": ""}]
+    )
+    html = client.get(url).content.decode()
+    assert "1 attempt changed code outside the masked functions" in html
+    assert html.count("out-of-scope edits dropped") == 1
+    data = client.get(url, {"format": "json"}).json()
+    assert data["out_of_scope_attempts"] == 1
+    s0 = next(sample for sample in data["samples"] if sample["sample_id"] == "p_0")
+    assert s0["out_of_scope_attempt_ids"] == [edited.pk]

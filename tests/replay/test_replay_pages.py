@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from runs.replay_views import CONTENT_SECURITY_POLICY
 from tests.replay.factories import (
+    XSS,
     XSS_PAYLOADS,
     make_attempt,
     make_long_attempt,
@@ -238,3 +239,21 @@ def test_attempts_of_a_hidden_submission_are_seen_only_by_staff_and_the_uploader
     assert client.get(url).status_code == 200
     client.force_login(make_user(is_staff=True))
     assert client.get(url).status_code == 200
+
+
+def test_out_of_scope_edits_are_listed_with_their_diffs_and_escaped(client):
+    dropped = "--- a/code/run.py\n+++ b/code/run.py\n@@ -1 +1 @@\n-print('{\"mean\": 4.0}')\n+print(compute())\n"
+    attempt = make_attempt(out_of_scope_edits=[
+        {"path": "code/run.py", "reason": "not a file with masked functions", "diff": dropped},
+        {"path": f"code/{XSS_PAYLOADS[2]}/__init__.py", "reason": XSS, "diff": ""},
+    ])
+    html = page(client, attempt)
+    section = html[html.index('id="out-of-scope"'):]
+    assert "Out-of-scope edits: not run by the re-execution" in section
+    assert '<code class="path">code/run.py</code> <span class="change change-dropped">dropped</span>' in section
+    assert "not a file with masked functions" in section and "print(compute())" in section
+    assert_no_payload(html)
+
+
+def test_no_out_of_scope_section_without_such_edits(client):
+    assert 'id="out-of-scope"' not in page(client, make_attempt())

@@ -841,3 +841,9 @@ def test_submission_validation_names_the_patch_line():
         "writes a deletion and an addition)"
     ]
     assert [r.final_patch for r in records] == [SIMPLE]
+
+
+def test_a_path_component_longer_than_a_file_name_can_be_is_refused():
+    name = "a" * 300 + ".py"
+    patch = f"--- /dev/null\n+++ b/code/{name}\n@@ -0,0 +1 @@\n+x = 1\n"
+    assert_refused_at(patch, 2, "over 255 bytes")

@@ -543,3 +543,26 @@ def test_score_sample_never_raises_and_stores_strict_json(answer):
             score = score_sample(experiments=experiments, answer=answer, mode=mode)
             json.dumps(score.to_dict(), allow_nan=False)
             assert len(score.experiments) == len(experiments)
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ("{'Experiment 1': {'bias': b'x'}}", "bytes value"),
+        ("{'Experiment 1': {1, 2}}", "set value"),
+        ("{'Experiment 1': 1j}", "complex value"),
+        ("{('Experiment', 1): 0.5}", "key of type tuple"),
+        ('{"a": ' + "[" * 100 + "]" * 100 + "}", "nested deeper than 64 levels"),
+        ({"Experiment 1": {"x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}, "nested deeper"),
+        ({"Experiment 1": 10**5000}, "thousands of digits"),
+    ],
+)
+def test_answers_json_cannot_hold_are_unparseable_not_crashes(answer, error):
+    parsed = parse_answer(answer)
+    assert not parsed.ok and error in parsed.error
+
+
+def test_an_answer_key_of_thousands_of_digits_is_just_an_unknown_key():
+    score = score_sample(experiments=[("Experiment 1", {"x": 1.0}, None, None)], answer={"1" * 5000: 0, "Experiment 1": {"x": 1.0}})
+    assert score.passed
+    json.dumps(score.to_dict())

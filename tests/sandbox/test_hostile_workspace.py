@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from runs.agents.trajectory import patch_between, snapshot
-from sandbox import Limits, SandboxError, fs
+from sandbox import Limits, SandboxError, fs, open_sandbox
 from sandbox.base import MAX_WORKSPACE_DEPTH
 from tests.sandbox.conftest import _sandbox_user_processes
+from tests.support import require_backend
 
 SECRET = "gold-result-0.8731"
 
@@ -300,3 +301,27 @@ def test_remove_tree_takes_apart_what_an_agent_leaves(tmp_path, outside):
     fs.remove_tree(root)
     assert not root.exists()
     _untouched(outside)
+
+
+def test_taking_permissions_away_from_the_workspace_does_not_break_the_sandbox(sandbox):
+    result = sandbox.execute("mkdir -p code && chmod 000 code . ; echo done", timeout=10)
+    assert result.output.strip().endswith("done")
+    # Starting in a directory the command locked itself out of is its own doing, not a broken sandbox.
+    assert sandbox.execute("echo inside", timeout=10, cwd="code").output == "inside\n"
+    assert sandbox.execute("ls -d .", timeout=10).output == ".\n"
+
+
+def test_fallocate_cannot_reserve_past_the_disk_cap_in_an_instant(tmp_path):
+    """fallocate reserves gigabytes at once, before the watchdog looks. bubblewrap's seccomp filter
+    refuses it, and posix_fallocate falls back to writing (Docker's default profile allows it: there
+    the disk cap is the watchdog alone, as the README says)."""
+    require_backend("bubblewrap")
+    with open_sandbox("bubblewrap", tmp_path) as box:
+        result = box.execute(
+            "fallocate -l 2G big; echo status=$?; python3 -c \"import os; "
+            "os.posix_fallocate(os.open('small', os.O_CREAT | os.O_WRONLY), 0, 4096)\" && echo fell-back",
+            timeout=30,
+        )
+    assert "status=1" in result.output and "fell-back" in result.output, result.output
+    assert (tmp_path / "small").stat().st_size == 4096
+    assert not (tmp_path / "big").exists() or (tmp_path / "big").stat().st_blocks == 0

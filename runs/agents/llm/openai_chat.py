@@ -173,7 +173,7 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
         return {}
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # a model may nest its arguments a thousand levels deep
         return {INVALID_JSON_KEY: raw}
     return parsed if isinstance(parsed, dict) else {INVALID_JSON_KEY: raw}
 
