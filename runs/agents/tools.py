@@ -438,7 +438,10 @@ def move(context: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def change_directory(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     relative = resolve_path(context, args["path"])
-    if _kind(context, relative) != "dir":
+    kind = _kind(context, relative)
+    if kind == "symlink":
+        raise ToolError(f"{display_path(relative)} is a symbolic link; the file tools never follow links")
+    if kind != "dir":
         raise ToolError(f"{display_path(relative)} is not a directory")
     context.cwd = relative
     return ToolResult(observation=f"Current directory is now {display_path(relative)}")
