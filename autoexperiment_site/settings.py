@@ -86,6 +86,14 @@ SANDBOX_IMAGE = env_str("SANDBOX_IMAGE", "autoexperiment-base:bookworm")
 # Where workspaces are built. Kept apart from the gold code so nothing of it is ever copied in.
 WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(DATA_DIR / "workspaces")))
 
+# Recovery (runs.attempts.attempts_recover): a running attempt without a heartbeat for this long is
+# taken for dead; one still running this long past its own budget (time budget plus the
+# experiments' timeouts) is killed and counted as budget_exhausted, heartbeat or not. Sandboxes
+# that belong to no attempt are swept once this old.
+ATTEMPT_STALE_SECONDS = env_int("ATTEMPT_STALE_SECONDS", 60, minimum=1)
+ATTEMPT_OVERRUN_GRACE_SECONDS = env_int("ATTEMPT_OVERRUN_GRACE_SECONDS", 300, minimum=0)
+ATTEMPT_SWEEP_UNNAMED_SECONDS = env_int("ATTEMPT_SWEEP_UNNAMED_SECONDS", 86400, minimum=0)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},

@@ -254,3 +254,33 @@ def test_infrastructure_failures_are_retried_then_labelled_not_counted(tiny_suit
     assert run_retry_failed(run=run) == 3
     assert set(run.attempts.values_list("status", "infra_failures")) == {(Attempt.QUEUED, 0)}
     assert redis_queue.count == 3
+
+
+def test_a_worker_sweeps_the_leftovers_of_dead_tries_when_it_starts(tiny_suite, workers, workspace_root, tmp_path):
+    """What a killed worker left (a try's workspace full of agent debris, a bubblewrap mount point)
+    is removed when a worker starts; what belongs to a running try is spared."""
+    import tempfile
+
+    from runs.attempts import attempt_sandbox_name
+
+    run = run_create(suite=tiny_suite, agent="gold", n_values=[1], enqueue=False)
+    dead, alive = list(run.attempts.order_by("pk"))[:2]
+    Attempt.objects.filter(pk=dead.pk).update(status=Attempt.DONE, tries=1)
+    Attempt.objects.filter(pk=alive.pk).update(status=Attempt.RUNNING, tries=2, heartbeat_at=timezone.now())
+    dead_workspace = workspace_root / f"{attempt_sandbox_name(dead.pk, 1)}"
+    (dead_workspace / "code" / "deep" / "deeper").mkdir(parents=True)
+    os.mkfifo(dead_workspace / "code" / "fifo")
+    (dead_workspace / "code" / "link").symlink_to(tmp_path)
+    live_workspace = workspace_root / f"{attempt_sandbox_name(alive.pk, 2)}-reexecution"
+    live_workspace.mkdir()
+    dead_mount = Path(tempfile.mkdtemp(prefix=f"autoexperiment-sandbox-{attempt_sandbox_name(dead.pk, 1)}-"))
+    live_mount = Path(tempfile.mkdtemp(prefix=f"autoexperiment-sandbox-{attempt_sandbox_name(alive.pk, 2)}-"))
+    try:
+        workers.run(1)  # an empty queue: the worker starts, sweeps, and quits
+        assert not dead_workspace.exists() and not dead_mount.exists()
+        assert live_workspace.is_dir() and live_mount.is_dir()
+        assert tmp_path.is_dir()  # the link was removed, not followed
+    finally:
+        for directory in (dead_mount, live_mount):
+            if directory.exists():
+                directory.rmdir()
