@@ -36,6 +36,7 @@ __all__ = [
     "MaskedFile",
     "MaskingError",
     "STUB_STATEMENT",
+    "accessor_kind",
     "function_body_source",
     "list_functions",
     "locate_function",
@@ -230,7 +231,8 @@ def _decorator_name(decorator: ast.expr) -> str:
     return ""
 
 
-def _accessor_kind(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+def accessor_kind(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """"getter", "setter" or "deleter" for a property accessor (`@name.setter`), else None."""
     for decorator in node.decorator_list:
         if (
             isinstance(decorator, ast.Attribute)
@@ -277,7 +279,7 @@ def _collect(tree: ast.Module) -> list[_Function]:
 
 def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, scope: tuple[str, ...]) -> _Function:
     base = ".".join([*scope, node.name])
-    accessor = _accessor_kind(node)
+    accessor = accessor_kind(node)
     is_overload = any(_decorator_name(d) == "overload" for d in node.decorator_list)
     is_property = any(_decorator_name(d) == "property" for d in node.decorator_list)
     qualified = f"{base}.{accessor}" if accessor else base

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 from runs import python_ast
 from runs.agents.tools import unified_diff
-from runs.masking import MaskingError, function_body_source, locate_function, replace_function_body
+from runs.masking import MaskingError, accessor_kind, function_body_source, locate_function, replace_function_body
 
 __all__ = ["MAX_FILE_CHARS", "MAX_BLOCK_STATEMENTS", "OutOfScopeEdit", "ScopedCode", "restrict_to_scope"]
 
@@ -61,7 +61,6 @@ MAX_DIFF_CHARS = 500_000
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=]", re.ASCII)  # as tokenize.cookie_re, on the first two lines
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
-_ACCESSORS = ("getter", "setter", "deleter")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
 _BUILTINS = frozenset(dir(builtins))
@@ -281,22 +280,10 @@ def _fingerprint(lines: _Lines | None, node: ast.AST | list | None) -> str:
         return f"undumpable:{id(node)}"
 
 
-def _accessor(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    for decorator in node.decorator_list:
-        if (
-            isinstance(decorator, ast.Attribute)
-            and decorator.attr in _ACCESSORS
-            and isinstance(decorator.value, ast.Name)
-            and decorator.value.id == node.name
-        ):
-            return decorator.attr
-    return None
-
-
 def _qualified(scope: tuple[str, ...], node: ast.stmt) -> str:
     """A definition's qualified name as `runs.masking` names it (a property's setter: `C.x.setter`)."""
     name = ".".join((*scope, node.name))
-    accessor = _accessor(node) if isinstance(node, _FUNCTIONS) else None
+    accessor = accessor_kind(node) if isinstance(node, _FUNCTIONS) else None
     return f"{name}.{accessor}" if accessor else name
 
 

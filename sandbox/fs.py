@@ -396,7 +396,7 @@ def _remove_directory(parent: int, name: str) -> None:
             if not subdirectories:
                 stack.pop()
                 os.close(fd)
-                _rmdir(stack[-1][0] if stack else parent, _)
+                _unlink(stack[-1][0] if stack else parent, _, os.rmdir)
                 continue
             subdirectory = subdirectories.pop()
             if len(stack) >= _REMOVE_OPEN_DEPTH:
@@ -443,19 +443,16 @@ def _make_accessible(parent: int, name: str) -> None:
         os.close(handle)
 
 
-def _unlink(parent: int, name: str) -> None:
+def _unlink(parent: int, name: str, remove=os.unlink) -> None:
+    """Removes an entry (`remove`: os.unlink, or os.rmdir for an emptied directory); a directory
+    the agent made read-only is given write permission back first."""
     try:
-        os.unlink(name, dir_fd=parent)
+        remove(name, dir_fd=parent)
     except FileNotFoundError:
         pass
     except PermissionError:
         os.chmod(parent, 0o700)
-        os.unlink(name, dir_fd=parent)
-
-
-def _rmdir(parent: int, name: str) -> None:
-    try:
-        os.rmdir(name, dir_fd=parent)
+        remove(name, dir_fd=parent)
     except FileNotFoundError:
         pass
     except PermissionError:

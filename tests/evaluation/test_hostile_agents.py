@@ -630,6 +630,8 @@ def test_two_hundred_thousand_files(backend, hostile_suite, fake_llm, host, work
         final(WRONG_ANSWER),
     ])
 
+    print("TIMINGS", attempt.timings, [(st["tool"], st["duration"], len(st["files_changed"]), st["observation"][-300:]) for st in steps(attempt)], len(json.dumps(attempt.trajectory)))
+    t0 = time.monotonic(); replay_html(attempt); print("REPLAY", time.monotonic() - t0)
     assert_counted(attempt, Attempt.WRONG_ANSWER)
     made = steps(attempt)[0]["observation"]
     # All made, or stopped by the workspace's disk cap (each entry counts a block): both are the agent's.
