@@ -30,6 +30,7 @@ re-queues both kinds.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -117,8 +118,17 @@ def attempt_reexecution_dir(attempt_id: int, try_number: int) -> Path:
 
 def attempt_sandbox_name(attempt_id: int, try_number: int, *, submission: bool = False) -> str:
     """The name of a try's sandboxes (the re-execution's adds "-reexecution"). Containers, cgroups
-    and mount points carry it, so leftovers_sweep can tell a live try's from a dead one's."""
-    return f"{'submission-' if submission else ''}attempt-{attempt_id}-try-{try_number}"
+    and mount points carry it, so leftovers_sweep can tell a live try's from a dead one's. It
+    starts with this deployment's id: deployments (a demo and a test run, say) may share one Docker
+    engine and one machine, and each sweeps only its own."""
+    return f"{deployment_id()}-{'submission-' if submission else ''}attempt-{attempt_id}-try-{try_number}"
+
+
+def deployment_id() -> str:
+    """8 hex digits naming this deployment: its database and its workspace root."""
+    database = settings.DATABASES["default"]
+    key = f"{database.get('HOST')}:{database.get('PORT')}/{database.get('NAME')}|{settings.WORKSPACE_ROOT}"
+    return hashlib.sha256(key.encode()).hexdigest()[:8]
 
 
 def attempt_trajectory_path(attempt_id: int, try_number: int) -> Path:
@@ -893,7 +903,9 @@ def _kill_work_horse(attempt: Attempt) -> None:
         logger.warning("could not stop the worker of attempt %s", attempt.pk, exc_info=True)
 
 
+# A try's workspace directories, and (after the deployment id) its sandboxes.
 _TRY_NAME = re.compile(r"^(submission-)?attempt-(\d+)-try-(\d+)(?:-reexecution)?$")
+_DEPLOYMENT_PREFIX = re.compile(r"^([0-9a-f]{8})-(?=(?:submission-)?attempt-)")
 
 
 def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
@@ -912,18 +924,25 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
         ).values_list("pk", "tries")
     )
 
-    def is_live(name: str, age: float) -> bool:
+    ours = deployment_id()
+
+    def is_live_try(name: str) -> bool:
         match = _TRY_NAME.match(name)
-        if match is None:
+        return match is not None and (int(match.group(2)), int(match.group(3))) in (live_submissions if match.group(1) else live)
+
+    def is_live(name: str, age: float) -> bool:
+        prefix = _DEPLOYMENT_PREFIX.match(name)
+        if prefix is None:
             return age < unnamed_after
-        key = (int(match.group(2)), int(match.group(3)))
-        return key in (live_submissions if match.group(1) else live)
+        if prefix.group(1) != ours:
+            return True  # another deployment's: it sweeps its own
+        return is_live_try(name[prefix.end():])
 
     removed = sweep_sandboxes(is_live)
     root = Path(settings.WORKSPACE_ROOT)
     if root.is_dir():
         for directory in root.iterdir():
-            if directory.is_dir() and not directory.is_symlink() and _TRY_NAME.match(directory.name) and not is_live(directory.name, 0):
+            if directory.is_dir() and not directory.is_symlink() and _TRY_NAME.match(directory.name) and not is_live_try(directory.name):
                 remove_tree(directory)
                 removed.append(f"directory {directory}")
     if removed:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import html
 import json
 import os
 import re
@@ -35,6 +36,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
@@ -56,7 +58,7 @@ from runs.replay import format_number
 from runs.services import workspace_build
 from sandbox import fs
 from sandbox.base import MAX_WORKSPACE_DEPTH
-from sandbox.cgroup import LEAF_PREFIX, leftover_cgroups, sandbox_name_of_leaf
+from sandbox.cgroup import leftover_cgroups, sandbox_name_of_leaf
 from tests.evaluation.helpers import wait_for
 from tests.fakes import FakeTurn
 from tests.sandbox.conftest import _sandbox_user_processes
@@ -252,8 +254,9 @@ def execute_in_thread(attempt: Attempt, *, timeout: float = 150) -> Attempt:
     thread.start()
     thread.join(timeout)
     assert not thread.is_alive(), f"the attempt was still running after {timeout} s: the harness hangs"
-    assert outcome == [DONE], outcome
     attempt.refresh_from_db()
+    reasons = [entry["reason"].splitlines()[0] for entry in attempt.infra_history]
+    assert outcome == [DONE], f"attempt_execute gave {outcome}; infrastructure failures: {reasons}"
     return attempt
 
 
@@ -278,10 +281,17 @@ def baseline_attempt(suite: HostileSuite, agent: str, backend: str) -> Attempt:
     return execute_in_thread(run.attempts.get())
 
 
-def replay_html(attempt: Attempt) -> str:
-    response = Client().get(reverse("replay:attempt", args=[attempt.pk]))
+def replay_html(attempt: Attempt, client: Client | None = None) -> str:
+    """The public replay page (anonymous unless `client` is given)."""
+    response = (client or Client()).get(reverse("replay:attempt", args=[attempt.pk]))
     assert response.status_code == 200
     return response.content.decode()
+
+
+def page_text(page: str) -> str:
+    """The page as markup and as the text a reader sees: highlighted code is split into one element
+    per token, so a line of code shows whole only once the tags are gone."""
+    return page + "\n" + html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
 def steps(attempt: Attempt) -> list[dict]:
@@ -360,12 +370,12 @@ def _number_forms(value: float) -> set[str]:
     return {short, full, repr(value)}
 
 
-def _strip_gold_column(html: str, numbers: list[float]) -> str:
+def _strip_gold_column(page: str, numbers: list[float]) -> str:
     """The replay page without the gold column of its score table (shown there by design)."""
     for value in numbers:
         short, full = format_number(value)
-        html = html.replace(f'<td class="num" title="{full}">{short}</td>', "")
-    return html
+        page = page.replace(f'<td class="num" title="{full}">{short}</td>', "")
+    return page
 
 
 def assert_no_gold(attempt: Attempt, suite: HostileSuite, *, fake_llm=None, numbers: bool = True,
@@ -375,7 +385,7 @@ def assert_no_gold(attempt: Attempt, suite: HostileSuite, *, fake_llm=None, numb
     places = {"trajectory": json.dumps(attempt.trajectory, ensure_ascii=False)}
     if fake_llm is not None:
         places["model requests"] = json.dumps([request.json for request in fake_llm.requests], ensure_ascii=False)
-    places["replay page"] = _strip_gold_column(replay_html(attempt), suite.numbers)
+    places["replay page"] = page_text(_strip_gold_column(replay_html(attempt), suite.numbers))
     forbidden = list(GOLD_BODY_LINES) + list(secrets)
     if numbers:
         forbidden += sorted({form for value in suite.numbers for form in _number_forms(value)})
@@ -453,7 +463,10 @@ def test_pid1_takeover_daemon_and_gold_links(backend, hostile_suite, fake_llm, h
     assert re.search(r"ptrace-attach -1 (1|38)\b", takeover), takeover  # EPERM (or ENOSYS from the filter)
     if backend == "docker":
         assert "kill-KILL-1=1" in takeover and "kill-USR1-1=1" in takeover, takeover
-    assert "swapped: " + str(suite.code_dir) in steps(attempt)[1]["observation"]
+    # The harness recorded the links as links (its own snapshot after the step, not the command's output).
+    planted = {change["path"]: change["note"] for change in steps(attempt)[1]["files_changed"]}
+    assert planted["code"] == f"symlink to {suite.code_dir}", planted
+    assert planted["code.real/results.json"] == f"symlink to {suite.gold_file}", planted
     # Every host-side access through the links was refused, not followed.
     for tool, arguments in [
         ("inspect_file_lines", {"path": "code/metric.py"}),
@@ -562,8 +575,8 @@ def test_file_names_no_diff_can_hold(backend, hostile_suite, fake_llm, host, wor
     assert [patch.path for patch in parse_patch(attempt.final_patch)] == ["code/plain.py"]
     assert [edit["path"] for edit in attempt.out_of_scope_edits] == ["code/plain.py"]
     assert "NotImplementedError" in attempt.reexecution_output
-    html = replay_html(attempt)
-    assert "code/bad\\xffname.py" in html and "code/new\\nline.py" in html
+    page = replay_html(attempt)
+    assert "code/bad\\xffname.py" in page and "code/new\\nline.py" in page
     host.check()
     assert_nothing_left(workspace_root, backend)
     assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm)
@@ -581,7 +594,8 @@ def test_lone_surrogates_from_the_model_are_its_own_result(backend, hostile_suit
     ])
 
     assert_counted(attempt, Attempt.WRONG_ANSWER)
-    assert "surrogate" not in attempt.final_patch  # an undecodable name never enters a diff
+    # What the model sent is read with its lone surrogates replaced, so the name it got is plain text.
+    assert "+++ b/code/sur\ufffdrogate.py" in attempt.final_patch
     host.check()
     assert_nothing_left(workspace_root, backend)
     assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm)
@@ -612,11 +626,17 @@ def test_five_thousand_nested_directories(backend, hostile_suite, fake_llm, host
     assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm)
 
 
+# Hard links to a few empty files (ext4 allows 65,000 links per inode): 200,000 regular files for
+# every walk to visit, made in seconds (200,000 new inodes take over a minute under Docker).
 MANY_FILES = """python3 - <<'EOF'
 import os
 os.mkdir("code/many")
 for i in range(200_000):
-    os.close(os.open(f"code/many/{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+    if i % 60_000 == 0:
+        source = f"code/many/{i}"
+        open(source, "w").close()
+    else:
+        os.link(source, f"code/many/{i}")
 print("made", len(os.listdir("code/many")))
 EOF"""
 
@@ -630,8 +650,6 @@ def test_two_hundred_thousand_files(backend, hostile_suite, fake_llm, host, work
         final(WRONG_ANSWER),
     ])
 
-    print("TIMINGS", attempt.timings, [(st["tool"], st["duration"], len(st["files_changed"]), st["observation"][-300:]) for st in steps(attempt)], len(json.dumps(attempt.trajectory)))
-    t0 = time.monotonic(); replay_html(attempt); print("REPLAY", time.monotonic() - t0)
     assert_counted(attempt, Attempt.WRONG_ANSWER)
     made = steps(attempt)[0]["observation"]
     # All made, or stopped by the workspace's disk cap (each entry counts a block): both are the agent's.
@@ -732,10 +750,13 @@ def test_an_edited_experiment_script_forges_numbers_and_is_shown_out_of_scope(ba
     ])
 
     _assert_forgery_caught(attempt, "code/run.py")
-    html = replay_html(attempt)
-    section = re.search(r'<section id="out-of-scope".*?</section>', html, re.S)
+    page = replay_html(attempt)
+    section = re.search(r'<section id="out-of-scope".*?</section>', page, re.S)
     assert section is not None, "the replay page has no out-of-scope section"
-    assert "code/run.py" in section.group(0)
+    assert "code/run.py" in section.group(0) and "print(json.dumps(" in page_text(section.group(0))
+    # The control for assert_no_gold: numbers the agent itself wrote are seen, gold column aside.
+    shown = page_text(_strip_gold_column(page, hostile_suite.numbers))
+    assert all(repr(value) in shown for value in hostile_suite.numbers)
     host.check()
     assert_nothing_left(workspace_root, backend)
     assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm, numbers=False)
@@ -749,8 +770,11 @@ def test_gold_passes_reexecution_and_noop_fails(backend, hostile_suite, host, wo
     assert gold.status == Attempt.DONE and gold.passed is True, (gold.failure_label, gold.reexecution_error, gold.infra_history)
     assert gold.reexecution_passed is True and gold.mismatch is False
     assert gold.out_of_scope_edits == []
-    html = replay_html(gold)
-    assert not [line for line in GOLD_BODY_LINES if line in html], "the anonymous replay page shows the gold code"
+    assert not [line for line in GOLD_BODY_LINES if line in page_text(replay_html(gold))], "the public replay page shows the gold code"
+    # The control: signed in, the gold code is shown, and the check above would have seen it.
+    signed_in = Client()
+    signed_in.force_login(get_user_model().objects.create_user(username=f"viewer-{uuid.uuid4().hex[:6]}"))
+    assert all(line in page_text(replay_html(gold, signed_in)) for line in GOLD_BODY_LINES)
 
     noop = baseline_attempt(hostile_suite, "noop", backend)
     assert_counted(noop, Attempt.WRONG_ANSWER)  # it submits what the crashed experiments printed: nothing
@@ -782,13 +806,12 @@ def _settled(attempt: Attempt) -> tuple:
 
 @pytest.mark.slow
 def test_an_attempt_stalling_its_worker_is_ended_as_budget_exhausted(hostile_suite, workers, host, workspace_root, settings):
-    # The deadline: claimed + max_seconds (1) + the experiment's timeout (2) + the grace (0). The
-    # recovery runs here; ATTEMPT_OVERRUN_GRACE_SECONDS has no environment variable, so the worker
-    # keeps its default, which only its own recoveries would use.
+    # The deadline: claimed + max_seconds (1) + the experiment's timeout (2) + the grace (0), for
+    # the recovery run here and for the worker alike.
     settings.ATTEMPT_OVERRUN_GRACE_SECONDS = 0
     Experiment.objects.filter(paper__suite=hostile_suite.suite).update(timeout_seconds=2)
     run = run_create(suite=hostile_suite.suite, agent="stalling_gold", n_values=[1], max_seconds=1, sandbox_backend="bubblewrap")
-    worker = workers.start()
+    worker = workers.start(ATTEMPT_OVERRUN_GRACE_SECONDS="0")
     attempt = wait_for(
         lambda: Attempt.objects.filter(run=run, status=Attempt.RUNNING, trajectory__isnull=True).first()
         if Path(workspace_root, "trajectories").is_dir() and any(Path(workspace_root, "trajectories").iterdir()) else None,
@@ -839,15 +862,15 @@ def _container(name: str):
 
 
 def _container_cgroup(container) -> Path:
-    """The container's pids cgroup directory on the host (cgroup v1 or v2)."""
-    pid = container.attrs["State"]["Pid"]
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            return Path("/sys/fs/cgroup/pids") / path.lstrip("/")
-        if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
-            return Path("/sys/fs/cgroup") / path.lstrip("/")
-    raise AssertionError(f"no pids cgroup for container {container.name}")
+    """The container's cgroup directory on the host (cgroup v1 pids hierarchy, or v2, either driver)."""
+    for candidate in (
+        Path("/sys/fs/cgroup/pids/docker") / container.id,
+        Path("/sys/fs/cgroup/docker") / container.id,
+        Path("/sys/fs/cgroup/system.slice") / f"docker-{container.id}.scope",
+    ):
+        if candidate.is_dir():
+            return candidate
+    raise AssertionError(f"no cgroup found for container {container.name}")
 
 
 @pytest.mark.slow

@@ -261,26 +261,28 @@ def test_a_worker_sweeps_the_leftovers_of_dead_tries_when_it_starts(tiny_suite, 
     is removed when a worker starts; what belongs to a running try is spared."""
     import tempfile
 
-    from runs.attempts import attempt_sandbox_name
+    from runs.attempts import attempt_reexecution_dir, attempt_sandbox_name, attempt_workspace_dir
 
     run = run_create(suite=tiny_suite, agent="gold", n_values=[1], enqueue=False)
     dead, alive = list(run.attempts.order_by("pk"))[:2]
     Attempt.objects.filter(pk=dead.pk).update(status=Attempt.DONE, tries=1)
     Attempt.objects.filter(pk=alive.pk).update(status=Attempt.RUNNING, tries=2, heartbeat_at=timezone.now())
-    dead_workspace = workspace_root / f"{attempt_sandbox_name(dead.pk, 1)}"
+    dead_workspace = attempt_workspace_dir(dead.pk, 1)
     (dead_workspace / "code" / "deep" / "deeper").mkdir(parents=True)
     os.mkfifo(dead_workspace / "code" / "fifo")
     (dead_workspace / "code" / "link").symlink_to(tmp_path)
-    live_workspace = workspace_root / f"{attempt_sandbox_name(alive.pk, 2)}-reexecution"
+    live_workspace = attempt_reexecution_dir(alive.pk, 2)
     live_workspace.mkdir()
     dead_mount = Path(tempfile.mkdtemp(prefix=f"autoexperiment-sandbox-{attempt_sandbox_name(dead.pk, 1)}-"))
     live_mount = Path(tempfile.mkdtemp(prefix=f"autoexperiment-sandbox-{attempt_sandbox_name(alive.pk, 2)}-"))
+    # Another deployment's (same names, another database): never ours to sweep.
+    foreign_mount = Path(tempfile.mkdtemp(prefix=f"autoexperiment-sandbox-0badc0de-{attempt_sandbox_name(dead.pk, 1).split('-', 1)[1]}-"))
     try:
         workers.run(1)  # an empty queue: the worker starts, sweeps, and quits
         assert not dead_workspace.exists() and not dead_mount.exists()
-        assert live_workspace.is_dir() and live_mount.is_dir()
+        assert live_workspace.is_dir() and live_mount.is_dir() and foreign_mount.is_dir()
         assert tmp_path.is_dir()  # the link was removed, not followed
     finally:
-        for directory in (dead_mount, live_mount):
+        for directory in (dead_mount, live_mount, foreign_mount):
             if directory.exists():
                 directory.rmdir()

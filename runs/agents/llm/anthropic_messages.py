@@ -10,6 +10,8 @@ from . import pricing
 from ._errors import translate
 from .base import (
     INVALID_JSON_KEY,
+    sendable_arguments,
+    sendable_text,
     ChatModel,
     Completion,
     Message,
@@ -93,12 +95,12 @@ class AnthropicModel(ChatModel):
         texts, calls = [], []
         for block in response.content:
             if block.type == "text":
-                texts.append(block.text)
+                texts.append(sendable_text(block.text))
             elif block.type == "tool_use":
                 arguments = block.input
                 if not isinstance(arguments, dict):  # only a misbehaving gateway sends this
                     arguments = {INVALID_JSON_KEY: str(arguments)}
-                calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+                calls.append(ToolCall(id=block.id, name=sendable_text(block.name), arguments=sendable_arguments(arguments)))
             # Thinking and server-tool blocks carry nothing the agent acts on.
         u = response.usage
         # input_tokens excludes prompt-cache reads and writes; count them so input_tokens is the

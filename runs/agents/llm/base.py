@@ -7,7 +7,9 @@ completions, Anthropic messages) translate both ways; nothing outside them impor
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -17,6 +19,41 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 
 # Key of the single entry in `ToolCall.arguments` when the model's arguments were not a JSON object.
 INVALID_JSON_KEY = "__invalid_json__"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sendable_text(text: str) -> str:
+    """`text` with lone surrogates replaced by U+FFFD. JSON's \\udXXX escapes let a model produce
+    them, and no request can carry them back (both SDKs encode their bodies as UTF-8): kept, they
+    would break the next call, a failure that is the model's doing, not the provider's."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def sendable_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as a request can carry them back (see sendable_text): unchanged in
+    the usual case, where they encode as they are."""
+    try:
+        json.dumps(arguments, ensure_ascii=False).encode("utf-8")
+        return arguments
+    except UnicodeEncodeError:
+        pass
+    except (ValueError, TypeError, RecursionError):
+        return arguments  # nothing a request would have to encode differently than now
+
+    def rebuilt(value: Any) -> Any:
+        if isinstance(value, str):
+            return sendable_text(value)
+        if isinstance(value, dict):
+            return {sendable_text(str(key)): rebuilt(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [rebuilt(item) for item in value]
+        return value
+
+    try:
+        return rebuilt(arguments)
+    except RecursionError:
+        return {INVALID_JSON_KEY: "(arguments nested too deeply to read)"}
 
 
 @dataclass(frozen=True)

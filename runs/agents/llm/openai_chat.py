@@ -13,6 +13,8 @@ from . import pricing
 from ._errors import translate
 from .base import (
     INVALID_JSON_KEY,
+    sendable_arguments,
+    sendable_text,
     ChatModel,
     Completion,
     Message,
@@ -114,7 +116,7 @@ class OpenAIChatModel(ChatModel):
                 cost = pricing.cost(self.model, usage)
         return Completion(
             # A refusal comes instead of content; the agent should see it rather than nothing.
-            text=message.content or message.refusal or "",
+            text=sendable_text(message.content or message.refusal or ""),
             tool_calls=from_openai_tool_calls(message.tool_calls or []),
             usage=usage,
             cost=cost,
@@ -189,8 +191,8 @@ def from_openai_tool_calls(tool_calls: list[Any]) -> list[ToolCall]:
                 # Some compatible servers leave the id out; the history still needs one to pair
                 # the tool result with.
                 id=call.id or f"call_{index}",
-                name=function.name,
-                arguments=parse_arguments(function.arguments),
+                name=sendable_text(function.name),
+                arguments=sendable_arguments(parse_arguments(function.arguments)),
             )
         )
     return calls
