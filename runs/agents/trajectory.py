@@ -59,6 +59,10 @@ MAX_DIFF_CHARS = 50_000
 _RACY_NS = 2 * 10**9
 # All the text one snapshot keeps in memory.
 MAX_SNAPSHOT_BYTES = 64 * 2**20
+# What one step records of the files it changed: one command can touch 50,000 files, and every
+# step's record is kept, saved after each step and shown on the replay page.
+MAX_STEP_FILE_CHANGES = 200
+MAX_STEP_DIFF_CHARS = 500_000
 
 
 class TrajectoryFormatError(ValueError):
@@ -422,6 +426,23 @@ def _file_change(path: str, change: str, old: _Entry | None, new: _Entry | None,
     return FileChange(path, change, None, f"{reason}: no diff recorded")
 
 
+def _bounded(changes: list[FileChange]) -> list[FileChange]:
+    """One step's changes within MAX_STEP_FILE_CHANGES files and MAX_STEP_DIFF_CHARS of diffs;
+    what is left out is said in a last entry (the final patch still holds every text change)."""
+    kept, budget = [], MAX_STEP_DIFF_CHARS
+    for change in changes[:MAX_STEP_FILE_CHANGES]:
+        if change.diff is not None:
+            if len(change.diff) > budget:
+                change = FileChange(change.path, change.change, None, "diff not recorded: this step's diffs are too long")
+            else:
+                budget -= len(change.diff)
+        kept.append(change)
+    if len(changes) > MAX_STEP_FILE_CHANGES:
+        left = len(changes) - MAX_STEP_FILE_CHANGES
+        kept.append(FileChange(".", "modified", None, f"{left:,} more files changed in this step: not listed"))
+    return kept
+
+
 def patch_between(before: Snapshot, after: Snapshot) -> str:
     """One unified diff of the text files that changed, never truncated, with paths relative to
     the workspace root (a/code/..., b/code/...).
@@ -476,7 +497,7 @@ class TrajectoryWriter:
         if self.workspace is None:
             return []
         current = snapshot(self.workspace, self._snapshot)
-        changes = diff_snapshots(self._snapshot, current)
+        changes = _bounded(diff_snapshots(self._snapshot, current))
         if current.incomplete and current.incomplete != self._snapshot.incomplete:
             changes.append(FileChange(".", "modified", None, f"workspace not fully recorded: {current.incomplete}"))
         self._snapshot = current

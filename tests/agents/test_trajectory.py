@@ -254,3 +254,18 @@ def test_final_patch_applies_to_a_fresh_workspace(tmp_path, sandbox_on):
     for name in ("stats.py", "helpers/extra.py"):
         assert (pristine / "code" / name).read_text() == (workspace / "code" / name).read_text()
     assert not (pristine / "code/run.py").exists()
+
+
+def test_a_step_that_changes_thousands_of_files_records_a_bounded_list(tmp_path):
+    from runs.agents.trajectory import MAX_STEP_FILE_CHANGES, Header, TrajectoryWriter
+
+    workspace = tmp_path / "workspace"
+    (workspace / "code").mkdir(parents=True)
+    writer = TrajectoryWriter(tmp_path / "trajectory.json", Header(sample_id="s", agent="a", model=""), workspace=workspace)
+    for index in range(3 * MAX_STEP_FILE_CHANGES):
+        (workspace / "code" / f"f{index}.txt").write_text("x\n" * 2000)
+    changes = writer.changes_since_last()
+    assert len(changes) == MAX_STEP_FILE_CHANGES + 1
+    assert changes[-1].note == f"{2 * MAX_STEP_FILE_CHANGES:,} more files changed in this step: not listed"
+    assert sum(len(change.diff or "") for change in changes) <= 500_000
+    assert changes[-2].diff is None and "too long" in changes[-2].note
