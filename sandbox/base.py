@@ -128,6 +128,11 @@ def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def resource_name(name: str) -> str:
+    """A sandbox's name as its container, cgroup and mount point carry it (the sweep reads it back)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:100] or "anonymous"
+
+
 def sandbox_identity() -> tuple[int, int]:
     """The (uid, gid) that commands run as, and that must own the workspace to write it."""
     if os.geteuid() == 0:

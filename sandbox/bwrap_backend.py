@@ -7,7 +7,6 @@ import functools
 import glob
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -24,6 +23,7 @@ from .base import (
     Limits,
     Sandbox,
     SandboxError,
+    resource_name,
     signal_exit_code,
 )
 from .cgroup import LEAF_PREFIX, Cgroup
@@ -103,7 +103,7 @@ class BubblewrapSandbox(Sandbox):
             # the workspace onto this empty, reachable directory in a mount namespace of its own,
             # so nothing is mounted on the host and nothing is left behind by a crash.
             # Named after the sandbox, so the sweep (sandbox.sweep) can tell whose it is.
-            self._bind_source = tempfile.mkdtemp(prefix=f"{LEAF_PREFIX}{_safe_name(name)}-")
+            self._bind_source = tempfile.mkdtemp(prefix=f"{LEAF_PREFIX}{resource_name(name)}-")
             os.chmod(self._bind_source, 0o755)
         try:
             self._cgroup = Cgroup.create(name, self.limits) if self._root else None
@@ -301,10 +301,6 @@ class BubblewrapSandbox(Sandbox):
         if self._cgroup is None:
             args.append(f"--as={limits.memory_mb * 2**20}")
         return [*args, "--"]
-
-
-def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:100] or "anonymous"
 
 
 def _pump(fd: int, output: BoundedOutput, stop: threading.Event) -> None:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import secrets
 import signal
 import time
 from pathlib import Path
 
-from .base import Limits
+from .base import Limits, resource_name
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ class Cgroup:
     def create(cls, name: str, limits: Limits) -> Cgroup | None:
         if os.geteuid() != 0:
             return None
-        leaf = f"{LEAF_PREFIX}{re.sub(r'[^A-Za-z0-9_.-]', '-', name)[:100] or 'anonymous'}-{secrets.token_hex(4)}"
+        leaf = f"{LEAF_PREFIX}{resource_name(name)}-{secrets.token_hex(4)}"
         try:
             mounts, paths = _mounts(), _own_paths()
             v1 = {

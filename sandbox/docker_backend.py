@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import socket
 import threading
 import time
@@ -16,7 +15,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Ulimit
 from docker.utils.socket import frames_iter
 
-from .base import WORKSPACE_MOUNT, ExecResult, Limits, Sandbox, SandboxError
+from .base import WORKSPACE_MOUNT, ExecResult, Limits, Sandbox, SandboxError, resource_name
 from .output import BoundedOutput
 
 DEFAULT_IMAGE = "autoexperiment-base:bookworm"
@@ -60,7 +59,7 @@ def container_name(name: str) -> str:
     finds and removes what its crashed predecessor left; random when no name is given."""
     if not name:
         return NAME_PREFIX + uuid.uuid4().hex[:12]
-    return NAME_PREFIX + re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:180]
+    return NAME_PREFIX + resource_name(name)
 
 
 def _client() -> docker.DockerClient:
@@ -250,7 +249,11 @@ class DockerSandbox(Sandbox):
         """Nothing a command started may run on once execute() returns: not while the harness
         reads and writes the workspace on the host, not into the next command. The wrapper kills
         leftovers itself, but the command may have killed the wrapper first."""
-        if self._process_count() > 1:
+        try:
+            clean = self._process_count() <= 1
+        except DockerException:
+            clean = False  # not known: make sure
+        if not clean:
             self._kill_all()
 
     def _process_count(self) -> int:
