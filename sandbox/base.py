@@ -321,10 +321,8 @@ class Sandbox(ABC):
         limit = self.limits.file_size_mb * 2**20
         try:
             data, cut = fs.read_bytes(self.workspace, self._relative_path(path), limit=limit)
-        except fs.UnsafePath as error:
+        except OSError as error:  # fs.UnsafePath included: a link, a special file, a climb out
             raise SandboxError(f"cannot read {path}: {error.strerror}") from None
-        except OSError as error:
-            raise SandboxError(f"cannot read {path}: {error.strerror}") from error
         if cut:
             raise SandboxError(f"cannot read {path}: it is larger than {self.limits.file_size_mb} MB")
         return data.decode("utf-8", errors="replace")
@@ -343,10 +341,8 @@ class Sandbox(ABC):
                 raise SandboxError("sandbox is closed")
             try:
                 fs.write_bytes(self.workspace, relative, data, owner=owner)
-            except fs.UnsafePath as error:
+            except OSError as error:  # fs.UnsafePath included: a link, a special file, a climb out
                 raise SandboxError(f"cannot write {path}: {error.strerror}") from None
-            except OSError as error:
-                raise SandboxError(f"cannot write {path}: {error.strerror}") from error
 
     def list_files(self, path: str = ".", recursive: bool = False) -> list[str]:
         """Workspace-relative POSIX paths of the entries under path, sorted; directories end in "/".
