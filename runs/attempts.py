@@ -61,6 +61,7 @@ from runs.agents.base import (
     TIME_LIMIT,
 )
 from runs.agents.llm import ModelError, model_from_name
+from runs.agents.llm.base import sendable_text
 from runs.execution import ExperimentOutcome, run_experiment
 from runs.models import Attempt, Experiment, Run, Sample
 from runs.patches import PatchError, apply_file_patch, parse_patch
@@ -208,12 +209,7 @@ def _text(value: str | None) -> str | None:
     model's "\\udc80", reach strings as surrogates; they become U+FFFD)."""
     if value is None:
         return None
-    if not value.isascii():
-        value = _SURROGATE.sub("\ufffd", value)
-    return value.replace("\x00", "")
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
+    return sendable_text(value).replace("\x00", "")
 
 
 # --- scoring -------------------------------------------------------------------------------------
@@ -883,10 +879,10 @@ def _kill_work_horse(attempt: Attempt) -> None:
     is the user's own command, and it finds its claim gone at its next step."""
     if attempt.job_id == "in-process":
         return
-    host, _, pid = attempt.claimed_by.rpartition(":")
-    if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid():
+    pid = _local_pid(attempt.claimed_by)
+    if pid is not None and pid != os.getpid():
         try:
-            os.kill(int(pid), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         return
@@ -950,14 +946,20 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
     return removed
 
 
+def _local_pid(claimed_by: str) -> int | None:
+    """The pid in a claim (host:pid, see worker_identity) when it was made on this host."""
+    host, _, pid = claimed_by.rpartition(":")
+    return int(pid) if host == socket.gethostname() and pid.isdigit() else None
+
+
 def _process_gone(claimed_by: str) -> bool:
     """Whether the process that claimed an attempt is known to be dead: only decidable on its own
     host (a killed `run_eval --sync`, a worker on this machine). Elsewhere the heartbeat decides."""
-    host, _, pid = claimed_by.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+    pid = _local_pid(claimed_by)
+    if pid is None:
         return False
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:

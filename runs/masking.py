@@ -37,6 +37,7 @@ __all__ = [
     "MaskingError",
     "STUB_STATEMENT",
     "accessor_kind",
+    "functions_by_name",
     "function_body_source",
     "list_functions",
     "locate_function",
@@ -150,16 +151,17 @@ class _Lines:
         """1-based line holding a character offset."""
         return bisect.bisect_right(self.starts, offset)
 
+    def indent(self, lineno: int) -> str:
+        """The line's leading whitespace."""
+        line = self.content(lineno)
+        return line[: len(line) - len(line.lstrip(" \t\f"))]
+
     def newline(self, lineno: int) -> str:
         """The line break to use near a line: its own, else the file's first, else `\\n`."""
         own = self.breaks[lineno - 1]
         if own:
             return own
         return next((b for b in self.breaks if b), "\n")
-
-
-def _leading_whitespace(line: str) -> str:
-    return line[: len(line) - len(line.lstrip(" \t\f"))]
 
 
 def _split_keepends(text: str) -> list[str]:
@@ -205,6 +207,7 @@ class _Function:
     node: ast.FunctionDef | ast.AsyncFunctionDef
     primary: bool  # not a setter/deleter/explicit getter, not an @overload
     aliases: tuple[str, ...]
+    scope: tuple[str, ...] = ()  # the names of the classes and functions enclosing it
 
     @property
     def def_line(self) -> int:
@@ -290,7 +293,19 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, scope: tuple[str, ..
         node=node,
         primary=accessor is None and not is_overload,
         aliases=aliases,
+        scope=scope,
     )
+
+
+def functions_by_name(tree: ast.Module) -> dict[str, list[tuple[tuple[str, ...], ast.AST]]]:
+    """Every function of a parsed file by canonical qualified name: (enclosing scope, node) of each
+    definition, in source order, without @overload stubs (unless only stubs carry the name)."""
+    found: dict[str, list] = {}
+    for function in _collect(tree):
+        found.setdefault(function.qualified_name, []).append(function)
+    return {
+        name: [(f.scope, f.node) for f in ([f for f in group if f.primary] or group)] for name, group in found.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -435,11 +450,11 @@ def _indent_unit(analysis: _Analysis, def_indent: str) -> str:
         body = getattr(node, "body", None)
         if not isinstance(body, list) or not body or not hasattr(node, "lineno"):
             continue
-        inner = _leading_whitespace(lines.content(body[0].lineno))
+        inner = lines.indent(body[0].lineno)
         # A block proper: the first statement starts its own line (not `def f(a,\n b): return`).
         if body[0].lineno <= node.lineno or lines.char_col(body[0].lineno, body[0].col_offset) != len(inner):
             continue
-        outer = _leading_whitespace(lines.content(node.lineno))
+        outer = lines.indent(node.lineno)
         if inner.startswith(outer) and len(inner) > len(outer):
             return inner[len(outer) :]
     return "\t" if "\t" in def_indent else _DEFAULT_UNIT
@@ -447,14 +462,14 @@ def _indent_unit(analysis: _Analysis, def_indent: str) -> str:
 
 def _location(analysis: _Analysis, function: _Function, hint_status: str, note: str) -> FunctionLocation:
     lines, node = analysis.lines, function.node
-    def_indent = _leading_whitespace(lines.content(node.lineno))
+    def_indent = lines.indent(node.lineno)
     colon_line, colon_col = _header_colon(lines, node)
     after_colon = lines.content(colon_line)[colon_col + 1 :].strip()
     first = node.body[0]
     if first.lineno > colon_line and (not after_colon or after_colon.startswith("#")):
         inline = False
         body_start = lines.starts[colon_line]  # beginning of the next line
-        body_indent = _leading_whitespace(lines.content(first.lineno))
+        body_indent = lines.indent(first.lineno)
     else:
         inline = True
         body_start = lines.starts[colon_line - 1] + colon_col + 1

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 from runs import python_ast
 from runs.agents.tools import unified_diff
-from runs.masking import MaskingError, accessor_kind, function_body_source, locate_function, replace_function_body
+from runs.masking import _NEWLINE, MaskingError, _Lines, accessor_kind, function_body_source, functions_by_name, locate_function, replace_function_body
 
 __all__ = ["MAX_FILE_CHARS", "MAX_BLOCK_STATEMENTS", "OutOfScopeEdit", "ScopedCode", "restrict_to_scope"]
 
@@ -58,9 +58,7 @@ MAX_REASONS = 10
 MAX_DIFF_WORK = 2_000_000
 MAX_DIFF_CHARS = 500_000
 
-_NEWLINE = re.compile(r"\r\n|\r|\n")
 _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=]", re.ASCII)  # as tokenize.cookie_re, on the first two lines
-_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
 _BUILTINS = frozenset(dir(builtins))
@@ -216,34 +214,6 @@ def _scope_file(path: str, masked_text: str, names: list[str], patched_text: str
 # --- small helpers on source and trees -----------------------------------------------------------
 
 
-class _Lines:
-    """Line starts and ends of a text, split the way Python splits lines."""
-
-    def __init__(self, text: str):
-        self.text = text
-        self.starts, self.ends = [0], []
-        for match in _NEWLINE.finditer(text):
-            self.ends.append(match.start())
-            self.starts.append(match.end())
-        self.ends.append(len(text))
-        first = _NEWLINE.search(text)
-        self.newline = first.group() if first else "\n"
-
-    def content(self, lineno: int) -> str:
-        return self.text[self.starts[lineno - 1] : self.ends[lineno - 1]]
-
-    def offset(self, lineno: int, col: int) -> int:
-        """Character offset of an `ast` position (1-based line, UTF-8 byte column)."""
-        content = self.content(lineno)
-        if not content.isascii():
-            col = len(content.encode("utf-8", "surrogatepass")[:col].decode("utf-8", "ignore"))
-        return self.starts[lineno - 1] + col
-
-    def indent(self, lineno: int) -> str:
-        content = self.content(lineno)
-        return content[: len(content) - len(content.lstrip(" \t\f"))]
-
-
 def _first_line(node: ast.stmt) -> int:
     return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
 
@@ -287,25 +257,6 @@ def _qualified(scope: tuple[str, ...], node: ast.stmt) -> str:
     return f"{name}.{accessor}" if accessor else name
 
 
-def _functions(tree: ast.Module) -> dict[str, list[tuple[tuple[str, ...], ast.AST]]]:
-    """Every function by qualified name: (enclosing scope names, node), in source order."""
-    found: dict[str, list[tuple[tuple[str, ...], ast.AST]]] = {}
-
-    def visit(node: ast.AST, scope: tuple[str, ...]) -> None:
-        for name in _BLOCK_FIELDS:
-            for child in getattr(node, name, None) or ():
-                if isinstance(child, _FUNCTIONS):
-                    found.setdefault(_qualified(scope, child), []).append((scope, child))
-                    visit(child, (*scope, child.name))
-                elif isinstance(child, ast.ClassDef):
-                    visit(child, (*scope, child.name))
-                else:
-                    visit(child, scope)
-
-    visit(tree, ())
-    return found
-
-
 def _key(lines: _Lines, node: ast.stmt) -> tuple[str, str]:
     """How statements of the two files are paired: definitions by name, the rest by meaning."""
     if isinstance(node, _FUNCTIONS):
@@ -336,16 +287,6 @@ def _symbols(table: symtable.SymbolTable):
 
 def _binds(symbol: symtable.Symbol) -> bool:
     return symbol.is_assigned() or symbol.is_imported() or symbol.is_namespace()
-
-
-def _primary(entries: list) -> list:
-    """Definitions of one name without `@overload` stubs, as `runs.masking` chooses (if any remain)."""
-    def overload(node) -> bool:
-        return any(
-            (d.id if isinstance(d, ast.Name) else getattr(d, "attr", "")) == "overload" for d in node.decorator_list
-        )
-
-    return [entry for entry in entries if not overload(entry[1])] or entries
 
 
 def _bindings(source: str, class_indent: str | None) -> tuple[set[str], set[str]]:
@@ -455,8 +396,8 @@ class _Merge:
 
     def run(self) -> tuple[str, list[str]]:
         self._analyse_masked()
-        m_functions = _functions(self.masked_tree)
-        p_functions = _functions(self.p_tree)
+        m_functions = functions_by_name(self.masked_tree)
+        p_functions = functions_by_name(self.p_tree)
 
         # Canonical names of the masked functions and their places in the masked file.
         self.targets: dict[str, tuple[tuple[str, ...], ast.AST]] = {}
@@ -466,7 +407,7 @@ class _Merge:
             except MaskingError as error:
                 self.reasons.append(f"masked function `{name}` was not found in the masked file ({error})")
                 continue
-            entries = _primary(m_functions.get(canonical, []))
+            entries = m_functions.get(canonical, [])
             if len(entries) != 1:
                 self.reasons.append(f"masked function `{canonical}` is defined more than once in the masked file; its stub stays")
                 continue
@@ -475,7 +416,7 @@ class _Merge:
         # Bodies from the bottom up, so the line numbers of those still to do stay valid.
         text = self.masked_text
         for canonical, (_, m_node) in sorted(self.targets.items(), key=lambda item: -item[1][1].lineno):
-            candidates = _primary(p_functions.get(canonical, []))
+            candidates = p_functions.get(canonical, [])
             if not candidates:
                 self.reasons.append(f"the masked function `{canonical}` is missing from the agent's file; its stub stays")
                 continue
@@ -711,7 +652,7 @@ class _Merge:
         start = self._start_anchor(m_body)
         if anchor is None or (start is not None and anchor < start):
             anchor, previous = start, None  # never before the docstring or a `from __future__` import
-        newline = self.m_lines.newline
+        newline = self.m_lines.newline(1)
         source = indent + _NEWLINE.sub(newline, source)
         is_import = isinstance(node, (ast.Import, ast.ImportFrom))
         is_definition = isinstance(node, (*_FUNCTIONS, ast.ClassDef))
@@ -738,5 +679,5 @@ class _Merge:
         contents = [self.p_lines.content(row) for row in rows]
         if any(content.strip() and not content.strip().startswith("#") for content in contents):
             return None
-        newline = self.m_lines.newline
+        newline = self.m_lines.newline(1)
         return "".join(content.rstrip(" \t\f") + newline for content in contents)

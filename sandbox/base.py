@@ -37,8 +37,6 @@ TIMEOUT_EXIT_CODE = 137
 # How often a running command's workspace is measured against Limits.disk_mb; a command can
 # overshoot the cap by what it writes in one interval.
 _DISK_CHECK_INTERVAL = 0.5
-# Each file counts at least one block, so a flood of empty files is also bounded.
-_MIN_ENTRY_BYTES = 4096
 
 _BASE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -304,7 +302,7 @@ class Sandbox(ABC):
     def _over_disk_quota(self) -> str:
         """Why the workspace is over its limits ("" when it is not)."""
         cap = self.limits.disk_mb * 2**20
-        usage = fs.disk_usage(self.workspace, stop_above=cap, max_depth=MAX_WORKSPACE_DEPTH, min_entry_bytes=_MIN_ENTRY_BYTES)
+        usage = fs.disk_usage(self.workspace, stop_above=cap, max_depth=MAX_WORKSPACE_DEPTH)
         if usage.bytes > cap:
             return f"the workspace is over its {self.limits.disk_mb} MB limit"
         if usage.too_deep:

@@ -339,15 +339,18 @@ class Usage:
     too_deep: bool  # directories go deeper than max_depth: the tree is over its limits whatever its size
 
 
-def disk_usage(root: str | os.PathLike[str], *, stop_above: int | None = None, max_depth: int = 256,
-               min_entry_bytes: int = 4096) -> Usage:
-    """Bytes allocated under root, each entry counting at least min_entry_bytes (so a flood of
+# Each entry counts at least one block in disk_usage, so a flood of empty files is bounded too.
+MIN_ENTRY_BYTES = 4096
+
+
+def disk_usage(root: str | os.PathLike[str], *, stop_above: int | None = None, max_depth: int = 256) -> Usage:
+    """Bytes allocated under root, each entry counting at least MIN_ENTRY_BYTES (so a flood of
     empty files counts too), without following links; stops early above stop_above. Depth is a
     limit of its own: the walk holds a descriptor per level."""
     total = 0
     walk = Walk(root, limits=WalkLimits(max_depth=max_depth, max_entries=1 << 62))
     for entry in walk:
-        total += max(entry.info.st_blocks * 512, min_entry_bytes)
+        total += max(entry.info.st_blocks * 512, MIN_ENTRY_BYTES)
         if stop_above is not None and total > stop_above:
             break
     return Usage(total, bool(walk.incomplete))

@@ -50,10 +50,8 @@ def sweep_sandboxes(is_live: Callable[[str, float], bool], *, docker: bool = Tru
 
 
 def _sweep_containers(is_live: Callable[[str, float], bool]) -> list[str]:
-    try:
-        from .docker_backend import sandbox_containers
-    except ImportError:
-        return []
+    from .docker_backend import sandbox_containers  # the docker SDK only when sweeping
+
     removed = []
     try:
         for container, name, age in sandbox_containers():
