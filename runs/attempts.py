@@ -901,6 +901,8 @@ def _kill_work_horse(attempt: Attempt) -> None:
 
 # A try's workspace directories, and (after the deployment id) its sandboxes.
 _TRY_NAME = re.compile(r"^(submission-)?attempt-(\d+)-try-(\d+)(?:-reexecution)?$")
+# Timestamps of files and containers may lag the clock a little.
+_SWEEP_CLOCK_MARGIN = 1.0
 _DEPLOYMENT_PREFIX = re.compile(r"^([0-9a-f]{8})-(?=(?:submission-)?attempt-)")
 
 
@@ -911,18 +913,20 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
     `unnamed_after` seconds (default ATTEMPT_SWEEP_UNNAMED_SECONDS, a day). Runs at worker start
     and with every recovery. Returns a line per removed thing."""
     unnamed_after = float(getattr(settings, "ATTEMPT_SWEEP_UNNAMED_SECONDS", 86400)) if unnamed_after is None else unnamed_after
-    live = set(
-        Attempt.objects.filter(status=Attempt.RUNNING).values_list("pk", "tries")
-    )
+    # A try claimed after this moment may already have made its sandbox when the sweep lists it:
+    # anything younger than the live set below is left for the next sweep.
+    checked_at = time.time()
+    live = set(Attempt.objects.filter(status=Attempt.RUNNING).values_list("pk", "tries"))
     live_submissions = set(
         Attempt.objects.filter(
             run__submission__isnull=False, status=Attempt.DONE, reexecution_passed__isnull=True, heartbeat_at__isnull=False
         ).values_list("pk", "tries")
     )
-
     ours = deployment_id()
 
-    def is_live_try(name: str) -> bool:
+    def is_live_try(name: str, age: float) -> bool:
+        if age < time.time() - checked_at + _SWEEP_CLOCK_MARGIN:
+            return True
         match = _TRY_NAME.match(name)
         return match is not None and (int(match.group(2)), int(match.group(3))) in (live_submissions if match.group(1) else live)
 
@@ -932,15 +936,17 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
             return age < unnamed_after
         if prefix.group(1) != ours:
             return True  # another deployment's: it sweeps its own
-        return is_live_try(name[prefix.end():])
+        return is_live_try(name[prefix.end():], age)
 
     removed = sweep_sandboxes(is_live)
     root = Path(settings.WORKSPACE_ROOT)
     if root.is_dir():
         for directory in root.iterdir():
-            if directory.is_dir() and not directory.is_symlink() and _TRY_NAME.match(directory.name) and not is_live_try(directory.name):
-                remove_tree(directory)
-                removed.append(f"directory {directory}")
+            if directory.is_dir() and not directory.is_symlink() and _TRY_NAME.match(directory.name):
+                # The directory's mtime is no earlier than its creation: older than the live set means made before it.
+                if not is_live_try(directory.name, time.time() - directory.lstat().st_mtime):
+                    remove_tree(directory)
+                    removed.append(f"directory {directory}")
     if removed:
         logger.info("swept leftovers of dead tries: %s", ", ".join(removed))
     return removed
