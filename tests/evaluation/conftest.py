@@ -24,7 +24,8 @@ from runs.models import Attempt
 from tests.support import require, require_backend
 
 BASE_DIR = Path(__file__).resolve().parents[2]
-TEST_REDIS_DB = 15
+# Concurrent test runs on one machine (developers, helpers) each pick their own with TEST_REDIS_DB.
+TEST_REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "15"))
 WORKER_CLASS = "tests.evaluation.agents.WorkerWithTestAgents"
 
 
