@@ -6,8 +6,11 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 export DEBUG ?= 1
 export REDIS_URL ?= redis://127.0.0.1:6379/0
 PORT ?= 8000
+# make serve and make demo: the secret key file they generate once, and how many RQ workers they run.
+SECRET_KEY_FILE ?= $(CURDIR)/var/secret_key
+RQ_WORKERS ?= 1
 
-.PHONY: install system-packages services sandbox-images test test-fast demo bench clean
+.PHONY: install system-packages services sandbox-images test test-fast demo serve bench clean
 
 install: system-packages $(VENV)/.installed
 
@@ -39,19 +42,41 @@ test-fast: install services
 # The demo keeps its data in Postgres (RQ workers write concurrently, which SQLite serialises badly).
 DEMO_DATABASE ?= autoexperiment_demo
 demo: export DATABASE_URL = postgres://postgres@127.0.0.1:5432/$(DEMO_DATABASE)
-demo: install services
+demo: export SIGNUP_ENABLED = 1
+demo: export DEBUG = 0
+demo: export SECRET_KEY_FILE := $(SECRET_KEY_FILE)
+demo: install services $(SECRET_KEY_FILE)
 	@scripts/ensure_services.sh $(DEMO_DATABASE)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py import_suite runs/suites/builtin --samples 1,2
 	$(BIN)/python manage.py load_demo
 	@echo "Serving http://localhost:$(PORT)/ (create an account to sign in: DATABASE_URL=$$DATABASE_URL $(BIN)/python manage.py createsuperuser)"
-	$(BIN)/python manage.py runserver 0.0.0.0:$(PORT)
+	@$(MAKE) --no-print-directory serve
+
+# The production stack on this machine (README, "Running in production"): DEBUG off, hashed static
+# files served by WhiteNoise, and the Procfile under honcho: gunicorn and RQ_WORKERS evaluation workers
+# (each also drives RQ's scheduler and the self-healing: runs/worker.py).
+# The secret key comes from SECRET_KEY, or else from a file generated once (mode 600).
+serve: export DEBUG = 0
+serve: export SECRET_KEY_FILE := $(SECRET_KEY_FILE)
+serve: export RQ_WORKERS := $(RQ_WORKERS)
+serve: install services $(SECRET_KEY_FILE)
+	$(BIN)/python manage.py migrate --no-input
+	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start --port $(PORT) --concurrency worker=$(RQ_WORKERS)
+
+$(SECRET_KEY_FILE):
+	@mkdir -p $(dir $@)
+	@umask 077 && $(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(64))' > $@.tmp && mv $@.tmp $@
+	@echo "Generated a secret key in $@"
 
 bench: install services sandbox-images
 	$(BIN)/python scripts/bench_sampling.py
 	$(BIN)/python scripts/bench_sandbox.py
 	$(BIN)/python scripts/bench_worker.py
+	$(BIN)/python scripts/bench_heal.py
 	$(BIN)/python scripts/bench_pages.py
+	$(BIN)/python scripts/bench_replay.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

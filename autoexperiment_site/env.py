@@ -4,6 +4,7 @@ Every reader raises ImproperlyConfigured naming the variable and the bad value, 
 deployment stops start-up with a message instead of running with a silently wrong setting.
 """
 import os
+import re
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -72,3 +73,35 @@ def env_url(name: str, default: str, *, schemes: set[str]) -> str:
         expected = ", ".join(f"{scheme}://" for scheme in sorted(schemes))
         raise ImproperlyConfigured(f"{name}={value!r} is not a valid URL; expected one starting with {expected}.")
     return value
+
+
+_RATE = re.compile(r"(\d+)/(\d*)([smhd])")
+_RATE_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def split_rate(rate: str) -> tuple[int, int]:
+    """A django-ratelimit rate ("30/h", "20/10m") as (requests, seconds). Raises ValueError."""
+    match = _RATE.fullmatch(rate.strip().lower())
+    if match is None:
+        raise ValueError(rate)
+    count, multiplier, unit = match.groups()
+    seconds = int(multiplier or 1) * _RATE_SECONDS[unit]
+    if int(count) < 1 or seconds < 1:
+        raise ValueError(rate)
+    return int(count), seconds
+
+
+def env_rate(name: str, default: str) -> str | None:
+    """A rate limit: "<count>/<period>" with the period s, m, h or d and an optional multiplier
+    ("30/h", "20/10m"), or "off" (None: not limited)."""
+    value = _raw(name, default)
+    if value.lower() == "off":
+        return None
+    try:
+        split_rate(value)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a rate; write <count>/<period> with a count of at least 1 and a period "
+            "of s, m, h or d, optionally multiplied (30/h, 20/10m), or off."
+        ) from None
+    return value.strip().lower()

@@ -3,23 +3,56 @@
 Defaults suit a laptop: SQLite, local Redis, the bubblewrap sandbox. A malformed value stops
 start-up with a message naming the variable.
 """
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from autoexperiment_site.env import env_bool, env_choice, env_int, env_list, env_str, env_url
+from autoexperiment_site.env import env_bool, env_choice, env_int, env_list, env_rate, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("AUTOEXPERIMENT_DATA_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", None)
+# A key kept in a file (make serve generates var/secret_key once), for process managers and
+# secret stores that hand over files rather than environment variables. SECRET_KEY wins.
+_secret_key_file = env_str("SECRET_KEY_FILE", None)
+if not SECRET_KEY and _secret_key_file:
+    try:
+        SECRET_KEY = Path(_secret_key_file).read_text().strip()
+    except OSError as error:
+        raise ImproperlyConfigured(f"SECRET_KEY_FILE={_secret_key_file!r} cannot be read: {error.strerror}.") from None
+    if not SECRET_KEY:
+        raise ImproperlyConfigured(f"SECRET_KEY_FILE={_secret_key_file!r} is empty.")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY is not set; set it, or set DEBUG=1 for local development.")
     SECRET_KEY = "insecure-development-key-only-used-when-DEBUG-is-on"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+
+# --- HTTPS deployment (README, "Running in production") ---
+# All off by default so that plain-HTTP serving on localhost (make serve, make demo) works; a public
+# site behind TLS turns them on, and `manage.py check --deploy` is then clean.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# A load balancer's plain-HTTP probe of /healthz must get the health, not a redirect.
+SECURE_REDIRECT_EXEMPT = [r"^healthz/?$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+# Only behind a proxy that sets X-Forwarded-Proto itself and strips a client's: otherwise any client
+# could claim its plain-HTTP request came over HTTPS.
+if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if not _origin.startswith(("http://", "https://")) or _origin.rstrip("/").endswith(("://", "://*")):
+        raise ImproperlyConfigured(
+            f"CSRF_TRUSTED_ORIGINS entry {_origin!r} is not an origin; write scheme and host, e.g. https://example.org."
+        )
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -30,12 +63,17 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_rq",
+    "csp",
+    "axes",
+    "django_ratelimit",
     "runs",
     "leaderboard",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # One Content-Security-Policy on every response (CONTENT_SECURITY_POLICY below).
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -43,7 +81,35 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # After the others, as django-axes asks: it turns a lockout into the sign-in page's 429.
+    "axes.middleware.AxesMiddleware",
+    # Turns RateLimited (autoexperiment_site.abuse) into a 429 through RATELIMIT_VIEW.
+    "django_ratelimit.middleware.RatelimitMiddleware",
 ]
+
+# --- Content-Security-Policy (django-csp), on every page ---
+# Pages show text written by models and uploaders. Even if some of it escaped the templates'
+# autoescaping, the browser runs no inline script, loads nothing from elsewhere and lets no other
+# site frame the page. Styles may be inline: plotly.js styles its chart with style attributes and
+# <style> elements it creates. (django-rq's job lists carry one inline script, which the policy
+# blocks; it calls a jQuery plugin Django 5's admin no longer has, and the admin's actions.js it
+# meant to start starts itself.)
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+# SecurityMiddleware's companions of the policy (Django's defaults, stated so they stay).
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
 
 ROOT_URLCONF = "autoexperiment_site.urls"
 WSGI_APPLICATION = "autoexperiment_site.wsgi.application"
@@ -58,6 +124,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "autoexperiment_site.accounts.signup_context",
+                "autoexperiment_site.abuse.accounts",
             ],
         },
     },
@@ -66,7 +134,15 @@ TEMPLATES = [
 _default_database_url = f"sqlite:///{DATA_DIR / 'autoexperiment.sqlite3'}"
 _database_url = env_str("DATABASE_URL", _default_database_url)
 try:
-    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+    # Each gunicorn thread keeps at most one connection for CONN_MAX_AGE seconds, so the web tier holds
+    # at most WEB_CONCURRENCY x WEB_THREADS connections (README, "Running in production").
+    DATABASES = {
+        "default": dj_database_url.parse(
+            _database_url,
+            conn_max_age=env_int("CONN_MAX_AGE", 60),
+            conn_health_checks=True,
+        )
+    }
 except (ValueError, dj_database_url.ParseError, dj_database_url.UnknownSchemeError) as error:
     raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r} is not a valid database URL: {error}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -78,6 +154,9 @@ RQ_QUEUES = {
 }
 # Imports the agents and SDKs once in the worker, not in every forked job (about 1.4 s each).
 RQ = {"WORKER_CLASS": "runs.worker.EvaluationWorker"}
+# /healthz reports unhealthy when the oldest job waiting in the evaluation queue is older than this:
+# no worker is taking jobs, or far too few for the load.
+HEALTHZ_QUEUE_MAX_AGE_SECONDS = env_int("HEALTHZ_QUEUE_MAX_AGE_SECONDS", 3600, minimum=1)
 
 SANDBOX_BACKEND = env_choice(
     "SANDBOX_BACKEND", "bubblewrap", {"bubblewrap": "bubblewrap", "bwrap": "bubblewrap", "docker": "docker"}
@@ -86,6 +165,25 @@ SANDBOX_IMAGE = env_str("SANDBOX_IMAGE", "autoexperiment-base:bookworm")
 # Where workspaces are built. Kept apart from the gold code so nothing of it is ever copied in.
 WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(DATA_DIR / "workspaces")))
 
+# What one trajectory and one final patch may hold (uploads are refused over them, our workers trim
+# to them) and how many steps one replay page shows; runs/limits.py reads these and says why the
+# defaults are what they are.
+# (Imported here, not at the top: the defaults live with the code they bound.)
+from runs import limits as _limits  # noqa: E402
+
+TRAJECTORY_MAX_STEPS = env_int("TRAJECTORY_MAX_STEPS", _limits.DEFAULT_MAX_STEPS, minimum=1)
+TRAJECTORY_MAX_TEXT_BYTES = env_int("TRAJECTORY_MAX_TEXT_BYTES", _limits.DEFAULT_MAX_TEXT_BYTES, minimum=1024)
+TRAJECTORY_MAX_STEP_BYTES = env_int("TRAJECTORY_MAX_STEP_BYTES", _limits.DEFAULT_MAX_STEP_BYTES, minimum=4096)
+TRAJECTORY_MAX_STEP_FILES = env_int("TRAJECTORY_MAX_STEP_FILES", _limits.DEFAULT_MAX_STEP_FILES, minimum=1)
+TRAJECTORY_MAX_STEP_DIFF_LINES = env_int("TRAJECTORY_MAX_STEP_DIFF_LINES", _limits.DEFAULT_MAX_STEP_DIFF_LINES, minimum=1)
+TRAJECTORY_MAX_DIFF_LINES = env_int("TRAJECTORY_MAX_DIFF_LINES", _limits.DEFAULT_MAX_DIFF_LINES, minimum=1)
+SUBMISSION_MAX_PATCH_BYTES = env_int("SUBMISSION_MAX_PATCH_BYTES", _limits.DEFAULT_MAX_PATCH_BYTES, minimum=1024)
+SUBMISSION_MAX_PATCH_LINES = env_int("SUBMISSION_MAX_PATCH_LINES", _limits.DEFAULT_MAX_PATCH_LINES, minimum=1)
+SUBMISSION_MAX_TRAJECTORY_BYTES = env_int(
+    "SUBMISSION_MAX_TRAJECTORY_BYTES", _limits.DEFAULT_MAX_TRAJECTORY_BYTES, minimum=1024
+)
+REPLAY_STEPS_PER_PAGE = env_int("REPLAY_STEPS_PER_PAGE", _limits.DEFAULT_STEPS_PER_PAGE, minimum=1)
+
 # Recovery (runs.attempts.attempts_recover): a running attempt without a heartbeat for this long is
 # taken for dead; one still running this long past its own budget (time budget plus the
 # experiments' timeouts) is killed and counted as budget_exhausted, heartbeat or not. Sandboxes
@@ -93,6 +191,72 @@ WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(DATA_DIR / "workspaces")))
 ATTEMPT_STALE_SECONDS = env_int("ATTEMPT_STALE_SECONDS", 60, minimum=1)
 ATTEMPT_OVERRUN_GRACE_SECONDS = env_int("ATTEMPT_OVERRUN_GRACE_SECONDS", 300, minimum=0)
 ATTEMPT_SWEEP_UNNAMED_SECONDS = env_int("ATTEMPT_SWEEP_UNNAMED_SECONDS", 86400, minimum=0)
+# Every long-running evaluation worker (runs.worker) runs that recovery, and the sweep, this often.
+ATTEMPT_RECOVER_INTERVAL_SECONDS = env_int("ATTEMPT_RECOVER_INTERVAL_SECONDS", 30, minimum=1)
+# An infrastructure failure is retried after this many seconds, doubled with each failure, at most the maximum.
+ATTEMPT_RETRY_BACKOFF_SECONDS = env_int("ATTEMPT_RETRY_BACKOFF_SECONDS", 10, minimum=0)
+ATTEMPT_RETRY_BACKOFF_MAX_SECONDS = env_int("ATTEMPT_RETRY_BACKOFF_MAX_SECONDS", 300, minimum=0)
+
+# --- abuse limits (README, "Abuse limits") ---
+# The cache is where django-ratelimit counts: it must be shared by every gunicorn worker, so Redis.
+CACHE_URL = env_url("CACHE_URL", REDIS_URL, schemes={"redis", "rediss", "unix"})
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": CACHE_URL,
+        "KEY_PREFIX": "autoexperiment",
+    },
+}
+# django-ratelimit lists only django-redis as supported; Django's own RedisCache increments
+# atomically too (Redis INCR), which is all it needs.
+SILENCED_SYSTEM_CHECKS = ["django_ratelimit.W001"]
+# Behind this many reverse proxies, a client's address is the one the outermost proxy appended to
+# X-Forwarded-For (autoexperiment_site.abuse.client_ip); 0 means REMOTE_ADDR.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+RATELIMIT_IP_META_KEY = "autoexperiment_site.abuse.client_ip"
+RATELIMIT_VIEW = "autoexperiment_site.abuse.ratelimited_view"
+RATE_LIMITS = {
+    "api-address": env_rate("RATE_LIMIT_API_PER_ADDRESS", "300/m"),
+    "api-bad-token": env_rate("RATE_LIMIT_API_BAD_TOKEN_PER_ADDRESS", "20/10m"),
+    "api-user": env_rate("RATE_LIMIT_API_PER_USER", "120/m"),
+    "upload": env_rate("RATE_LIMIT_UPLOADS_PER_USER", "30/h"),
+    "reexecution": env_rate("RATE_LIMIT_REEXECUTIONS_PER_USER", "20/h"),
+    "signup": env_rate("RATE_LIMIT_SIGNUPS_PER_ADDRESS", "5/h"),
+    "password-reset": env_rate("RATE_LIMIT_PASSWORD_RESETS_PER_ADDRESS", "5/h"),
+    "password-reset-email": env_rate("RATE_LIMIT_PASSWORD_RESETS_PER_EMAIL", "3/h"),
+}
+# Re-execution attempts of one user's submissions queued or running at once; staff are exempt.
+MAX_QUEUED_REEXECUTIONS_PER_USER = env_int("MAX_QUEUED_REEXECUTIONS_PER_USER", 300, minimum=1)
+
+# Sign-in lockout (django-axes, site and admin sign-in): failures are counted per username *and*
+# address, so an attacker locks out only their own guesses, never the account for everyone else.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "autoexperiment_site.abuse.client_ip"
+AXES_LOCKOUT_CALLABLE = "autoexperiment_site.abuse.lockout_response"
+
+# Mail, for password reset only: with no EMAIL_HOST there is no reset (its pages are 404 and the
+# sign-in page says to ask staff) rather than a form whose mail fails in the log.
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+PASSWORD_RESET_ENABLED = bool(EMAIL_HOST)
+if PASSWORD_RESET_ENABLED:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1)
+    EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+    EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+    EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", EMAIL_PORT == 587)
+    EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", EMAIL_PORT == 465)
+    if EMAIL_USE_TLS and EMAIL_USE_SSL:
+        raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL are both on; turn one off (TLS for port 587, SSL for 465).")
+    DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", f"AutoExperiment <noreply@{EMAIL_HOST}>")
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.dummy.EmailBackend"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -126,6 +290,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/"
+# Self-service sign-up at /accounts/signup/ (make demo turns it on); off, staff create accounts.
+SIGNUP_ENABLED = env_bool("SIGNUP_ENABLED", False)
 
 LOGGING = {
     "version": 1,

@@ -1,9 +1,15 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from autoexperiment_site import accounts, health
+from autoexperiment_site.abuse import rate_limited
+
 urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
+    path("accounts/signup/", rate_limited("signup")(accounts.signup), name="signup"),
+    path("accounts/", include("autoexperiment_site.password_reset_urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("attempts/", include("runs.replay_urls")),
     path("runs/", include("runs.urls")),

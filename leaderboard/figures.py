@@ -1,5 +1,6 @@
 """Plotly figures, built in Python and handed to the page as JSON (plotly.js only draws them)."""
 import functools
+import html
 import json
 
 import plotly.graph_objects as go
@@ -12,6 +13,16 @@ PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Dark24
 # Drawn at first: the table's first rows. More overlapping bands would hide each other; the
 # others are a legend click away.
 SHOWN_SYSTEMS = 8
+
+
+def plotly_text(value: object) -> str:
+    """`value` as text Plotly shows as it is. Plotly reads labels (trace names, legend and hover
+    text, titles, annotations) as a subset of HTML (<a href>, <b>, <br>, entities) and fills in
+    %{...} placeholders in hover templates; model names and descriptions come from uploaders.
+    Escaping &, < and > as entities, and % as &#37;, leaves no tag and no placeholder; Plotly turns
+    the entities back into the characters when it draws. Every string the figures hand to Plotly
+    passes through here."""
+    return html.escape(str(value), quote=False).replace("%", "&#37;")
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -30,8 +41,8 @@ def _figure_input(board: Leaderboard, reference: list[ReferenceRow]) -> tuple:
             if n in row.by_n and row.by_n[n].pass1 is not None
         )
         label = f"{row.name} · {row.context}" + (f" · {row.config_label}" if row.config_label else "")
-        systems.append((row.slug, label, points))
-    references = tuple((ref.name, tuple(sorted(ref.pass1.items()))) for ref in reference)
+        systems.append((row.slug, plotly_text(label), points))
+    references = tuple((plotly_text(ref.name), tuple(sorted(ref.pass1.items()))) for ref in reference)
     return tuple(systems), references
 
 
@@ -61,6 +72,7 @@ def _payload(systems: tuple, references: tuple) -> dict:
 
 
 def _build(systems: tuple, references: tuple) -> go.Figure:
+    """The figure; every label in `systems` and `references` is already plotly_text."""
     traces = []
     for position, (slug, label, points) in enumerate(systems):
         if not points:
@@ -112,8 +124,9 @@ def _build(systems: tuple, references: tuple) -> go.Figure:
             "paper_bgcolor": "white",
             "plot_bgcolor": "white",
             "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1d1f21"},
-            "xaxis": {**axis, "title": {"text": "n (functions masked)"}, "dtick": 1, "tickformat": "d"},
-            "yaxis": {**axis, "title": {"text": "Pass@1 (shaded: 95% CI)"}, "tickformat": ".0%", "rangemode": "tozero"},
+            "xaxis": {**axis, "title": {"text": plotly_text("n (functions masked)")}, "dtick": 1, "tickformat": "d"},
+            "yaxis": {**axis, "title": {"text": plotly_text("Pass@1 (shaded: 95% CI)")}, "tickformat": ".0%",
+                      "rangemode": "tozero"},
             "legend": {"font": {"size": 11}},
             "hovermode": "closest",
         },

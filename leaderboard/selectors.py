@@ -52,7 +52,7 @@ from django.urls import NoReverseMatch, reverse
 from leaderboard.models import VerifierSelection
 from runs.models import Attempt, Function, Run, Sample, Suite
 from runs.statistics import bootstrap_ci, pass_at_k
-from runs.submissions.selectors import visible_runs_q
+from runs.visibility import public_runs_q
 
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_RESAMPLES = 10_000
@@ -153,9 +153,9 @@ _SUMMARY_COLUMNS = [
 
 
 def _runs_frame(run_q: Q) -> pd.DataFrame:
-    """Public runs matching `run_q` (hidden submissions never show) with their system's slug and a
-    small integer id per system (one query)."""
-    rows = Run.objects.filter(run_q & visible_runs_q()).order_by("id").values_list(
+    """Public runs matching `run_q` with their system's slug and a small integer id per system (one
+    query). Hidden runs never count, whoever looks: the leaderboard is the public view."""
+    rows = Run.objects.filter(run_q & public_runs_q()).order_by("id").values_list(
         "id", "suite__name", "agent", "model", "agent_config", "context", "attempts_per_sample", "n_values",
         "finished_at", "created_at",
     )
@@ -193,7 +193,7 @@ def _per_sample(runs: pd.DataFrame, filters: LeaderboardFilters, *, counted_only
     """Per (system, sample): counted attempts m, passes c, verified ones, errors, cost and time sums.
 
     `every_run`: `runs` holds every public run, so no run filter is needed (a scan beats an index
-    lookup of most of the table); attempts of other runs (hidden submissions, runs created since
+    lookup of most of the table); attempts of other runs (hidden runs, runs created since
     `runs` was read) get system -1, which the callers drop.
     """
     counted = _counted(filters)
@@ -855,5 +855,5 @@ def filter_choices() -> dict[str, list[str]]:
     """Suite names and agent names that exist, for the filter form (two small queries)."""
     return {
         "suites": list(Suite.objects.order_by("name").values_list("name", flat=True)),
-        "agents": sorted(set(Run.objects.filter(visible_runs_q()).order_by().values_list("agent", flat=True).distinct())),
+        "agents": sorted(set(Run.objects.filter(public_runs_q()).order_by().values_list("agent", flat=True).distinct())),
     }

@@ -1,5 +1,4 @@
 """Public leaderboard pages and their JSON / CSV exports. Thin: selectors compute, templates show."""
-import csv
 import json
 import math
 
@@ -8,8 +7,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from autoexperiment_site.security import content_security_policy
 from leaderboard import reference as paper
+from leaderboard.exports import csv_response
 from leaderboard.figures import SHOWN_SYSTEMS, figure_payload
 from leaderboard.forms import LeaderboardFilterForm
 from leaderboard.selectors import (
@@ -24,9 +23,6 @@ from runs.models import Attempt
 
 FORMATS = ("html", "json", "csv")
 ASCENDING_FIRST = {"name", "cost", "seconds", "errors"}
-
-# plotly.js styles the figure inline; scripts still come from this site only.
-_csp = content_security_policy(inline_styles=True)
 
 RULES = [
     "A system is suite + agent + model + agent configuration + context condition; its runs are pooled.",
@@ -102,16 +98,7 @@ def _json(payload: dict, *, status: int = 200) -> JsonResponse:
 
 
 def _csv(filename: str, rows: list[dict], columns: list[str]) -> HttpResponse:
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    writer = csv.DictWriter(response, fieldnames=columns, extrasaction="ignore")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({
-            key: ("" if value is None else str(value).lower() if isinstance(value, bool) else value)
-            for key, value in row.items()
-        })
-    return response
+    return csv_response(filename, rows, columns)  # every cell neutralised for spreadsheets
 
 
 def _parse_request(request):
@@ -135,7 +122,6 @@ def _filters_payload(form, filters) -> dict:
 
 
 @require_GET
-@_csp
 def home(request):
     """The leaderboard: one row per system, columns by n, the paper's numbers apart."""
     if (parsed := _parse_request(request)) is None:
@@ -219,7 +205,6 @@ FUNCTION_COLUMNS = [
 
 
 @require_GET
-@_csp
 def functions(request):
     """How often each masked function is implemented correctly, across systems."""
     if (parsed := _parse_request(request)) is None:
@@ -250,7 +235,6 @@ SAMPLE_COLUMNS = ["sample_id", "paper", "n", "attempts", "passes", "errors", "at
 
 
 @require_GET
-@_csp
 def system(request, slug: str):
     """One system: its numbers by n, its runs, and every sample with links to each attempt."""
     if (parsed := _parse_request(request)) is None:

@@ -38,16 +38,28 @@ class SampleAdmin(admin.ModelAdmin):
 
 # --- evaluation runs ---------------------------------------------------------------------------
 
+from runs.evaluation import runs_set_hidden  # noqa: E402
 from runs.models import Attempt, Run  # noqa: E402
 
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["id", "agent", "model", "suite", "n_values", "attempts_per_sample", "created_by", "created_at", "cancelled_at", "finished_at"]
-    list_filter = ["agent", "suite", "context"]
+    list_display = ["id", "agent", "model", "suite", "n_values", "attempts_per_sample", "created_by", "created_at", "cancelled_at", "finished_at", "hidden"]
+    list_filter = ["hidden", "agent", "suite", "context"]
     search_fields = ["agent", "model", "description"]
     readonly_fields = ["created_at", "cancelled_at", "finished_at"]
     raw_id_fields = ["created_by"]
+    actions = ["hide", "unhide"]
+
+    @admin.action(description="Hide selected runs (and their submissions) from everyone but owners and staff")
+    def hide(self, request, queryset):
+        count = runs_set_hidden(runs=queryset, hidden=True)
+        self.message_user(request, f"{count} run(s) hidden.")
+
+    @admin.action(description="Unhide selected runs")
+    def unhide(self, request, queryset):
+        count = runs_set_hidden(runs=queryset, hidden=False)
+        self.message_user(request, f"{count} run(s) visible again.")
 
 
 @admin.register(Attempt)
@@ -75,7 +87,6 @@ from runs.models import ApiToken, Submission  # noqa: E402
 from runs.submissions.forms import FlagForm  # noqa: E402
 from runs.submissions.services import (  # noqa: E402
     submissions_flag,
-    submissions_set_hidden,
     submissions_unflag,
     token_revoke,
 )
@@ -100,18 +111,18 @@ class VerifiedFilter(admin.SimpleListFilter):
 class SubmissionAdmin(admin.ModelAdmin):
     """Staff moderate (hide, flag); verification comes only from re-execution, never from here."""
 
-    list_display = ["id", "agent", "model", "run", "uploader", "created_at", "status", "is_verified", "hidden", "flagged"]
-    list_filter = ["hidden", "flagged", VerifiedFilter, "status", "channel", "run__suite"]
+    list_display = ["id", "agent", "model", "run", "uploader", "created_at", "status", "is_verified", "is_hidden", "flagged"]
+    list_filter = [("run__hidden", admin.BooleanFieldListFilter), "flagged", VerifiedFilter, "status", "channel", "run__suite"]
     search_fields = ["agent", "model", "description", "contact", "uploader__username", "file_sha256"]
     fields = [
         "run", "uploader", "token", "channel", "agent", "model", "description", "contact", "filename", "file_sha256",
         "file_bytes", "record_count", "created_at", "status", "status_detail", "reexecution_requested_at", "verified_at",
-        "hidden", "flagged", "flag_reason",
+        "is_hidden", "flagged", "flag_reason",
     ]
     actions = ["hide", "unhide", "flag", "unflag"]
 
     def get_readonly_fields(self, request, obj=None):
-        return [name for name in self.fields if name not in ("hidden", "flagged", "flag_reason")]
+        return [name for name in self.fields if name not in ("flagged", "flag_reason")]
 
     def has_add_permission(self, request):
         return False
@@ -123,14 +134,22 @@ class SubmissionAdmin(admin.ModelAdmin):
     def is_verified(self, obj):
         return obj.verified_at is not None
 
+    # Hiding is the run's (Run.hidden): set with the actions here or on the run.
+    @admin.display(boolean=True, description="hidden", ordering="run__hidden")
+    def is_hidden(self, obj):
+        return obj.run.hidden
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("run")
+
     @admin.action(description="Hide selected submissions from public pages")
     def hide(self, request, queryset):
-        count = submissions_set_hidden(submissions=queryset, hidden=True)
+        count = runs_set_hidden(runs=Run.objects.filter(submission__in=queryset), hidden=True)
         self.message_user(request, f"{count} submission(s) hidden.")
 
     @admin.action(description="Unhide selected submissions")
     def unhide(self, request, queryset):
-        count = submissions_set_hidden(submissions=queryset, hidden=False)
+        count = runs_set_hidden(runs=Run.objects.filter(submission__in=queryset), hidden=False)
         self.message_user(request, f"{count} submission(s) visible again.")
 
     @admin.action(description="Flag selected submissions (asks for a reason)")

@@ -41,6 +41,7 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -91,6 +92,16 @@ MAX_REEXECUTION_OUTPUT = 20_000
 
 def max_infra_retries() -> int:
     return int(getattr(settings, "ATTEMPT_MAX_INFRA_RETRIES", 2))
+
+
+def retry_delay_seconds(failures: int) -> float:
+    """How long an attempt waits before the retry after its `failures`-th infrastructure failure:
+    ATTEMPT_RETRY_BACKOFF_SECONDS doubled with each failure, at most
+    ATTEMPT_RETRY_BACKOFF_MAX_SECONDS. Back to back, a sandbox or database outage would burn every
+    retry in seconds."""
+    base = float(getattr(settings, "ATTEMPT_RETRY_BACKOFF_SECONDS", 10))
+    cap = float(getattr(settings, "ATTEMPT_RETRY_BACKOFF_MAX_SECONDS", 300))
+    return min(cap, base * 2 ** max(0, failures - 1))
 
 
 def heartbeat_seconds() -> float:
@@ -180,13 +191,44 @@ def failure_label(*, exit_status: str, final_answer_raw: str | None, answer_pars
 JSON_SAFE_DEPTH = 100
 
 
-def json_safe(value, _depth: int = 0):
+def json_safe(value):
     """`value` as JSON Postgres accepts: non-finite floats as strings ("NaN", "Infinity",
     "-Infinity", as scoring's to_dict writes them), NUL characters and lone surrogates dropped
-    from strings, containers deeper than JSON_SAFE_DEPTH replaced by a marker string, values JSON
-    cannot hold by their repr."""
-    if _depth > JSON_SAFE_DEPTH:
-        return f"[nested deeper than {JSON_SAFE_DEPTH} levels: not stored]"
+    from strings, values deeper than JSON_SAFE_DEPTH and integers too long to print replaced by a
+    marker string, values JSON cannot hold by their repr.
+
+    Iterative, so no value can exhaust the stack however deep it nests."""
+    holder: list = [None]
+    # (item, where the converted item goes, its key or index there, depth)
+    stack: list[tuple] = [(value, holder, 0, 0)]
+    while stack:
+        item, target, slot, depth = stack.pop()
+        if depth > JSON_SAFE_DEPTH:
+            target[slot] = f"[nested deeper than {JSON_SAFE_DEPTH} levels: not stored]"
+        elif isinstance(item, dict):
+            converted: dict = {}
+            target[slot] = converted
+            children = []
+            for key, inner in item.items():
+                safe_key = _text(str(key))
+                converted[safe_key] = None  # keeps the keys' order
+                children.append((inner, converted, safe_key, depth + 1))
+            stack.extend(reversed(children))  # in order, so a repeated key keeps its last value
+        elif isinstance(item, (list, tuple)):
+            converted_list = [None] * len(item)
+            target[slot] = converted_list
+            stack.extend((inner, converted_list, index, depth + 1) for index, inner in reversed(list(enumerate(item))))
+        else:
+            target[slot] = _json_scalar(item)
+    return holder[0]
+
+
+# Python refuses to print integers of more than 4,300 digits (sys.get_int_max_str_digits), and
+# Postgres' JSON is text: this many bits is about 3,900 digits.
+_MAX_INT_BITS = 13_000
+
+
+def _json_scalar(value):
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"
@@ -195,10 +237,8 @@ def json_safe(value, _depth: int = 0):
         return value
     if isinstance(value, str):
         return _text(value)
-    if isinstance(value, dict):
-        return {json_safe(str(key)): json_safe(item, _depth + 1) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item, _depth + 1) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_INT_BITS:
+        return f"[an integer of about {int(value.bit_length() * math.log10(2)):,} digits: not stored]"
     if value is None or isinstance(value, (bool, int)):
         return value
     return _text(repr(value))
@@ -723,30 +763,28 @@ def run_mark_finished(*, run_id: int) -> None:
 
 def attempt_infra_failure(*, attempt_id: int, tries: int, reason: str, requeue: bool = True) -> str:
     """Record an infrastructure failure of try `tries`: queue the attempt again while retries are
-    left (enqueueing its job on commit unless `requeue` is False), else end it as error /
-    infrastructure. The try's partial trajectory is attached. Returns REQUEUED, ERROR or LOST."""
+    left (enqueueing its job on commit, after retry_delay_seconds, unless `requeue` is False),
+    else end it as error / infrastructure. The try's partial trajectory is attached. Returns
+    REQUEUED, ERROR or LOST."""
     trajectory = _partial_trajectory(attempt_id, tries)
     with transaction.atomic():
         attempt = Attempt.objects.select_for_update().filter(pk=attempt_id).first()
         if attempt is None or attempt.status != Attempt.RUNNING or attempt.tries != tries:
             return LOST
         attempt.infra_failures += 1
-        attempt.infra_history = [
-            *attempt.infra_history,
-            {
-                "try": tries,
-                "worker": attempt.claimed_by,
-                "job_id": attempt.job_id,
-                "at": timezone.now().isoformat(),
-                "reason": _text(reason)[:8000],
-            },
-        ]
-        if trajectory is not None:
-            attempt.trajectory = trajectory
-        attempt.heartbeat_at = None
+        entry = {
+            "try": tries,
+            "worker": attempt.claimed_by,
+            "job_id": attempt.job_id,
+            "at": timezone.now().isoformat(),
+            "reason": _text(reason)[:8000],
+        }
+        delay = retry_delay_seconds(attempt.infra_failures)
         if attempt.infra_failures <= max_infra_retries():
             attempt.status = Attempt.QUEUED
             outcome = REQUEUED
+            if requeue:  # the run page shows when (in-process runs and resumes retry at once)
+                entry["retry_at"] = (timezone.now() + timedelta(seconds=delay)).isoformat()
         else:
             attempt.status = Attempt.ERROR
             attempt.failure_label = Attempt.INFRASTRUCTURE
@@ -755,11 +793,15 @@ def attempt_infra_failure(*, attempt_id: int, tries: int, reason: str, requeue: 
             attempt.passed = False
             attempt.mismatch = False
             outcome = ERROR
+        attempt.infra_history = [*attempt.infra_history, entry]
+        if trajectory is not None:
+            attempt.trajectory = trajectory
+        attempt.heartbeat_at = None
         attempt.save()
         if outcome == REQUEUED and requeue:
             from runs.evaluation import attempts_enqueue
 
-            attempts_enqueue(attempts=[attempt])
+            attempts_enqueue(attempts=[attempt], delay=delay)
     if outcome == ERROR:
         run_mark_finished(run_id=attempt.run_id)
     logger.warning("attempt %s try %s: infrastructure failure (%s): %s", attempt_id, tries, outcome, reason.splitlines()[0] if reason else "")
@@ -820,7 +862,8 @@ def attempts_recover(*, stale_after: float | None = None, run: Run | None = None
     running = list(running.select_related("run", "sample__paper"))
     recovered = []
     if running:
-        failed_jobs = _failed_job_ids()
+        failed = failed_jobs_get(job_ids=[attempt.job_id for attempt in running if attempt.job_id])
+        failed_jobs = {job_id: job.reason for job_id, job in failed.items()}
         cutoff = timezone.now() - timedelta(seconds=stale_after)
         for attempt in running:
             if attempt.claimed_at is not None and timezone.now() > attempt_deadline(attempt):
@@ -977,25 +1020,58 @@ def _process_gone(claimed_by: str) -> bool:
     return state in ("Z", "X")
 
 
-def _failed_job_ids() -> dict[str, str]:
-    """Job id -> last line of its failure, for the evaluation queue's failed jobs (after letting RQ
-    move abandoned jobs, those of dead workers, from the started to the failed registry). Empty when
-    Redis is unreachable: the heartbeat still finds dead workers."""
+@dataclass
+class FailedJob:
+    """An evaluation job in RQ's failed registry."""
+
+    job_id: str
+    reason: str  # the last line of what it raised ("failed" when RQ kept nothing)
+    worker: str  # the RQ worker that ran it, "" when unknown
+    failed_at: str  # ISO time, "" when unknown
+
+
+# Fetching each failed job costs two round trips: past this many the rest get a generic reason.
+FAILED_JOB_DETAILS_LIMIT = 200
+
+
+def failed_jobs_get(*, job_ids: Iterable[str] | None = None, cleanup: bool = True) -> dict[str, FailedJob]:
+    """The evaluation queue's failed jobs among `job_ids` (all of them when None), by id. With
+    `cleanup`, RQ first moves abandoned jobs (those of dead workers) from the started to the failed
+    registry. Empty when Redis is unreachable: the heartbeat still finds dead workers."""
     from runs.evaluation import evaluation_queue
 
     try:
         queue = evaluation_queue()
-        queue.started_job_registry.cleanup()
+        if cleanup:
+            queue.started_job_registry.cleanup()
         registry = queue.failed_job_registry
+        if job_ids is None:
+            ids = registry.get_job_ids()
+        else:
+            wanted = sorted(set(job_ids))
+            with queue.connection.pipeline(transaction=False) as pipeline:
+                for job_id in wanted:
+                    pipeline.zscore(registry.key, job_id)
+                scores = pipeline.execute() if wanted else []
+            ids = [job_id for job_id, score in zip(wanted, scores) if score is not None]
         failed = {}
-        for job_id in registry.get_job_ids():
+        for number, job_id in enumerate(ids):
+            if number >= FAILED_JOB_DETAILS_LIMIT:
+                failed[job_id] = FailedJob(job_id, "failed (see RQ's failed registry)", "", "")
+                continue
             job = queue.fetch_job(job_id)
             result = job.latest_result() if job is not None else None
             text = ((result.exc_string if result is not None else "") or "").strip().splitlines()
-            failed[job_id] = text[-1] if text else "failed"
+            when = result.created_at if result is not None else (job.ended_at if job is not None else None)
+            failed[job_id] = FailedJob(
+                job_id=job_id,
+                reason=_text(text[-1].strip()[:2000]) if text else "failed",
+                worker=_text(job.worker_name or "") if job is not None else "",
+                failed_at=when.isoformat() if when is not None else "",
+            )
         return failed
     except Exception:
-        logger.warning("RQ registries could not be read; recovering by heartbeat only", exc_info=True)
+        logger.warning("RQ's failed registry could not be read (recovery goes by heartbeats only)", exc_info=True)
         return {}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import django_rq
 from django.conf import settings
@@ -22,12 +23,18 @@ from rq.job import Job, JobStatus
 from runs.agents import AGENTS
 from runs.attempts import (
     LOST,
+    FailedJob,
     InfrastructureFailure,
+    Recovered,
     attempt_execute,
     attempts_recover,
     construct_agent,
+    failed_jobs_get,
+    max_infra_retries,
+    retry_delay_seconds,
     run_mark_finished,
 )
+from runs.limits import trajectory_limits
 from runs.models import Attempt, Run, Suite
 from runs.sampling import DEFAULT_CAP
 from runs.selectors import sample_experiments
@@ -63,9 +70,11 @@ def job_id_for(attempt: Attempt) -> str:
 # --- enqueueing ----------------------------------------------------------------------------------
 
 
-def attempts_enqueue(*, attempts: Iterable[Attempt]) -> None:
-    """Enqueue one job per attempt once the current transaction commits (at once outside one)."""
-    pending = [(attempt.pk, job_id_for(attempt), _job_timeout(attempt)) for attempt in attempts]
+def attempts_enqueue(*, attempts: Iterable[Attempt], delay: float = 0) -> None:
+    """Enqueue one job per attempt once the current transaction commits (at once outside one).
+    With a `delay` (seconds) the jobs are scheduled: RQ's scheduler, which every long-running
+    evaluation worker runs (runs.worker), puts them on the queue when it is up."""
+    pending = [(attempt.pk, job_id_for(attempt), _job_timeout(attempt), delay) for attempt in attempts]
     if pending:
         transaction.on_commit(lambda: _enqueue_now(pending))
 
@@ -74,26 +83,39 @@ def _job_timeout(attempt: Attempt) -> int:
     return int(attempt.run.max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS
 
 
-def _enqueue_now(pending: list[tuple[int, str, int]]) -> int:
+def _enqueue_now(pending: list[tuple[int, str, int, float]]) -> int:
     queue = evaluation_queue()
-    enqueued = 0
-    for attempt_id, job_id, timeout in pending:
-        existing = queue.fetch_job(job_id)
-        if existing is not None:
-            if existing.get_status(refresh=True) in LIVE_JOB_STATUSES:
-                continue
-            existing.delete()  # finished or failed without a claim: replace it
-        queue.enqueue(
-            JOB_FUNCTION,
-            attempt_id,
-            job_id=job_id,
-            job_timeout=timeout,
-            result_ttl=24 * 3600,
-            failure_ttl=7 * 24 * 3600,
+    return sum(
+        job_enqueue_replacing(
+            queue, JOB_FUNCTION, attempt_id, job_id=job_id, timeout=timeout, delay=delay,
             description=f"attempt {attempt_id} ({job_id})",
         )
-        enqueued += 1
-    return enqueued
+        for attempt_id, job_id, timeout, delay in pending
+    )
+
+
+def job_enqueue_replacing(queue, function: str, argument, *, job_id: str, timeout: int, description: str, delay: float = 0) -> bool:
+    """Enqueue `function(argument)` as job `job_id`, scheduled `delay` seconds later when positive
+    (RQ's scheduler, which every long-running evaluation worker runs, puts it on the queue then).
+    A live job of that id is left alone (False); a finished or failed one, which never claimed its
+    attempt, is replaced."""
+    existing = queue.fetch_job(job_id)
+    if existing is not None:
+        if existing.get_status(refresh=True) in LIVE_JOB_STATUSES:
+            return False
+        existing.delete()
+    options = {
+        "job_id": job_id,
+        "job_timeout": timeout,
+        "result_ttl": 24 * 3600,
+        "failure_ttl": 7 * 24 * 3600,
+        "description": description,
+    }
+    if delay > 0:
+        queue.enqueue_in(timedelta(seconds=delay), function, argument, **options)
+    else:
+        queue.enqueue(function, argument, **options)
+    return True
 
 
 def _live_job(job_id: str) -> bool:
@@ -160,6 +182,9 @@ def run_create(
         raise RunError("k and the sample cap must be at least 1")
     if max_steps < 1 or not max_seconds > 0 or not max_cost > 0:
         raise RunError("budgets must be positive")
+    step_limit = trajectory_limits().steps
+    if max_steps > step_limit:
+        raise RunError(f"max steps is {max_steps:,}; a trajectory holds at most {step_limit:,} steps (TRAJECTORY_MAX_STEPS)")
     backend = {"bwrap": "bubblewrap"}.get(sandbox_backend or "", sandbox_backend) or settings.SANDBOX_BACKEND
     if backend not in BACKENDS:
         raise RunError(f"sandbox backend must be one of {', '.join(BACKENDS)}")
@@ -233,6 +258,12 @@ def run_cancel(*, run: Run) -> int:
     return cancelled
 
 
+def runs_set_hidden(*, runs: Iterable[Run], hidden: bool) -> int:
+    """Hide runs (and so their attempts and submission) from everyone but their owner and staff,
+    or show them again (see runs.visibility). Who may do it is the caller's check. Returns how many."""
+    return Run.objects.filter(pk__in=[run.pk for run in runs]).update(hidden=hidden)
+
+
 @transaction.atomic
 def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
     """Queue again the attempts that ended without a valid result (status error: infrastructure
@@ -283,6 +314,103 @@ def run_resume(*, run: Run, stale_after: float | None = None, enqueue: bool = Tr
             enqueued = len(without_job)
     run.refresh_from_db()
     return ResumeReport(recovered=len(recovered), uncancelled=uncancelled, enqueued=enqueued)
+
+
+# --- self-healing --------------------------------------------------------------------------------
+
+
+@dataclass
+class HealReport:
+    unstarted: list[int]  # attempts whose job had failed before claiming them, now recorded
+    recovered: list[Recovered]  # running attempts of dead workers, and overrunning ones
+    reexecutions: list[int]  # submitted attempts whose re-execution's worker or job died
+
+
+def attempts_heal(*, stale_after: float | None = None) -> HealReport:
+    """One round of self-healing, run by every evaluation worker when it starts and, when it is a
+    long-running one, every ATTEMPT_RECOVER_INTERVAL_SECONDS (runs.worker): jobs that failed
+    before claiming their attempt are recorded on it (attempts_record_unstarted), attempts of dead
+    workers re-queued and overrunning ones ended (runs.attempts.attempts_recover), the same for
+    submissions' re-executions (reexecutions_recover), and the leftovers of tries no longer
+    running swept. Idempotent and fenced: any number of workers may run it at once."""
+    from runs.submissions.services import reexecutions_recover
+
+    unstarted = attempts_record_unstarted()
+    recovered = [r for r in attempts_recover(stale_after=stale_after) if r.outcome != LOST]
+    return HealReport(unstarted=unstarted, recovered=recovered, reexecutions=reexecutions_recover())
+
+
+def attempts_record_unstarted(*, run: Run | None = None) -> list[int]:
+    """Record the failures of jobs that never claimed their attempt.
+
+    A worker that cannot reach the database or import the job, or fails in any way before
+    `attempt_claim` succeeds, leaves its attempt queued; only RQ's failed registry knows why. For
+    each queued attempt whose current job (job_id_for) is there, the job's reason is written into
+    the attempt's infra_history and counts as an infrastructure failure: the attempt is queued
+    again after retry_delay_seconds while retries are left, else ends as error / infrastructure.
+    Each failure is recorded once (by its job id and time), so this runs wherever the database is
+    reachable: a reason the failing worker could not write appears as soon as any worker gets
+    through (the run page shows RQ's reason until then, runs.selectors.run_waiting_notes).
+    Returns the ids of the attempts recorded."""
+    queued = Attempt.objects.filter(status=Attempt.QUEUED)
+    if run is not None:
+        queued = queued.filter(run=run)
+    by_job = {job_id_for(attempt): attempt for attempt in queued.only("pk", "tries")}
+    if not by_job:
+        return []
+    recorded = []
+    for job_id, failure in failed_jobs_get(job_ids=by_job, cleanup=False).items():
+        attempt = by_job[job_id]
+        if _unstarted_record(attempt_id=attempt.pk, tries=attempt.tries, failure=failure):
+            recorded.append(attempt.pk)
+    return recorded
+
+
+def _unstarted_record(*, attempt_id: int, tries: int, failure: FailedJob) -> bool:
+    with transaction.atomic():
+        attempt = (
+            Attempt.objects.select_for_update(of=("self",))
+            .select_related("run")
+            .filter(pk=attempt_id, status=Attempt.QUEUED, tries=tries)
+            .first()
+        )
+        if attempt is None:
+            return False  # claimed, cancelled or recorded meanwhile
+        last = attempt.infra_history[-1] if attempt.infra_history else {}
+        if last.get("job_id") == failure.job_id and (not failure.failed_at or last.get("at") == failure.failed_at):
+            # Recorded before, but its job was not replaced then (Redis went away): replace it now.
+            retry_at = last.get("retry_at")
+            remaining = (datetime.fromisoformat(retry_at) - timezone.now()).total_seconds() if retry_at else 0
+            attempts_enqueue(attempts=[attempt], delay=max(0.0, remaining))
+            return False
+        attempt.infra_failures += 1
+        where = f" on worker {failure.worker}" if failure.worker else ""
+        reason = f"its job {failure.job_id} failed{where} before claiming the attempt: {failure.reason}"
+        entry = {
+            "try": tries + 1,
+            "claimed": False,
+            "worker": failure.worker,
+            "job_id": failure.job_id,
+            "at": failure.failed_at or timezone.now().isoformat(),
+            "reason": reason,
+        }
+        if attempt.infra_failures <= max_infra_retries():
+            delay = retry_delay_seconds(attempt.infra_failures)
+            entry["retry_at"] = (timezone.now() + timedelta(seconds=delay)).isoformat()
+            attempt.infra_history = [*attempt.infra_history, entry]
+            attempt.save(update_fields=["infra_failures", "infra_history"])
+            attempts_enqueue(attempts=[attempt], delay=delay)  # replaces the failed job
+        else:
+            attempt.infra_history = [*attempt.infra_history, entry]
+            attempt.status = Attempt.ERROR
+            attempt.failure_label = Attempt.INFRASTRUCTURE
+            attempt.failure_detail = reason
+            attempt.finished_at = timezone.now()
+            attempt.passed = attempt.mismatch = False
+            attempt.save()
+            transaction.on_commit(lambda: run_mark_finished(run_id=attempt.run_id))
+    logger.warning("attempt %s: %s", attempt_id, reason)
+    return True
 
 
 def run_execute_sync(*, run: Run, progress: Callable[[], None] | None = None) -> None:

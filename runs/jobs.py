@@ -5,7 +5,7 @@ Enqueued by runs.evaluation (one job per attempt, on commit); run them with
 """
 from rq import get_current_job
 
-from runs.attempts import attempt_execute, attempts_recover, reset_connections
+from runs.attempts import attempt_execute, reset_connections
 
 
 def attempt_execute_job(attempt_id: int) -> str:
@@ -16,6 +16,11 @@ def attempt_execute_job(attempt_id: int) -> str:
 
 
 def attempts_recover_job(stale_after: float | None = None) -> int:
-    """Recover attempts whose worker died (for a periodic schedule, e.g. rqscheduler or cron)."""
+    """One round of self-healing (runs.evaluation.attempts_heal). Evaluation workers already run it
+    every ATTEMPT_RECOVER_INTERVAL_SECONDS (runs.worker); this is for a deployment that wants it
+    from elsewhere too. Returns how many attempts it settled."""
+    from runs.evaluation import attempts_heal
+
     reset_connections()
-    return len(attempts_recover(stale_after=stale_after))
+    report = attempts_heal(stale_after=stale_after)
+    return len(report.recovered) + len(report.unstarted) + len(report.reexecutions)

@@ -124,7 +124,11 @@ class Run(models.Model):
     sandbox_backend = models.CharField(max_length=20)
     description = models.TextField(blank=True)
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="evaluation_runs"
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="evaluation_runs",
+        help_text="Its owner (a submission's uploader); blank for runs started from the command line, which belong to staff.",
+    )
+    hidden = models.BooleanField(
+        default=False, help_text="Hidden runs (and their submission) are seen by their owner and staff only (runs.visibility)."
     )
     created_at = models.DateTimeField(auto_now_add=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
@@ -132,6 +136,7 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["hidden", "created_at"], name="run_hidden_created")]
 
     def __str__(self):
         model = f" {self.model}" if self.model else ""

@@ -5,9 +5,12 @@ whatever a model or an uploader wrote (thoughts, tool arguments, observations, f
 answers, patches) reaches the browser as text. Syntax highlighting is a list of {"c": css class,
 "t": text} segments per diff line, computed here and escaped by the template like any other text.
 
-Reading is one query for the attempt (with its run, sample and paper) plus one small query for the
-other attempts at the same sample; nothing is queried per step, so a 500-step trajectory costs what
-its JSON costs to decode and render.
+Reading is one query for the attempt (with its run, sample and paper), one for the page of its
+trajectory (runs.trajectory_pages: the database slices the stored JSON) plus one small query for
+the other attempts at the same sample; nothing is queried per step. A page shows
+`REPLAY_STEPS_PER_PAGE` steps, each with its text cut and its diffs bounded (runs.limits), and the
+head of the final patch, so the work of one request is bounded whatever was stored; the whole
+patch is a plain-text download.
 
 Gold code: the `gold` and `mutant` baselines restore masked functions from the reference
 implementation, so their diffs, final patch, and the arguments of the steps that write code hold
@@ -15,7 +18,6 @@ the gold bodies. `attempt_replay(show_gold_code=False)` (anonymous viewers) leav
 """
 from __future__ import annotations
 
-import itertools
 import json
 import keyword
 import math
@@ -23,7 +25,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.db.models.fields.json import KT
 from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 
@@ -35,9 +39,11 @@ from runs.agents.trajectory import (
     Trajectory,
     TrajectoryFormatError,
 )
+from runs.limits import ReplayBounds, cut_text, replay_bounds, trajectory_limits
 from runs.models import Attempt
 from runs.patches import PatchError, parse_patch
-from runs.submissions.selectors import visible_runs_q
+from runs.trajectory_pages import TrajectoryPage, error_kind, step_marks, trajectory_page
+from runs.visibility import runs_visible_q
 
 # Agents whose trajectories contain the reference implementation of masked functions.
 GOLD_CODE_AGENTS = frozenset({"gold", "mutant"})
@@ -50,7 +56,8 @@ GOLD_CODE_NOTICE = "Sign in to see code changes that contain the reference imple
 COLLAPSE_CHARS = 1200
 COLLAPSE_LINES = 20
 # At most this many lines of one diff are put in the page (the harness already cuts diffs at
-# 50,000 characters; this bounds the DOM of a long trajectory). The final patch is never cut.
+# 50,000 characters; this bounds the DOM of a long trajectory). A step shows at most
+# runs.limits.PAGE_STEP_DIFF_LINES in all, and the final patch PAGE_PATCH_LINES.
 MAX_DIFF_LINES = 600
 # Changed lines token-highlighted per page (see HighlightBudget).
 HIGHLIGHT_LINES = 3000
@@ -58,8 +65,6 @@ HIGHLIGHT_LINES = 3000
 _TRUNCATION_MARKER = re.compile(r"\n?\[\.\.\. \d+ characters truncated \.\.\.\]\n?")
 # A Python traceback inside an observation: the header, indented frame lines, then the exception line.
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):\n(?:(?:[ \t].*)?\n)*[^\s].*")
-# The status line command_line appends to its output: "[exit code 1; 0.3 s; cwd code]".
-_COMMAND_STATUS = re.compile(r"\[(?:exit code (?P<code>-?\d+)|(?P<timeout>timed out)[^;\]]*);[^\n\]]*\]\s*\Z")
 _SECRET_KEY = re.compile(r"key|token|secret|password|authorization", re.IGNORECASE)
 
 
@@ -142,6 +147,7 @@ class FileDiff:
     has_diff: bool = False
     hidden: bool = False
     collapsed: bool = True
+    omitted_hint: str = "the final patch holds the whole change"
 
     @property
     def line_count(self) -> int:
@@ -189,8 +195,11 @@ def diff_lines(
 _CHANGES = frozenset({"added", "modified", "deleted", "dropped"})
 
 
-def file_diff(change: FileChange, *, hidden: bool = False, budget: HighlightBudget | None = None) -> FileDiff:
-    """One step's change to one file. `hidden`: counted, never kept (the lines hold gold code)."""
+def file_diff(
+    change: FileChange, *, hidden: bool = False, budget: HighlightBudget | None = None, max_lines: int | None = MAX_DIFF_LINES
+) -> FileDiff:
+    """One step's change to one file, at most `max_lines` of it shown. `hidden`: counted, never
+    kept (the lines hold gold code)."""
     path = _text(change.path)
     kind = _text(change.change)
     view = FileDiff(path=path, change=kind if kind in _CHANGES else "changed", note=_text(change.note),
@@ -202,13 +211,16 @@ def file_diff(change: FileChange, *, hidden: bool = False, budget: HighlightBudg
         view.hidden = True
         return view
     view.lines, view.additions, view.deletions, view.omitted_lines = diff_lines(
-        _text(change.diff), python=path.endswith(".py"), budget=budget
+        _text(change.diff), python=path.endswith(".py"), budget=budget, max_lines=max_lines
     )
     return view
 
 
-def patch_files(patch: str, *, budget: HighlightBudget | None = None) -> list[FileDiff]:
-    """A multi-file unified diff split per file, never cut, shown open.
+def patch_files(
+    patch: str, *, budget: HighlightBudget | None = None, max_lines: int | None = None, max_files: int | None = None
+) -> list[FileDiff]:
+    """A multi-file unified diff split per file, shown open; at most `max_lines` lines in all and
+    `max_files` files (None: all), then one entry saying how many more files there are.
 
     Sections come from `runs.patches.parse_patch`, the parser re-execution uses. Stored patches
     predate it and may be malformed (or touch files outside code/), and a page must still show
@@ -219,11 +231,21 @@ def patch_files(patch: str, *, budget: HighlightBudget | None = None) -> list[Fi
     except PatchError:
         sections = _patch_sections_lenient(patch)
     files: list[FileDiff] = []
-    for path, change, text in sections:
-        lines, additions, deletions, _ = diff_lines(text, python=path.endswith(".py"), max_lines=None, budget=budget)
+    left = max_lines
+    for path, change, text in sections[:max_files]:
+        lines, additions, deletions, omitted = diff_lines(text, python=path.endswith(".py"), max_lines=left, budget=budget)
+        if left is not None:
+            left -= len(lines)
         files.append(FileDiff(path=path, change=change, lines=lines, additions=additions, deletions=deletions,
-                              has_diff=True, collapsed=False))
+                              omitted_lines=omitted, has_diff=True, collapsed=False,
+                              omitted_hint="download the whole patch to read them"))
+    if max_files is not None and len(sections) > max_files:
+        files.append(_more_files(len(sections) - max_files, "in the patch: not listed here; download the whole patch"))
     return files
+
+
+def _more_files(count: int, where: str) -> FileDiff:
+    return FileDiff(path="…", change="changed", note=f"{count:,} more file{'s' if count != 1 else ''} {where}")
 
 
 def _patch_sections_lenient(patch: str) -> list[tuple[str, str, str]]:
@@ -335,31 +357,55 @@ def observation_parts(text: str) -> list[TextPart]:
 
 
 def step_error_kind(step: Step) -> str:
-    """Why a step counts as an error ("" when it does not): the tool failed, the harness recorded a
-    traceback, a command exited non-zero or timed out, or the output holds a Python traceback."""
-    observation = _text(step.observation)
-    if step.error:
-        return "tool error"
-    if step.traceback:
-        return "traceback"
-    status = _COMMAND_STATUS.search(observation[-300:])
-    if status:
-        if status.group("timeout"):
-            return "timed out"
-        if status.group("code") not in (None, "0"):
-            return f"exit code {status.group('code')}"
-    if "Traceback (most recent call last):" in observation:
-        return "traceback in output"
-    return ""
+    """Why a step counts as an error ("" when it does not), by the rule that also marks the steps
+    of other pages (runs.trajectory_pages.error_kind)."""
+    return error_kind(step_marks(0, step))
 
 
-def step_view(step: Step, number: int, *, hide_gold_code: bool, budget: HighlightBudget | None = None) -> StepView:
+# Set on each raw step by _trajectory (whatever the stored step says): how many files it changed
+# before its list was cut to the files a page shows.
+_FILES_TOTAL = "_replay_files_total"
+
+
+def _step_files(step: Step, *, hidden: bool, budget: HighlightBudget | None, bounds: ReplayBounds) -> list[FileDiff]:
+    """The step's changed files, at most `bounds.step_files` of them and `bounds.step_diff_lines`
+    diff lines in all (a step of an upload may change thousands of files)."""
+    changes = step.files_changed if isinstance(step.files_changed, list) else []
+    total = step.extra.get(_FILES_TOTAL, len(changes)) if isinstance(step.extra, dict) else len(changes)
+    files, left = [], bounds.step_diff_lines
+    for change in changes[: bounds.step_files]:
+        view = file_diff(change, hidden=hidden, budget=budget, max_lines=min(MAX_DIFF_LINES, left))
+        left -= len(view.lines)
+        files.append(view)
+    if total > bounds.step_files:
+        files.append(_more_files(total - bounds.step_files, "changed in this step: not listed here"))
+    return files
+
+
+def _cut(value: str, bounds: ReplayBounds) -> str:
+    # Only trajectories stored before the limits hold longer text; the marker says what was left out.
+    return cut_text(value, bounds.text_bytes)[0] if len(value) > bounds.text_bytes // 4 else value
+
+
+def _notes(notes: Any, bounds: ReplayBounds) -> list[str]:
+    notes = notes if isinstance(notes, list) else [notes] if notes else []
+    shown = [_cut(_text(note), bounds) for note in notes[: bounds.step_notes]]
+    if len(notes) > bounds.step_notes:
+        shown.append(f"... and {len(notes) - bounds.step_notes:,} more notes, not shown here")
+    return shown
+
+
+def step_view(
+    step: Step, number: int, *, hide_gold_code: bool, budget: HighlightBudget | None = None,
+    bounds: ReplayBounds | None = None,
+) -> StepView:
+    bounds = bounds or replay_bounds()
     tool = _text(step.tool)
-    observation = _text(step.observation)
+    observation = _cut(_text(step.observation), bounds)
     redacted = hide_gold_code and (tool in CODE_WRITING_TOOLS or tool in CODE_READING_TOOLS or bool(step.files_changed))
-    files = [file_diff(change, hidden=hide_gold_code, budget=budget) for change in step.files_changed]
+    files = _step_files(step, hidden=hide_gold_code, budget=budget, bounds=bounds)
     arguments = step.arguments
-    thought = _text(step.thought)
+    thought = _cut(_text(step.thought), bounds)
     if redacted and tool in CODE_WRITING_TOOLS:
         # The content is the gold body; a mutant's thought quotes the gold expression it breaks.
         thought = ""
@@ -376,20 +422,20 @@ def step_view(step: Step, number: int, *, hide_gold_code: bool, budget: Highligh
         model_seconds=format_seconds(step.model_seconds) if step.model_seconds else "",
         thought=thought,
         tool=tool,
-        arguments=pretty_json(arguments) if arguments not in (None, {}) else "",
+        arguments=_cut(pretty_json(arguments), bounds) if arguments not in (None, {}) else "",
         observation=observation_parts(observation),
         observation_chars=len(observation),
         observation_lines=lines,
         observation_collapsed=len(observation) > COLLAPSE_CHARS or lines > COLLAPSE_LINES,
         truncated=bool(step.truncated) or bool(_TRUNCATION_MARKER.search(observation)),
         error_kind=step_error_kind(step),
-        traceback=_text(step.traceback),
+        traceback=_cut(_text(step.traceback), bounds),
         files=files,
         input_tokens=step.input_tokens if isinstance(step.input_tokens, int) else 0,
         output_tokens=step.output_tokens if isinstance(step.output_tokens, int) else 0,
         cost=format_cost(step.cost, bool(step.cost_unknown)),
-        notes=[_text(note) for note in step.notes] if isinstance(step.notes, list) else [_text(step.notes)] if step.notes else [],
-        summary=_text(step.summary),
+        notes=_notes(step.notes, bounds),
+        summary=_cut(_text(step.summary), bounds),
         redacted=redacted,
     )
 
@@ -529,15 +575,14 @@ class AttemptReplay:
     started_at: str
     ended_at: str
     config: str
-    steps: list[StepView]
-    first_error: int | None
-    error_count: int
+    steps: list[StepView]  # this page's
+    pager: Pager
     input_tokens: int
     output_tokens: int
     cost: str
     agent_seconds: str
     total_seconds: str
-    final_answer_raw: str | None
+    final_answer_raw: str | None  # cut to the page bounds (only answers stored before the limits are longer)
     final_answer_parsed: str
     final_answer_error: str
     experiments: list[ExperimentRows]
@@ -547,32 +592,115 @@ class AttemptReplay:
     out_of_scope: list[FileDiff]  # what re-execution dropped from the final patch (runs.scope)
     patch_hidden: bool
     gold_code_hidden: bool
+    patch_cut: bool = False  # only the head of the final patch is shown
+    patch_chars: int = 0  # the whole final patch's length
+    patch_url: str = ""  # the whole final patch as plain text
     run_url: str = ""
     trajectory_problem: str = ""
+    marks_note: str = ""  # why errors are marked in part of the trajectory only
 
     @property
     def step_count(self) -> int:
-        return len(self.steps)
+        return self.pager.total
+
+    @property
+    def first_error(self) -> int | None:
+        return self.pager.errors[0] if self.pager.errors else None
+
+    @property
+    def error_count(self) -> int:
+        return len(self.pager.errors)
+
+
+class ReplayPageError(ValueError):
+    """A page of steps the trajectory does not have; the message says which pages there are."""
+
+
+@dataclass
+class Pager:
+    """Which steps one page shows and how to reach the others: `prefix` + a page number is the
+    URL of that page (a query string, relative to the page's own path)."""
+
+    page: int
+    per_page: int
+    total: int  # steps in the trajectory (the longer one, when comparing)
+    prefix: str
+    errors: list[int]  # the number of every step marked as an error, on any page
+
+    @property
+    def page_count(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+    @property
+    def first(self) -> int:
+        return (self.page - 1) * self.per_page + 1
+
+    @property
+    def last(self) -> int:
+        return min(self.total, self.page * self.per_page)
+
+    @property
+    def previous(self) -> int | None:
+        return self.page - 1 if self.page > 1 else None
+
+    @property
+    def next(self) -> int | None:
+        return self.page + 1 if self.page < self.page_count else None
+
+    def page_of(self, number: int) -> int:
+        return (number - 1) // self.per_page + 1
+
+    def href(self, number: int) -> str:
+        """A link to step `number`: its anchor on this page, or its page and anchor."""
+        if self.page_of(number) == self.page:
+            return f"#step-{number}"
+        return f"{self.prefix}{self.page_of(number)}#step-{number}"
+
+    @property
+    def first_error_href(self) -> str:
+        return self.href(self.errors[0]) if self.errors else ""
+
+    @property
+    def errors_attribute(self) -> str:
+        return " ".join(map(str, self.errors))
+
+    @property
+    def links(self) -> list[dict]:
+        """The page links to show: {"number", "current"} or {"ellipsis": True} (Django's elision)."""
+        paginator = Paginator(range(self.total), self.per_page, allow_empty_first_page=True)
+        return [
+            {"ellipsis": True} if number == Paginator.ELLIPSIS else {"number": number, "current": number == self.page}
+            for number in paginator.get_elided_page_range(self.page, on_each_side=2, on_ends=1)
+        ]
+
+    def check(self) -> None:
+        if self.page > self.page_count:
+            raise ReplayPageError(
+                f"there is no page {self.page} of steps: the trajectory has {self.total:,} step"
+                f"{'s' if self.total != 1 else ''}, shown {self.per_page} to a page on "
+                f"{self.page_count} page{'s' if self.page_count != 1 else ''}"
+            )
 
 
 def attempt_get_for_replay(*, pk: int, user=None) -> Attempt:
     """The attempt with its run, suite, sample and paper, in one query (Attempt.DoesNotExist otherwise).
 
-    Attempts of a hidden submission exist only for staff and the submission's uploader.
+    Attempts of a hidden run exist only for its owner and staff (runs.visibility).
     """
-    attempts = Attempt.objects.select_related("run", "run__suite", "sample", "sample__paper")
-    if not (user is not None and user.is_staff):
-        visible = visible_runs_q("run__")
-        if user is not None and user.is_authenticated:
-            visible |= Q(run__submission__uploader=user)
-        attempts = attempts.filter(visible)
-    return attempts.get(pk=pk)
-
-
-def attempt_siblings(*, attempt: Attempt, limit: int = 50) -> QuerySet:
-    """Other attempts at the same sample (for the compare links), newest runs first; light columns only."""
     return (
-        Attempt.objects.filter(sample_id=attempt.sample_id)
+        Attempt.objects.select_related("run", "run__suite", "sample", "sample__paper")
+        .filter(runs_visible_q(user=user, prefix="run__"))
+        # Read a page at a time by the replay (runs.trajectory_pages), never whole.
+        .defer("trajectory", "final_patch")
+        .get(pk=pk)
+    )
+
+
+def attempt_siblings(*, attempt: Attempt, user=None, limit: int = 50) -> QuerySet:
+    """Other attempts at the same sample that `user` may see (for the compare links), newest runs
+    first; light columns only."""
+    return (
+        Attempt.objects.filter(runs_visible_q(user=user, prefix="run__"), sample_id=attempt.sample_id)
         .exclude(pk=attempt.pk)
         .select_related("run")
         .only("pk", "index", "status", "passed", "mismatch", "run__id", "run__agent", "run__model")
@@ -585,16 +713,43 @@ def shows_gold_code(attempt: Attempt, header: Header | None = None) -> bool:
     return attempt.run.agent in GOLD_CODE_AGENTS or (header is not None and header.agent in GOLD_CODE_AGENTS)
 
 
-def _trajectory(attempt: Attempt) -> tuple[Trajectory | None, str]:
-    data = attempt.trajectory
-    if data is None:
+def _trajectory(attempt: Attempt, window: TrajectoryPage, bounds: ReplayBounds) -> tuple[Trajectory | None, str]:
+    """The trajectory's header and this page's steps (its final patch is read apart, bounded)."""
+    if not window.exists:
         if attempt.status in (Attempt.QUEUED, Attempt.RUNNING):
             return None, "No trajectory yet: the attempt has not finished."
         return None, "No trajectory was recorded for this attempt."
+    data = window.head
+    if isinstance(data, dict):
+        steps = []
+        for step in window.steps:
+            if isinstance(step, dict) and isinstance(step.get("files_changed"), list):
+                # Only the files a page lists become objects (an uploaded step may list thousands).
+                step = {**step, "files_changed": step["files_changed"][: bounds.step_files],
+                        _FILES_TOTAL: len(step["files_changed"])}
+            steps.append(step)
+        data = {**data, "steps": steps, "final_patch": None}
     try:
         return Trajectory.from_dict(data), ""
     except TrajectoryFormatError as error:
         return None, f"The stored trajectory cannot be read: {error}"
+
+
+def _first_lines(text: str, count: int) -> tuple[str, bool]:
+    """The first `count` lines of `text`, and whether anything was left out."""
+    position = -1
+    for _ in range(count):
+        position = text.find("\n", position + 1)
+        if position < 0:
+            return text, False
+    return text[: position + 1], position + 1 < len(text)
+
+
+def _patch_url(attempt_id: int) -> str:
+    try:
+        return reverse("replay:patch", args=[attempt_id])
+    except NoReverseMatch:
+        return ""
 
 
 def _run_url(run_id: int) -> str:
@@ -611,25 +766,39 @@ def _safe_config(config: Any) -> str:
     return pretty_json({key: ("(hidden)" if _SECRET_KEY.search(str(key)) else value) for key, value in config.items()})
 
 
-def attempt_replay(*, attempt: Attempt, show_gold_code: bool) -> AttemptReplay:
-    """The view data of one attempt. `show_gold_code` is False for anonymous viewers: then the code
-    changes of gold-bearing agents (`GOLD_CODE_AGENTS`) are left out."""
-    trajectory, problem = _trajectory(attempt)
+def attempt_replay(*, attempt: Attempt, show_gold_code: bool, page: int = 1) -> AttemptReplay:
+    """The view data of one page of one attempt. `show_gold_code` is False for anonymous viewers:
+    then the code changes of gold-bearing agents (`GOLD_CODE_AGENTS`) are left out. Raises
+    ReplayPageError for a page the trajectory does not have."""
+    replay = _replay(attempt=attempt, show_gold_code=show_gold_code, page=page, prefix="?page=")
+    replay.pager.check()
+    return replay
+
+
+def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, per_page: int | None = None) -> AttemptReplay:
+    bounds = replay_bounds()
+    per_page = per_page or bounds.steps_per_page
+    marks_limit = trajectory_limits().steps
+    window = trajectory_page(
+        attempt_id=attempt.pk, first=(page - 1) * per_page + 1, count=per_page,
+        errors_limit=marks_limit, patch_chars=bounds.patch_chars,
+    )
+    trajectory, problem = _trajectory(attempt, window, bounds)
     header = trajectory.header if trajectory else None
     hide = not show_gold_code and shows_gold_code(attempt, header)
-    patch = attempt.final_patch or (trajectory.final_patch if trajectory else "") or ""
     budget = HighlightBudget()
-    final_patch = [] if hide else patch_files(patch, budget=budget)
-    out_of_scope = [] if hide else [
-        file_diff(FileChange(path=_text(edit.get("path")), change="dropped", diff=_text(edit.get("diff")) or None,
-                             note=_text(edit.get("reason"))), budget=budget)
-        for edit in attempt.out_of_scope_edits or [] if isinstance(edit, dict)
-    ]
+    patch, lines_cut = _first_lines(window.patch_head, bounds.patch_lines)
+    final_patch = [] if hide else patch_files(patch, budget=budget, max_lines=bounds.patch_lines, max_files=bounds.step_files)
+    out_of_scope = [] if hide else _out_of_scope(attempt, budget, bounds, bounds.patch_lines - sum(len(f.lines) for f in final_patch))
     steps = [
-        step_view(step, number, hide_gold_code=hide, budget=budget)
-        for number, step in enumerate(trajectory.steps if trajectory else [], start=1)
+        step_view(step, number, hide_gold_code=hide, budget=budget, bounds=bounds)
+        for number, step in enumerate(trajectory.steps if trajectory else [], start=window.first)
     ]
-    errors = [step.number for step in steps if step.is_error]
+    errors = window.errors
+    marks_note = ""
+    if window.step_count > marks_limit:
+        marks_note = (f"This trajectory has {window.step_count:,} steps, more than the {marks_limit:,} this site now accepts; "
+                      f"errors are marked among the first {marks_limit:,} only.")
 
     answer: FinalAnswer | None = trajectory.final_answer if trajectory else None
     raw = attempt.final_answer_raw if attempt.final_answer_raw is not None else (answer.raw if answer else None)
@@ -656,28 +825,57 @@ def attempt_replay(*, attempt: Attempt, show_gold_code: bool) -> AttemptReplay:
         failure_label=attempt.get_failure_label_display() if attempt.failure_label else "",
         started_at=header.started_at if header else "",
         ended_at=(header.ended_at or "") if header else "",
-        config=_safe_config(header.config) if header else "",
+        config=_cut(_safe_config(header.config), bounds) if header else "",
         steps=steps,
-        first_error=errors[0] if errors else None,
-        error_count=len(errors),
+        pager=Pager(page=page, per_page=per_page, total=window.step_count, prefix=prefix, errors=errors),
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cost=cost,
         agent_seconds=format_seconds(attempt.agent_seconds),
         total_seconds=format_seconds(attempt.total_seconds),
-        final_answer_raw=raw,
-        final_answer_parsed=pretty_json(parsed) if parsed is not None else "",
+        final_answer_raw=_cut(_text(raw), bounds) if raw is not None else None,
+        final_answer_parsed=_cut(pretty_json(parsed), bounds) if parsed is not None else "",
         final_answer_error=_text(answer.parse_error) if answer and parsed is None else "",
         experiments=score_table(reported, reexecuted),
         reported_error=_text(reported.get("error")),
         reexecuted_error=attempt.reexecution_error or _text(reexecuted.get("error")),
         final_patch=final_patch,
         out_of_scope=out_of_scope,
-        patch_hidden=hide and bool(patch),
+        patch_hidden=hide and window.patch_chars > 0,
         gold_code_hidden=hide,
+        patch_cut=lines_cut or window.patch_chars > len(window.patch_head),
+        patch_chars=window.patch_chars,
+        patch_url=_patch_url(attempt.pk) if window.patch_chars else "",
         run_url=_run_url(attempt.run_id),
         trajectory_problem=problem,
+        marks_note=marks_note,
     )
+
+
+def _out_of_scope(attempt: Attempt, budget: HighlightBudget, bounds: ReplayBounds, lines: int) -> list[FileDiff]:
+    """What re-execution dropped, within what is left of the page's patch lines."""
+    edits = [edit for edit in attempt.out_of_scope_edits or [] if isinstance(edit, dict)] \
+        if isinstance(attempt.out_of_scope_edits, list) else []
+    views = []
+    for edit in edits[: bounds.step_files]:
+        view = file_diff(FileChange(path=_text(edit.get("path")), change="dropped", diff=_text(edit.get("diff")) or None,
+                                    note=_text(edit.get("reason"))), budget=budget, max_lines=max(0, lines))
+        lines -= len(view.lines)
+        views.append(view)
+    if len(edits) > bounds.step_files:
+        views.append(_more_files(len(edits) - bounds.step_files, "dropped: not listed here"))
+    return views
+
+
+def attempt_patch_download(*, attempt: Attempt, show_gold_code: bool) -> str | None:
+    """The attempt's whole final patch (its own, else its trajectory's) for the plain-text
+    download, or None when it holds gold code this viewer may not see."""
+    patch, trajectory_patch, header_agent = Attempt.objects.values_list(
+        "final_patch", KT("trajectory__final_patch"), KT("trajectory__header__agent")
+    ).get(pk=attempt.pk)
+    if not show_gold_code and (attempt.run.agent in GOLD_CODE_AGENTS or header_agent in GOLD_CODE_AGENTS):
+        return None
+    return patch or trajectory_patch or ""
 
 
 # --- comparison ----------------------------------------------------------------------------------
@@ -702,28 +900,35 @@ class StepPair:
 class Comparison:
     left: AttemptReplay
     right: AttemptReplay
-    pairs: list[StepPair]
+    pairs: list[StepPair]  # this page's
+    pager: Pager
 
     @property
     def first_error(self) -> int | None:
-        return next((pair.number for pair in self.pairs if pair.is_error), None)
+        return self.pager.errors[0] if self.pager.errors else None
 
 
-def attempts_compare(*, left: Attempt, right: Attempt, show_gold_code: bool) -> Comparison:
-    """Two attempts at the same sample, steps aligned by position. Raises ComparisonError when the
-    samples differ: their steps and scores would not be about the same task."""
+def attempts_compare(*, left: Attempt, right: Attempt, show_gold_code: bool, page: int = 1) -> Comparison:
+    """Two attempts at the same sample, steps aligned by position, one page of them. Raises
+    ComparisonError when the samples differ (their steps and scores would not be about the same
+    task) and ReplayPageError for a page neither trajectory reaches."""
     if left.sample_id != right.sample_id:
         raise ComparisonError(
             f"attempt {left.pk} is at sample {left.sample.sample_id} and attempt {right.pk} at sample "
             f"{right.sample.sample_id}: only attempts at the same sample can be compared"
         )
-    a = attempt_replay(attempt=left, show_gold_code=show_gold_code)
-    b = attempt_replay(attempt=right, show_gold_code=show_gold_code)
-    pairs = [
-        StepPair(number, x, y)
-        for number, (x, y) in enumerate(itertools.zip_longest(a.steps, b.steps), start=1)
-    ]
-    return Comparison(a, b, pairs)
+    prefix = f"?a={left.pk}&b={right.pk}&page="
+    # Half an attempt page's steps from each side: a comparison costs what one attempt's page does.
+    per_page = max(1, replay_bounds().steps_per_page // 2)
+    a = _replay(attempt=left, show_gold_code=show_gold_code, page=page, prefix=prefix, per_page=per_page)
+    b = _replay(attempt=right, show_gold_code=show_gold_code, page=page, prefix=prefix, per_page=per_page)
+    pager = Pager(page=page, per_page=a.pager.per_page, total=max(a.step_count, b.step_count), prefix=prefix,
+                  errors=sorted(set(a.pager.errors) | set(b.pager.errors)))
+    pager.check()
+    left_steps = {step.number: step for step in a.steps}
+    right_steps = {step.number: step for step in b.steps}
+    pairs = [StepPair(number, left_steps.get(number), right_steps.get(number)) for number in range(pager.first, pager.last + 1)]
+    return Comparison(a, b, pairs, pager)
 
 
 # --- benchmark hooks -----------------------------------------------------------------------------
@@ -764,10 +969,10 @@ def synthetic_trajectory(*, steps: int = 500, diff_lines_per_step: int = 30, obs
     return trajectory.to_dict()
 
 
-def attempt_replay_html(*, attempt: Attempt, show_gold_code: bool = True) -> str:
-    """The attempt page's HTML without a request (for scripts/bench_pages.py: time the selector
-    plus the template, without the client and middleware)."""
-    replay = attempt_replay(attempt=attempt, show_gold_code=show_gold_code)
+def attempt_replay_html(*, attempt: Attempt, show_gold_code: bool = True, page: int = 1) -> str:
+    """One page of the attempt's HTML without a request (for the benchmark scripts: time the
+    selector plus the template, without the client and middleware)."""
+    replay = attempt_replay(attempt=attempt, show_gold_code=show_gold_code, page=page)
     return render_to_string("replay/attempt.html", {"replay": replay, "siblings": [], "notice": GOLD_CODE_NOTICE})
 
 
@@ -777,11 +982,13 @@ __all__ = [
     "AttemptReplay",
     "Comparison",
     "ComparisonError",
+    "ReplayPageError",
     "attempt_get_for_replay",
     "attempt_replay",
     "attempt_replay_html",
     "attempt_siblings",
     "attempts_compare",
+    "attempt_patch_download",
     "highlight_python",
     "synthetic_trajectory",
 ]

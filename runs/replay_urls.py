@@ -7,4 +7,5 @@ app_name = "replay"
 urlpatterns = [
     path("compare/", replay_views.attempt_compare, name="compare"),
     path("<int:pk>/", replay_views.attempt_detail, name="attempt"),
+    path("<int:pk>/patch/", replay_views.attempt_patch, name="patch"),
 ]

@@ -342,19 +342,17 @@ def flatten_numbers(value: Any) -> dict[str, Any]:
     lists contribute no keys; a bare leaf at the top has the path "".
     """
     flat: dict[str, Any] = {}
-    _flatten(value, "", flat)
+    # Iterative (a stack in document order): an answer's depth must not reach the recursion limit.
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend((inner, f"{path}.{key}" if path else str(key)) for key, inner in reversed(list(item.items())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((inner, f"{path}[{index}]") for index, inner in reversed(list(enumerate(item))))
+        else:
+            flat[path] = item
     return flat
-
-
-def _flatten(value: Any, path: str, flat: dict[str, Any]) -> None:
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            _flatten(item, f"{path}.{key}" if path else str(key), flat)
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            _flatten(item, f"{path}[{index}]", flat)
-    else:
-        flat[path] = value
 
 
 def _json_float(value: float | None) -> float | str | None:

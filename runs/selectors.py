@@ -106,6 +106,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q  # noqa: E402
 
 from runs.models import Attempt, Run  # noqa: E402
+from runs.visibility import runs_visible_to  # noqa: E402
 
 
 @dataclass
@@ -218,10 +219,11 @@ def run_progress(*, run: Run) -> RunProgress:
     return _progress_for([run])[0]
 
 
-def run_list_progress(*, limit: int = 50) -> list[RunProgress]:
-    """The most recent runs, newest first, each with its progress (three queries in all)."""
-    runs = list(Run.objects.select_related("suite", "created_by").order_by("-created_at", "-id")[:limit])
-    return _progress_for(runs)
+def run_list_progress(*, user, limit: int = 50) -> list[RunProgress]:
+    """The most recent runs `user` may see (runs.visibility), newest first, each with its progress
+    (three queries in all)."""
+    runs = runs_visible_to(user=user, queryset=Run.objects.select_related("suite", "created_by"))
+    return _progress_for(list(runs.order_by("-created_at", "-id")[:limit]))
 
 
 def run_get(*, pk: int) -> Run:
@@ -243,3 +245,54 @@ def run_label_counts(*, run: Run) -> dict[str, int]:
     """How many of the run's attempts carry each failure label (passed and unfinished ones left out)."""
     rows = Attempt.objects.filter(run=run).exclude(failure_label="").values("failure_label").annotate(count=Count("id"))
     return {row["failure_label"]: row["count"] for row in rows}
+
+
+@dataclass
+class AttemptWaiting:
+    """Why a queued attempt that already failed is waiting, for the run page."""
+
+    label: str  # "retrying": its failure is recorded and it is queued again; "could not start": see below
+    reason: str
+    retry_in: float | None = None  # seconds until its retry is due; None once due
+
+
+def run_waiting_notes(*, run: Run) -> dict[int, AttemptWaiting]:
+    """The run's queued attempts that already failed, by id, with why and when they are retried.
+
+    Either the attempt's last infrastructure failure with its retry time, or, for a job that
+    failed before it could claim its attempt and that no worker has recorded yet (none of them
+    reaches the database, say), the reason RQ's failed registry holds: the page shows it before
+    any worker can write it. With Redis unreachable, only what the database holds."""
+    from datetime import datetime
+
+    from django.utils import timezone
+
+    from runs.attempts import failed_jobs_get
+    from runs.evaluation import job_id_for
+
+    queued = list(Attempt.objects.filter(run=run, status=Attempt.QUEUED).only("pk", "tries", "infra_history"))
+    if not queued:
+        return {}
+    now = timezone.now()
+    notes = {}
+    for attempt in queued:
+        if attempt.infra_history:
+            last = attempt.infra_history[-1]
+            retry_at = last.get("retry_at")
+            retry_in = (datetime.fromisoformat(retry_at) - now).total_seconds() if retry_at else None
+            reason = (last.get("reason") or "").strip().splitlines()
+            notes[attempt.pk] = AttemptWaiting(
+                "retrying", reason[0] if reason else "", retry_in if retry_in is not None and retry_in > 0 else None
+            )
+    by_job = {job_id_for(attempt): attempt for attempt in queued}
+    for job_id, failure in failed_jobs_get(job_ids=by_job, cleanup=False).items():
+        last = by_job[job_id].infra_history[-1] if by_job[job_id].infra_history else {}
+        if last.get("job_id") == job_id and last.get("at") == failure.failed_at:
+            continue  # recorded: the note above says when it is retried
+        where = f" on worker {failure.worker}" if failure.worker else ""
+        notes[by_job[job_id].pk] = AttemptWaiting(
+            "could not start",
+            f"its job failed{where} before claiming the attempt: {failure.reason}. "
+            "The next worker that reaches the database records it and retries the attempt.",
+        )
+    return notes

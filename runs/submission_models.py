@@ -15,8 +15,8 @@ class Submission(models.Model):
 
     `verified_at` is set only by re-execution, when the harness has re-run the final patch of every
     attempt in a fresh sandbox (runs.submissions.services.attempt_reexecute); nobody can set it by
-    hand, not even in the admin. Hidden submissions disappear from public pages
-    (runs.submissions.selectors.visible_runs); flagged ones stay visible with the staff's reason.
+    hand, not even in the admin. Hiding is the run's (`Run.hidden`, one field for runs and submissions,
+    decided by runs.visibility); flagged ones stay visible with the staff's reason.
     """
 
     SCORED = "scored"
@@ -60,16 +60,19 @@ class Submission(models.Model):
     reexecution_requested_at = models.DateTimeField(null=True, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True, help_text="Set by re-execution only.")
 
-    hidden = models.BooleanField(default=False, help_text="Hidden submissions are left out of every public page.")
     flagged = models.BooleanField(default=False)
     flag_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["hidden", "created_at"], name="submission_hidden_created")]
 
     def __str__(self):
         return f"submission {self.pk}: {self.agent} {self.model}"
+
+    @property
+    def hidden(self) -> bool:
+        """Read-only: a submission is hidden when its run is (set with runs.evaluation.runs_set_hidden)."""
+        return self.run.hidden
 
     @property
     def verified(self) -> bool:

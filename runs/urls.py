@@ -10,4 +10,6 @@ urlpatterns = [
     path("<int:pk>/cancel/", views.run_cancel_view, name="cancel"),
     path("<int:pk>/retry-failed/", views.run_retry_failed_view, name="retry_failed"),
     path("<int:pk>/resume/", views.run_resume_view, name="resume"),
+    path("<int:pk>/hide/", views.run_set_hidden_view, {"hidden": True}, name="hide"),
+    path("<int:pk>/unhide/", views.run_set_hidden_view, {"hidden": False}, name="unhide"),
 ]

@@ -1,22 +1,38 @@
-"""The evaluation queue pages, for signed-in users. Thin: selectors read, services act."""
+"""The evaluation queue pages, for signed-in users. Thin: selectors read, services act.
+
+Who sees a run and who may press its buttons is runs.visibility's: a hidden run that is not yours
+is a 404, a visible run that is not yours (or a command-line run, which is staff's) a 403.
+"""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 from redis.exceptions import RedisError
 
-from runs.evaluation import run_cancel, run_resume, run_retry_failed
+from runs.evaluation import run_cancel, run_resume, run_retry_failed, runs_set_hidden
 from runs.models import Run
-from runs.selectors import run_attempts, run_get, run_list_progress, run_progress
+from runs.selectors import run_attempts, run_get, run_list_progress, run_progress, run_waiting_notes
+from runs.visibility import run_can_manage, run_can_view
 
 
-def _run_or_404(pk: int) -> Run:
+def _run_or_404(request, pk: int) -> Run:
     try:
-        return run_get(pk=pk)
+        run = run_get(pk=pk)
     except Run.DoesNotExist:
         raise Http404(f"no run {pk}") from None
+    if not run_can_view(run=run, user=request.user):
+        raise Http404(f"no run {pk}")
+    return run
+
+
+def _manageable(request, pk: int) -> Run:
+    run = _run_or_404(request, pk)
+    if not run_can_manage(run=run, user=request.user):
+        raise PermissionDenied(f"only the owner of run {pk} and staff may do this")
+    return run
 
 
 def _back(request, run: Run):
@@ -28,26 +44,31 @@ def _back(request, run: Run):
 
 @login_required
 def queue(request):
-    progress = run_list_progress()
+    progress = run_list_progress(user=request.user)
     refresh = any(item.active for item in progress)
-    return render(request, "runs/queue.html", {"runs": progress, "refresh": refresh})
+    manageable = {item.run.pk for item in progress if run_can_manage(run=item.run, user=request.user)}
+    return render(request, "runs/queue.html", {"runs": progress, "refresh": refresh, "manageable": manageable})
 
 
 @login_required
 def run_detail(request, pk: int):
-    run = _run_or_404(pk)
+    run = _run_or_404(request, pk)
     progress = run_progress(run=run)
     return render(
         request,
         "runs/run_detail.html",
-        {"run": run, "progress": progress, "attempts": run_attempts(run=run), "refresh": progress.active},
+        {
+            "run": run, "progress": progress, "attempts": run_attempts(run=run), "refresh": progress.active,
+            "manage": run_can_manage(run=run, user=request.user),
+            "waiting": run_waiting_notes(run=run),
+        },
     )
 
 
 @login_required
 @require_POST
 def run_cancel_view(request, pk: int):
-    run = _run_or_404(pk)
+    run = _manageable(request, pk)
     cancelled = run_cancel(run=run)
     messages.success(request, f"Run {run.pk} cancelled: {cancelled} queued attempt(s) will not run; running ones finish.")
     return _back(request, run)
@@ -56,7 +77,7 @@ def run_cancel_view(request, pk: int):
 @login_required
 @require_POST
 def run_retry_failed_view(request, pk: int):
-    run = _run_or_404(pk)
+    run = _manageable(request, pk)
     try:
         retried = run_retry_failed(run=run)
     except RedisError as error:
@@ -72,7 +93,7 @@ def run_retry_failed_view(request, pk: int):
 @login_required
 @require_POST
 def run_resume_view(request, pk: int):
-    run = _run_or_404(pk)
+    run = _manageable(request, pk)
     try:
         report = run_resume(run=run)
     except RedisError as error:
@@ -83,4 +104,16 @@ def run_resume_view(request, pk: int):
         f"Run {run.pk} resumed: {report.recovered} attempt(s) of dead workers recovered, "
         f"{report.uncancelled} un-cancelled, {report.enqueued} job(s) enqueued.",
     )
+    return _back(request, run)
+
+
+@login_required
+@require_POST
+def run_set_hidden_view(request, pk: int, hidden: bool):
+    run = _manageable(request, pk)
+    runs_set_hidden(runs=[run], hidden=hidden)
+    if hidden:
+        messages.success(request, f"Run {run.pk} is hidden: only its owner and staff see it; the leaderboard leaves it out.")
+    else:
+        messages.success(request, f"Run {run.pk} is public again.")
     return _back(request, run)

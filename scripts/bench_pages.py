@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Server time of the leaderboard page and of a 500-step trajectory page on a loaded database.
+"""Server time of the leaderboard page and of a 500-step trajectory's first page on a loaded database.
 
 Creates a scratch Postgres database (bench_pages_<pid>), migrates it, bulk-loads a synthetic suite,
 100,000 attempts across 50 systems (several n, k of 1, 3 or 5, some systems uploaded and not
@@ -285,7 +285,7 @@ def main() -> None:
 
         pages = [  # URLs as functions: the leaderboard's first request must be the process's first
             ("leaderboard", lambda: reverse("leaderboard:home")),
-            (f"trajectory ({TRAJECTORY_STEPS} steps)", lambda: reverse("replay:attempt", args=[target.pk])),
+            (f"trajectory ({TRAJECTORY_STEPS} st.), p. 1", lambda: reverse("replay:attempt", args=[target.pk])),
             # Not asked for, but cheap to know:
             ("leaderboard CSV export", lambda: reverse("leaderboard:home") + "?format=csv"),
             ("function difficulty", lambda: reverse("leaderboard:functions")),

@@ -11,6 +11,24 @@ from tests.support import require
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
+
+@pytest.fixture(autouse=True)
+def isolated_cache(settings):
+    """The Redis cache (where rate limits count) on TEST_CACHE_REDIS_DB under a key prefix of this
+    test alone: every test starts with no counts, and concurrent test runs never share one."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    url = urlunsplit((base.scheme, base.netloc, f"/{int(os.environ.get('TEST_CACHE_REDIS_DB', '10'))}", "", ""))
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": url,
+            "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
+        }
+    }
+
 # CI checks the repository out with ../shared beside it (see .ci/run).
 UPSTREAM_FIXTURE = Path(
     os.environ.get(

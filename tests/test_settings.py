@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def start_django(**env):
-    environment = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
+    environment = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "SECRET_KEY_FILE", "DEBUG"}}
     environment.update(env)
     return subprocess.run(
         [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; print(settings.SANDBOX_BACKEND)"],

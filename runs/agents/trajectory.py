@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runs.limits import cut_text, line_count, step_bytes, text_bytes, trajectory_limits
 from runs.scoring import ParsedAnswer, parse_answer
 from sandbox import fs
 from runs.workspace import CODE_DIR, EXCLUDED_DIRS
@@ -443,6 +444,22 @@ def _bounded(changes: list[FileChange]) -> list[FileChange]:
     return kept
 
 
+# About the most a step cut by TrajectoryWriter._bound_to_trajectory_bytes holds.
+_CUT_STEP_BYTES = 8 * 1024
+
+
+def _bounded_arguments(arguments: Any, max_bytes: int) -> Any:
+    """A tool call's arguments within `max_bytes` of JSON: long strings cut (keys kept), or, when
+    that is not enough (deep structures), the JSON text itself cut."""
+    if isinstance(arguments, dict) and arguments:
+        share = max(256, max_bytes // (2 * len(arguments)))
+        cut = {key: cut_text(value, share)[0] if isinstance(value, str) else value for key, value in arguments.items()}
+        if text_bytes(cut) <= max_bytes:
+            return cut
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    return {"arguments (cut)": cut_text(text, max_bytes // 2)[0]}
+
+
 def patch_between(before: Snapshot, after: Snapshot) -> str:
     """One unified diff of the text files that changed, never truncated, with paths relative to
     the workspace root (a/code/..., b/code/...).
@@ -477,6 +494,11 @@ class TrajectoryWriter:
         if not header.versions:
             header.versions = harness_versions()
         self.trajectory = Trajectory(header=header)
+        # The same limits as an upload's (runs.limits): the replay's bounds hold for our runs too.
+        self.limits = trajectory_limits()
+        self._diff_lines_left = self.limits.diff_lines
+        self._steps_dropped = 0
+        self._steps_bytes = 0
         self._snapshot: Snapshot = snapshot(self.workspace) if self.workspace else Snapshot()
         self._baseline = Snapshot((p, e) for p, e in self._snapshot.items() if p.startswith(CODE_DIR + "/"))
         self.save()
@@ -504,14 +526,113 @@ class TrajectoryWriter:
         return changes
 
     def add_step(self, step: Step) -> None:
-        """Append a finished step, update the totals and save."""
-        self.trajectory.steps.append(step)
+        """Append a finished step, cut to the trajectory limits (runs.limits; each cut is said in
+        the step), update the totals and save. Past the step limit a step is counted in the totals
+        and in a note on the last recorded step, not recorded."""
         header = self.trajectory.header
         header.input_tokens += step.input_tokens
         header.output_tokens += step.output_tokens
         header.cost += step.cost
         header.cost_unknown = header.cost_unknown or step.cost_unknown
+        steps = self.trajectory.steps
+        if len(steps) >= self.limits.steps:
+            self._steps_dropped += 1
+            note = (f"{self._steps_dropped:,} later step{'s' if self._steps_dropped != 1 else ''} not recorded: a trajectory "
+                    f"holds at most {self.limits.steps:,} steps (their tokens and cost are in the totals)")
+            last = steps[-1]
+            if self._steps_dropped > 1 and last.notes:
+                last.notes[-1] = note
+            else:
+                last.notes.append(note)
+        else:
+            self._bound_step(step)
+            self._bound_to_trajectory_bytes(step)
+            steps.append(step)
+            self._steps_bytes += step_bytes(step)
         self.save()
+
+    def _bound_to_trajectory_bytes(self, step: Step) -> None:
+        """Once the steps fill the trajectory's byte limit (less room for the header, the answer,
+        a final patch at its limit and every step still to come cut short), a step keeps only the
+        head and tail of its text and no diffs, and says so."""
+        limits = self.limits
+        to_come = max(0, limits.steps - len(self.trajectory.steps) - 1)
+        room = (limits.trajectory_bytes - limits.patch_bytes - 2 * limits.text_bytes - self._steps_bytes
+                - to_come * _CUT_STEP_BYTES)
+        if step_bytes(step) <= room:
+            return
+        for name in ("thought", "observation", "traceback", "summary"):
+            value = getattr(step, name)
+            if isinstance(value, str):
+                setattr(step, name, cut_text(value, 512)[0])
+        step.arguments = _bounded_arguments(step.arguments, 512)
+        step.notes = [cut_text(str(note), 256)[0] for note in step.notes[:2]]
+        step.files_changed = [
+            FileChange(change.path, change.change, None, "diff not recorded: the trajectory reached its byte limit")
+            for change in step.files_changed[:20]
+        ]
+        step.notes.append(f"text cut to its head and tail: the trajectory reached its limit of {self.limits.trajectory_bytes:,} bytes")
+
+    def _bound_step(self, step: Step) -> None:
+        limits = self.limits
+        for name in ("thought", "observation", "traceback", "summary"):
+            value = getattr(step, name)
+            if isinstance(value, str):
+                value, cut = cut_text(value, limits.text_bytes)
+                if cut:
+                    setattr(step, name, value)
+                    step.truncated = step.truncated or name == "observation"
+        if text_bytes(step.notes) > limits.text_bytes:
+            # Half the limit shared among the notes kept: JSON escapes at most double a note, and
+            # the short notes below still fit.
+            kept = step.notes[: max(1, limits.text_bytes // 512)]
+            share = limits.text_bytes // (2 * len(kept)) - 16
+            step.notes = [cut_text(str(note), share)[0] for note in kept]
+            step.notes.append(f"notes cut to the trajectory's limit of {limits.text_bytes:,} bytes")
+        if text_bytes(step.arguments) > limits.text_bytes:
+            step.arguments = _bounded_arguments(step.arguments, limits.text_bytes)
+            step.notes.append("the tool call's arguments were cut to the trajectory's limit")
+        changes = step.files_changed
+        if len(changes) > limits.step_files:
+            left = len(changes) - (limits.step_files - 1)
+            changes = changes[: limits.step_files - 1]
+            changes.append(FileChange(".", "modified", None, f"{left:,} more files changed in this step: not listed"))
+        step_left = limits.step_diff_lines
+        bounded = []
+        for change in changes:
+            lines = line_count(change.diff)
+            if lines and (lines > step_left or lines > self._diff_lines_left):
+                which = (f"this step's diffs passed {limits.step_diff_lines:,} lines" if lines > step_left
+                         else f"this attempt's diffs passed {limits.diff_lines:,} lines")
+                change = FileChange(change.path, change.change, None, f"diff not recorded: {which} (the final patch holds every change)")
+            else:
+                step_left -= lines
+                self._diff_lines_left -= lines
+            bounded.append(change)
+        step.files_changed = bounded
+        self._bound_step_size(step)
+
+    def _bound_step_size(self, step: Step) -> None:
+        """The whole step within the step limit: the longest diffs go first (the final patch holds
+        every change), then the longest text is halved until it fits."""
+        limit = self.limits.step_bytes
+        while step_bytes(step) > limit:
+            with_diffs = [n for n, change in enumerate(step.files_changed) if change.diff]
+            if with_diffs:
+                n = max(with_diffs, key=lambda n: len(step.files_changed[n].diff))
+                change = step.files_changed[n]
+                step.files_changed[n] = FileChange(
+                    change.path, change.change, None,
+                    f"diff not recorded: this step passed {limit:,} bytes (the final patch holds every change)",
+                )
+                continue
+            name = max(("thought", "observation", "traceback", "summary"), key=lambda name: len(getattr(step, name) or ""))
+            text = getattr(step, name) or ""
+            if len(text) < 1024:  # only arguments and notes are left, each within the text limit
+                step.arguments = _bounded_arguments(step.arguments, limit // 4)
+                step.notes = [cut_text(str(note), limit // 8)[0] for note in step.notes[:1]]
+                break
+            setattr(step, name, cut_text(text, len(text.encode("utf-8", errors="surrogatepass")) // 2)[0])
 
     def tool_step(
         self,

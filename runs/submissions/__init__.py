@@ -3,7 +3,7 @@
 - `validation`: reading the upload and collecting every problem with its line and field.
 - `services`: storing a valid upload as a run in one transaction, re-executing its patches,
   API tokens.
-- `selectors`: reads, including `visible_runs()` for public pages (hidden submissions left out).
+- `selectors`: reads (who may see or act on a submission: runs.visibility).
 - `views`, `api`, `forms`, `urls`, `jobs`: thin layers over the two above.
 
 The format is documented in `validation` and on the upload page.

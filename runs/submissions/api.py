@@ -7,9 +7,15 @@
 
     201 {"id", "url", "run_id", "status", "verified", "reexecution_requested", "summary": {...}}
     400 {"error", "problem_count", "problems": ["line 3: cost: must not be negative, got -1", ...],
-         "details": [{"line", "field", "member", "message", "text"}, ...]}
+         "details": [{"line", "field", "member", "message", "text"}, ...]}; a trajectory or final
+         patch over the limits of runs.limits (listed on the upload page and in README) is named with
+         its step and the limit: "line 3: trajectory: step 12: observation is 80.0 KiB (81,920 bytes); ..."
     401 no or unknown token (WWW-Authenticate: Token); 403 revoked token or inactive account;
-    405 other methods; 413 {"error", "limit_bytes"} for a body over the limit.
+    405 other methods; 411 {"error"} for a body sent chunked (no Content-Length);
+    413 {"error", "limit_bytes"} for a body over the limit;
+    429 {"error", "retry_after"} (and Retry-After) past a rate limit (README, "Abuse limits").
+    A 201 asked to re-execute but over the uploader's cap on queued re-executions carries
+    "reexecution_refused": why nothing was queued (the submission is stored and scored).
 
     GET /api/submissions/<id>/   the same summary as the 201 (hidden ones: uploader and staff only)
 
@@ -27,13 +33,10 @@ from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
+from autoexperiment_site.abuse import rate_check, rate_count, rate_limit
 from runs.models import Submission
 from runs.submissions import uploads
-from runs.submissions.selectors import (
-    submission_can_view,
-    submission_get,
-    submission_summary,
-)
+from runs.submissions.selectors import submission_get, submission_summary
 from runs.submissions.services import TokenError, submission_create, token_authenticate
 from runs.submissions.validation import (
     SubmissionInvalid,
@@ -41,6 +44,7 @@ from runs.submissions.validation import (
     max_upload_bytes,
     too_large_message,
 )
+from runs.visibility import submission_can_view
 
 TRUE_VALUES = {"1", "true", "yes", "on"}
 
@@ -53,11 +57,21 @@ def _error(status: int, message: str, **extra) -> JsonResponse:
 
 
 def _authenticate(request):
+    """The request's token. Raises TokenError, or RateLimited (a 429, by RATELIMIT_VIEW) past the
+    API's rates: per address for every request and for failed ones, per user for the rest."""
+    rate_limit(request, "api-address")
+    rate_check(request, "api-bad-token")
     header = request.META.get("HTTP_AUTHORIZATION", "")
     scheme, _, key = header.partition(" ")
-    if header and scheme.lower() not in ("token", "bearer"):
-        raise TokenError("unsupported authorization scheme: send 'Authorization: Token <key>'", 401)
-    return token_authenticate(key=key if header else "")
+    try:
+        if header and scheme.lower() not in ("token", "bearer"):
+            raise TokenError("unsupported authorization scheme: send 'Authorization: Token <key>'", 401)
+        token = token_authenticate(key=key if header else "")
+    except TokenError:
+        rate_count(request, "api-bad-token")
+        raise
+    rate_limit(request, "api-user", key=str(token.user_id))
+    return token
 
 
 def _too_large(size: int | None) -> JsonResponse:
@@ -94,7 +108,10 @@ def submissions(request):
         token = _authenticate(request)
     except TokenError as error:
         return _error(error.status, str(error))
+    rate_limit(request, "upload", key=str(token.user_id))
 
+    if problem := uploads.chunked_body_problem(request):
+        return _error(uploads.LENGTH_REQUIRED, problem)
     limit = max_upload_bytes()
     reexecute = request.GET.get("reexecute", "").lower() in TRUE_VALUES
     content_type = request.META.get("CONTENT_TYPE", "")
@@ -120,6 +137,8 @@ def submissions(request):
         except uploads.BodyTooLarge as error:
             return _too_large(error.size)
         filename = request.headers.get("X-Filename", "")[:255]
+    if reexecute:
+        rate_limit(request, "reexecution", key=str(token.user_id))
     try:
         submission = submission_create(
             data=data, filename=filename, uploader=token.user, reexecute=reexecute, token=token, channel=Submission.API
@@ -135,7 +154,10 @@ def submissions(request):
             details=[problem.as_dict() for problem in error.problems],
         )
     submission.refresh_from_db()
-    response = JsonResponse(_representation(request, submission), status=201)
+    body = _representation(request, submission)
+    if reexecute and submission.reexecution_requested_at is None:
+        body["reexecution_refused"] = submission.status_detail  # stored and scored all the same
+    response = JsonResponse(body, status=201)
     response["Location"] = reverse("submissions:api_detail", args=[submission.pk])
     return response
 

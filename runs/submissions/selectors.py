@@ -1,36 +1,11 @@
-"""Reads for submissions, and the filter public pages use to leave hidden submissions out."""
+"""Reads for submissions. Who may see or act on one is decided by runs.visibility."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from runs.models import Attempt, Run, Sample, Submission
-
-
-def visible_runs_q(prefix: str = "") -> Q:
-    """Runs that may appear on public pages: every run except those of hidden submissions.
-
-    `prefix` puts it on a related model, e.g. `Attempt.objects.filter(visible_runs_q("run__"))`.
-    """
-    return ~Q(**{f"{prefix}submission__hidden": True})
-
-
-def visible_runs(queryset: QuerySet[Run] | None = None) -> QuerySet[Run]:
-    """`queryset` (default all runs) without the runs of hidden submissions."""
-    return (Run.objects.all() if queryset is None else queryset).exclude(submission__hidden=True)
-
-
-def submission_can_view(*, submission: Submission, user) -> bool:
-    """Public unless hidden; a hidden one only for its uploader and staff."""
-    return not submission.hidden or can_manage(submission=submission, user=user)
-
-
-def can_manage(*, submission: Submission, user) -> bool:
-    """The uploader and staff may see its contact, request re-execution, see it when hidden."""
-    if not user.is_authenticated:
-        return False
-    return user.is_staff or submission.uploader_id == user.pk
+from runs.models import Attempt, Sample, Submission
 
 
 @dataclass

@@ -24,6 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -36,6 +37,7 @@ from runs.attempts import (
     max_infra_retries,
     reexecute,
     remove_tree,
+    retry_delay_seconds,
     score_dict,
     scoring_specs,
     worker_identity,
@@ -83,7 +85,8 @@ def submission_create(
     Raises SubmissionTooLarge or SubmissionInvalid (every problem found) and then stores nothing.
     With `reexecute`, every attempt is queued for re-execution once the transaction commits
     (`enqueue=False` queues nothing: tests and in-process callers run
-    `submission_reexecute_sync`).
+    `submission_reexecute_sync`), unless that would take the uploader over their cap on queued
+    re-executions: then the submission is stored without it and `status_detail` says why.
     """
     validated = submission_validate(data=data, filename=filename)
     header = validated.header
@@ -120,7 +123,14 @@ def submission_create(
             [_attempt(run, record, validated, now) for record in validated.records], batch_size=500
         )
         if reexecute:
-            _request_reexecution(submission, attempts, enqueue=enqueue)
+            try:
+                if enqueue:  # in-process re-execution (enqueue=False) puts nothing on the queue
+                    reexecution_quota_check(submission=submission, requested_by=uploader, adding=len(attempts))
+                _request_reexecution(submission, attempts, enqueue=enqueue)
+            except ReexecutionRefused as refused:
+                # The upload itself is fine: keep it, scored, and say why nothing was queued.
+                submission.status_detail = f"re-execution was not queued: {refused}"
+                submission.save(update_fields=["status_detail"])
     return submission
 
 
@@ -167,15 +177,60 @@ def _attempt(run: Run, record: Record, validated: ValidatedSubmission, now) -> A
 # --- re-execution --------------------------------------------------------------------------------
 
 
-def submission_request_reexecution(*, submission: Submission, enqueue: bool = True) -> int:
+class ReexecutionRefused(Exception):
+    """Queuing these re-executions would take the uploader over MAX_QUEUED_REEXECUTIONS_PER_USER."""
+
+
+def reexecution_quota() -> int:
+    """How many re-execution attempts of one user's submissions may be queued or running at once."""
+    return int(getattr(settings, "MAX_QUEUED_REEXECUTIONS_PER_USER", 300))
+
+
+def reexecutions_queued(*, user, exclude_submission: Submission | None = None) -> int:
+    """Re-execution attempts of `user`'s submissions queued or running: requested, no verdict yet,
+    not given up after infrastructure failures."""
+    attempts = Attempt.objects.filter(
+        run__submission__uploader=user,
+        run__submission__status=Submission.REEXECUTING,
+        reexecution_passed__isnull=True,
+        infra_failures__lte=max_infra_retries(),
+    )
+    if exclude_submission is not None:
+        attempts = attempts.exclude(run__submission=exclude_submission)
+    return attempts.count()
+
+
+def reexecution_quota_check(*, submission: Submission, requested_by, adding: int) -> None:
+    """Raise ReexecutionRefused if queuing `adding` attempts of `submission` would leave its
+    uploader with more than `reexecution_quota()` queued or running. Staff, requesting or
+    uploading, are exempt. Call inside the transaction that queues them: it locks the uploader's
+    row, so two requests at once cannot both pass on the same room."""
+    owner = submission.uploader
+    if owner is None or owner.is_staff or (requested_by is not None and requested_by.is_staff):
+        return
+    get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+    queued = reexecutions_queued(user=owner, exclude_submission=submission)
+    cap = reexecution_quota()
+    if queued + adding > cap:
+        raise ReexecutionRefused(
+            f"{owner.get_username()} has {queued} re-execution attempt(s) queued or running and this would add "
+            f"{adding}, over the limit of {cap} per user; request it again once some have finished"
+        )
+
+
+def submission_request_reexecution(*, submission: Submission, requested_by=None, enqueue: bool = True) -> int:
     """Queue every attempt of the submission that has no re-execution verdict yet (with a fresh
-    allowance of infrastructure retries). Returns how many; 0 when all are re-executed."""
+    allowance of infrastructure retries). Returns how many; 0 when all are re-executed.
+    Raises ReexecutionRefused, queuing nothing, when that would take the uploader over their cap
+    (`requested_by` staff are exempt; so is `enqueue=False`, which queues nothing)."""
     with transaction.atomic():
         submission = Submission.objects.select_for_update().get(pk=submission.pk)
         pending = list(submission.run.attempts.filter(reexecution_passed__isnull=True).order_by("pk"))
         if not pending:
             submission_refresh(submission_id=submission.pk)
             return 0
+        if enqueue:
+            reexecution_quota_check(submission=submission, requested_by=requested_by, adding=len(pending))
         Attempt.objects.filter(pk__in=[a.pk for a in pending]).update(infra_failures=0)
         _request_reexecution(submission, pending, enqueue=enqueue)
     return len(pending)
@@ -195,34 +250,20 @@ def _job_id(attempt_id: int, tries: int) -> str:
     return f"reexecute-attempt-{attempt_id}-try-{tries + 1}"
 
 
-def _enqueue_now(submission_id: int, pending: list[tuple[int, int]]) -> int:
-    """Put the jobs on the evaluation queue. The submission is stored already: a queue that cannot
-    be reached is reported on the submission (press Re-execute later), never raised."""
-    from rq.job import JobStatus
+def _enqueue_now(submission_id: int, pending: list[tuple[int, int]], delay: float = 0) -> int:
+    """Put the jobs on the evaluation queue (scheduled `delay` seconds later: a retry's back-off).
+    The submission is stored already: a queue that cannot be reached is reported on the submission
+    (press Re-execute later), never raised."""
+    from runs.evaluation import evaluation_queue, job_enqueue_replacing
 
-    from runs.evaluation import evaluation_queue
-
-    live = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
     enqueued = 0
     try:
         queue = evaluation_queue()
         for attempt_id, tries in pending:
-            job_id = _job_id(attempt_id, tries)
-            existing = queue.fetch_job(job_id)
-            if existing is not None:
-                if existing.get_status(refresh=True) in live:
-                    continue
-                existing.delete()
-            queue.enqueue(
-                JOB_FUNCTION,
-                attempt_id,
-                job_id=job_id,
-                job_timeout=reexecution_job_timeout(),
-                result_ttl=24 * 3600,
-                failure_ttl=7 * 24 * 3600,
-                description=f"re-execute submitted attempt {attempt_id}",
+            enqueued += job_enqueue_replacing(
+                queue, JOB_FUNCTION, attempt_id, job_id=_job_id(attempt_id, tries), timeout=reexecution_job_timeout(),
+                delay=delay, description=f"re-execute submitted attempt {attempt_id}",
             )
-            enqueued += 1
     except Exception as error:  # noqa: BLE001 - Redis down: the upload is kept, the owner retries
         logger.exception("re-execution of submission %s could not be queued", submission_id)
         Submission.objects.filter(pk=submission_id).update(
@@ -338,10 +379,57 @@ def _infra_failure(attempt: Attempt, reason: str, *, requeue: bool) -> str:
         retry = current.infra_failures <= max_infra_retries()
         if retry and requeue:
             submission_id = attempt.run.submission.pk
-            transaction.on_commit(lambda: _enqueue_now(submission_id, [(current.pk, current.tries)]))
+            delay = retry_delay_seconds(current.infra_failures)
+            transaction.on_commit(lambda: _enqueue_now(submission_id, [(current.pk, current.tries)], delay=delay))
     first_line = reason.splitlines()[0] if reason else ""
     logger.warning("re-execution of submitted attempt %s: infrastructure failure: %s", attempt.pk, first_line)
     return REQUEUED if retry else GAVE_UP
+
+
+def reexecutions_recover() -> list[int]:
+    """Settle the re-executions of submitted attempts whose worker died (claimed, no verdict, and
+    their job in RQ's failed registry, or their process gone on this host, or the claim older
+    than reexecution_stale_seconds) or whose job failed before claiming them. Each is an
+    infrastructure failure: re-queued after the back-off while retries are left, else given up
+    (submission_refresh says so). Run by every round of self-healing
+    (runs.evaluation.attempts_heal); fenced by the try number like the verdict. Returns the ids of
+    the attempts settled."""
+    from runs.attempts import _process_gone, failed_jobs_get
+
+    claimed = list(
+        Attempt.objects.filter(
+            run__submission__isnull=False, status=Attempt.DONE, reexecution_passed__isnull=True, heartbeat_at__isnull=False
+        ).select_related("run__submission")
+    )
+    failed = failed_jobs_get(job_ids=[attempt.job_id for attempt in claimed if attempt.job_id]) if claimed else {}
+    stale = timezone.now() - timedelta(seconds=reexecution_stale_seconds())
+    settled = []
+    for attempt in claimed:
+        if attempt.job_id in failed:
+            reason = f"worker died: its job {attempt.job_id} is in RQ's failed registry ({failed[attempt.job_id].reason})"
+        elif _process_gone(attempt.claimed_by):
+            reason = f"worker died: its process {attempt.claimed_by} no longer exists"
+        elif attempt.heartbeat_at < stale:
+            reason = f"worker presumed dead: claimed {reexecution_stale_seconds()} s ago or more, no verdict"
+        else:
+            continue
+        if _infra_failure(attempt, reason, requeue=True) != LOST:
+            submission_refresh(submission_id=attempt.run.submission.pk)
+            settled.append(attempt.pk)
+    # Jobs that failed before claiming theirs (a worker that cannot reach the database, say).
+    waiting = Attempt.objects.filter(
+        run__submission__status=Submission.REEXECUTING, status=Attempt.DONE, reexecution_passed__isnull=True,
+        heartbeat_at__isnull=True, infra_failures__lte=max_infra_retries(),
+    ).select_related("run__submission")
+    by_job = {_job_id(attempt.pk, attempt.tries): attempt for attempt in waiting}
+    for job_id, failure in (failed_jobs_get(job_ids=by_job, cleanup=False) if by_job else {}).items():
+        attempt = by_job[job_id]
+        where = f" on worker {failure.worker}" if failure.worker else ""
+        reason = f"its job {job_id} failed{where} before claiming the attempt: {failure.reason}"
+        if _infra_failure(attempt, reason, requeue=True) != LOST:  # re-queued under the same job id
+            submission_refresh(submission_id=attempt.run.submission.pk)
+            settled.append(attempt.pk)
+    return settled
 
 
 def submission_refresh(*, submission_id: int) -> Submission:
@@ -395,10 +483,6 @@ def submission_reexecute_sync(*, submission: Submission) -> dict[str, int]:
 
 
 # --- moderation ----------------------------------------------------------------------------------
-
-
-def submissions_set_hidden(*, submissions, hidden: bool) -> int:
-    return Submission.objects.filter(pk__in=[s.pk for s in submissions]).update(hidden=hidden)
 
 
 def submissions_flag(*, submissions, reason: str) -> int:

@@ -60,6 +60,27 @@ def read_uploaded(upload, *, limit: int) -> bytes | None:
     return None if len(data) > limit else data
 
 
+LENGTH_REQUIRED = 411
+
+
+def chunked_body_problem(request) -> str | None:
+    """Why a body sent with a Transfer-Encoding (chunked: no Content-Length) is refused, or None.
+
+    Django reads a request body only as far as Content-Length says, so under gunicorn or runserver
+    a chunked upload reads as empty ("the file is empty"). Reading the raw WSGI stream instead
+    would go around Django's multipart parser and its limits; the upload views answer 411 Length
+    Required with this message before anything reads the body.
+    """
+    encoding = request.META.get("HTTP_TRANSFER_ENCODING", "")
+    if not encoding:
+        return None
+    return (
+        f"The upload was sent with 'Transfer-Encoding: {encoding}' and no Content-Length, which this server "
+        "does not read; nothing was stored. Send the file with a Content-Length header (curl --data-binary @file "
+        "or -F file=@file do; a piped or streamed body does not)."
+    )
+
+
 class BodyTooLarge(Exception):
     def __init__(self, size: int | None) -> None:
         super().__init__(size)

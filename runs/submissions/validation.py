@@ -25,6 +25,9 @@ Format `autoexperiment.submission/1` (also shown on the upload page):
 - A zip holds exactly one `results.jsonl` at its root and optional `trajectories/*.json`, nothing
   else: no absolute paths, no "..", no symlinks, no encrypted members, bounded member count and
   decompressed sizes (checked from the declared sizes first, then while reading).
+- Each final patch and trajectory within the limits of runs.limits (steps, bytes per text field
+  and per step, files and diff lines per step, diff lines per trajectory, patch bytes and lines),
+  so that its replay is bounded; a problem names the step and the limit.
 
 `submission_validate` returns a `ValidatedSubmission` or raises `SubmissionInvalid` listing every
 problem as "line N: field: message" (zip members: "member: message"), or `SubmissionTooLarge`.
@@ -45,8 +48,11 @@ from typing import Any
 
 from django.conf import settings
 
+from runs.limits import patch_problem, step_count_problem, trajectory_limits, trajectory_problems
 from runs.patches import PatchError, parse_patch
 from runs.scoring import MAX_ANSWER_CHARS
+from runs.submissions.json_limits import MAX_DEPTH, JSONLimitError
+from runs.submissions.json_limits import loads as _bounded_loads
 
 FORMAT = "autoexperiment.submission/1"
 RESULTS_MEMBER = "results.jsonl"
@@ -98,13 +104,13 @@ def max_records() -> int:
 
 
 def max_patch_bytes() -> int:
-    """The largest final patch of one attempt, default 1 MiB."""
-    return int(getattr(settings, "SUBMISSION_MAX_PATCH_BYTES", 2**20))
+    """The largest final patch of one attempt (runs.limits), default 1 MiB."""
+    return trajectory_limits().patch_bytes
 
 
 def max_trajectory_bytes() -> int:
-    """The largest trajectory of one attempt (its JSON), default 10 MiB."""
-    return int(getattr(settings, "SUBMISSION_MAX_TRAJECTORY_BYTES", 10 * 2**20))
+    """The largest trajectory of one attempt (its JSON; runs.limits), default 10 MiB."""
+    return trajectory_limits().trajectory_bytes
 
 
 def max_problems() -> int:
@@ -272,7 +278,8 @@ def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict:
 
 
 def _loads(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=_object_without_duplicates)
+    # Bounded depth and integer length: see json_limits (raises JSONLimitError).
+    return _bounded_loads(text, object_pairs_hook=_object_without_duplicates)
 
 
 def _json_type(value: Any) -> str:
@@ -668,6 +675,10 @@ def _check_patch(check: _Checker) -> str | None:
             f"is {human_bytes(size)} ({size:,} bytes); one patch may hold at most {human_bytes(limit)} ({limit:,} bytes)",
         )
         return None
+    lines_problem = patch_problem(patch, trajectory_limits())
+    if lines_problem:
+        check.problem("final_patch", lines_problem)
+        return None
     if "\x00" in patch:
         check.problem("final_patch", "contains a NUL character")
         return None
@@ -694,6 +705,12 @@ def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | Non
     if size > max_trajectory_bytes():
         report(f"is {human_bytes(size)} of JSON; one trajectory may hold at most {human_bytes(max_trajectory_bytes())}")
         return None
+    limits = trajectory_limits()
+    steps = value.get("steps") if isinstance(value, dict) else None
+    if isinstance(steps, list) and step_count_problem(len(steps), limits):
+        # Refused before 250,000 small steps become 250,000 objects.
+        report(step_count_problem(len(steps), limits))
+        return None
     try:
         trajectory = Trajectory.from_dict(value)
         data = trajectory.to_dict()
@@ -710,7 +727,10 @@ def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | Non
     if not isinstance(trajectory.steps, list):
         report("not a valid trajectory: steps must be a list")
         return None
-    return data
+    over = trajectory_problems(trajectory, limits)
+    for message in over:
+        report(message)
+    return None if over else data
 
 
 def parse_jsonl(
@@ -745,8 +765,14 @@ def parse_jsonl(
             problems.add(f"invalid JSON: {error.msg} (column {error.colno})", line=number, member=member)
             record_lines += 0 if is_first else 1
             continue
+        except JSONLimitError as error:
+            problems.add(error.message, line=number, field=error.field, member=member)
+            record_lines += 0 if is_first else 1
+            continue
         except RecursionError:
-            problems.add("invalid JSON: nested too deeply", line=number, member=member)
+            problems.add(
+                f"nested more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH} levels are accepted", line=number, member=member
+            )
             record_lines += 0 if is_first else 1
             continue
         surrogate = _surrogate(value)
@@ -841,12 +867,16 @@ def _resolve_trajectory_files(
         except _DuplicateKey as error:
             problems.add(f"invalid JSON: the key {error.key!r} appears twice in one object", member=name, field="trajectory")
             continue
+        except JSONLimitError as error:
+            where = f"{error.field}: " if error.field else ""
+            problems.add(f"{where}{error.message}", member=name, field="trajectory")
+            continue
         except (json.JSONDecodeError, RecursionError) as error:
             if isinstance(error, json.JSONDecodeError):
-                detail = f"{error.msg} (line {error.lineno}, column {error.colno})"
+                detail = f"invalid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
             else:
-                detail = "nested too deeply"
-            problems.add(f"invalid JSON: {detail}", member=name, field="trajectory")
+                detail = f"nested more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH} levels are accepted"
+            problems.add(detail, member=name, field="trajectory")
             continue
         surrogate = _surrogate(value)
         if surrogate:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import (
+    PermissionDenied,
     RequestDataTooBig,
     TooManyFieldsSent,
     TooManyFilesSent,
@@ -11,22 +12,25 @@ from django.core.exceptions import (
 from django.http import Http404
 from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.text import capfirst
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
+from autoexperiment_site.abuse import rate_limit
+from runs.evaluation import runs_set_hidden
+from runs.limits import iter_limits
 from runs.models import ApiToken, Submission
 from runs.submissions import uploads
 from runs.submissions.forms import TokenCreateForm, UploadForm
 from runs.submissions.selectors import (
-    can_manage,
     submission_attempts,
-    submission_can_view,
     submission_get,
     submission_summary,
     submissions_of,
 )
 from runs.submissions.services import (
     submission_create,
+    ReexecutionRefused,
     submission_request_reexecution,
     token_create,
     token_revoke,
@@ -42,6 +46,7 @@ from runs.submissions.validation import (
     max_upload_bytes,
     too_large_message,
 )
+from runs.visibility import submission_can_manage, submission_can_view
 
 NEW_TOKEN_SESSION_KEY = "submissions_new_api_token"
 
@@ -53,6 +58,7 @@ def _limits() -> dict:
         "patch": human_bytes(max_patch_bytes()),
         "records": max_records(),
         "format": FORMAT,
+        "trajectory": list(iter_limits()),  # (setting, value, what it bounds)
     }
 
 
@@ -61,6 +67,9 @@ def _limits() -> dict:
 @csrf_exempt
 @login_required
 def upload(request):
+    if request.method == "POST" and (problem := uploads.chunked_body_problem(request)):
+        return render(request, "submissions/upload.html", {"form": UploadForm(), "problems": [problem], "limits": _limits()},
+                      status=uploads.LENGTH_REQUIRED)
     handler = uploads.install(request, limit=max_upload_bytes()) if request.method == "POST" else None
     return _upload(request, handler)
 
@@ -70,6 +79,7 @@ def _upload(request, handler):
     problems: list[str] = []
     status = 200
     if request.method == "POST":
+        rate_limit(request, "upload")  # after the CSRF check: a forged post cannot use up someone's uploads
         try:
             form = UploadForm(request.POST, request.FILES)
             too_large = handler is not None and handler.exceeded
@@ -84,6 +94,8 @@ def _upload(request, handler):
         elif not problems and form.is_valid():
             upload_file = form.cleaned_data["file"]
             data = uploads.read_uploaded(upload_file, limit=max_upload_bytes())
+            if form.cleaned_data["reexecute"]:
+                rate_limit(request, "reexecution")
             try:
                 if data is None:
                     raise SubmissionTooLarge(upload_file.size, max_upload_bytes())
@@ -100,11 +112,15 @@ def _upload(request, handler):
                 problems, status = error.messages(), 400
                 problems.insert(0, f"The file was not stored: {error.count} problem(s) found.")
             else:
+                submission.refresh_from_db()
+                refused = form.cleaned_data["reexecute"] and submission.reexecution_requested_at is None
                 messages.success(
                     request,
                     f"Submission {submission.pk} stored: {submission.record_count} attempt(s) scored against the gold results."
-                    + (" Re-execution is queued." if form.cleaned_data["reexecute"] else ""),
+                    + (" Re-execution is queued." if form.cleaned_data["reexecute"] and not refused else ""),
                 )
+                if refused:
+                    messages.error(request, f"{capfirst(submission.status_detail)}.")
                 return redirect("submissions:detail", pk=submission.pk)
         elif not problems:
             problems = [f"{form.fields[name].label if name in form.fields else 'form'}: {message}"
@@ -125,6 +141,14 @@ def _viewable(request, pk: int) -> Submission:
     return submission
 
 
+def _manageable(request, pk: int) -> Submission:
+    """The submission if the user may act on it: hidden and not theirs 404, visible and not theirs 403."""
+    submission = _viewable(request, pk)
+    if not submission_can_manage(submission=submission, user=request.user):
+        raise PermissionDenied(f"only the uploader of submission {pk} and staff may do this")
+    return submission
+
+
 def detail(request, pk: int):
     submission = _viewable(request, pk)
     return render(
@@ -135,7 +159,7 @@ def detail(request, pk: int):
             "run": submission.run,
             "summary": submission_summary(submission=submission),
             "attempts": submission_attempts(submission=submission),
-            "manage": can_manage(submission=submission, user=request.user),
+            "manage": submission_can_manage(submission=submission, user=request.user),
         },
     )
 
@@ -143,14 +167,29 @@ def detail(request, pk: int):
 @login_required
 @require_POST
 def reexecute(request, pk: int):
-    submission = _viewable(request, pk)
-    if not can_manage(submission=submission, user=request.user):
-        raise Http404(f"no submission {pk}")
-    queued = submission_request_reexecution(submission=submission)
+    submission = _manageable(request, pk)
+    rate_limit(request, "reexecution")
+    try:
+        queued = submission_request_reexecution(submission=submission, requested_by=request.user)
+    except ReexecutionRefused as refused:
+        messages.error(request, f"Re-execution was not queued: {refused}.")
+        return redirect("submissions:detail", pk=submission.pk)
     if queued:
         messages.success(request, f"Re-execution queued for {queued} attempt(s).")
     else:
         messages.info(request, "Every attempt is re-executed already.")
+    return redirect("submissions:detail", pk=submission.pk)
+
+
+@login_required
+@require_POST
+def set_hidden(request, pk: int, hidden: bool):
+    submission = _manageable(request, pk)
+    runs_set_hidden(runs=[submission.run], hidden=hidden)
+    if hidden:
+        messages.success(request, f"Submission {pk} is hidden: only its uploader and staff see it; the leaderboard leaves it out.")
+    else:
+        messages.success(request, f"Submission {pk} is public again.")
     return redirect("submissions:detail", pk=submission.pk)
 
 

@@ -5,8 +5,12 @@
  *    selected), e first error, ] / [ next / previous error, / search, Esc clear the search;
  *    keys are left alone while typing in a field or with Ctrl/Alt/Meta held;
  *  - the current step highlighted, focused, scrolled into view and kept in the URL (#step-N);
- *  - search within the trajectory: steps whose text does not contain the query are hidden, hits
- *    are marked and the collapsed parts holding them opened.
+ *  - search within the page: steps whose text does not contain the query are hidden, hits are
+ *    marked and the collapsed parts holding them opened.
+ *
+ * A long trajectory is shown a page at a time (data-page-* on #replay). Stepping past the first or
+ * last step of the page, stepping between errors (data-errors lists every error step of the
+ * trajectory) and a #step-N link to a step of another page open the page that holds the step.
  *
  * Steps hold text written by models and uploaders: this script only reads textContent and only
  * creates elements with createElement/createTextNode, never innerHTML.
@@ -19,7 +23,21 @@
     return;
   }
   var steps = Array.prototype.slice.call(root.querySelectorAll("[data-step]"));
-  var errors = steps.filter(function (step) { return step.hasAttribute("data-error"); });
+
+  function intAttribute(name, fallback) {
+    var value = parseInt(root.getAttribute(name), 10);
+    return isNaN(value) ? fallback : value;
+  }
+
+  var total = intAttribute("data-step-count", steps.length);
+  var pageSize = intAttribute("data-page-size", 0);
+  var pageFirst = intAttribute("data-page-first", 1);
+  var pageLast = intAttribute("data-page-last", steps.length);
+  var pageUrl = root.getAttribute("data-page-url");
+  // Every error step of the trajectory, on this page or another one, in order.
+  var errorNumbers = root.hasAttribute("data-errors")
+    ? root.getAttribute("data-errors").split(" ").filter(Boolean).map(function (n) { return parseInt(n, 10); })
+    : steps.filter(function (step) { return step.hasAttribute("data-error"); }).map(stepNumber);
   var search = document.getElementById("replay-search");
   var status = document.getElementById("replay-status");
   var current = null;
@@ -61,7 +79,31 @@
     if (!options || options.focus !== false) {
       step.focus({ preventScroll: true });
     }
-    announce("Step " + stepNumber(step) + " of " + steps.length + (step.hasAttribute("data-error") ? " (error)" : ""));
+    announce("Step " + stepNumber(step) + " of " + total + (step.hasAttribute("data-error") ? " (error)" : ""));
+  }
+
+  function stepElement(number) {
+    var step = document.getElementById("step-" + number);
+    return step && root.contains(step) && step.hasAttribute("data-step") ? step : null;
+  }
+
+  // Select step `number`: here if this page holds it, else by opening its page. False when no
+  // page holds it.
+  function goTo(number) {
+    var step = stepElement(number);
+    if (step) {
+      if (step.hidden) {
+        clearSearch();
+      }
+      select(step);
+      return true;
+    }
+    if (pageUrl === null || pageSize < 1 || number < 1 || number > total) {
+      return false;
+    }
+    announce("Opening the page that holds step " + number);
+    window.location.assign(pageUrl + Math.ceil(number / pageSize) + "#step-" + number);
+    return true;
   }
 
   function shown(step) {
@@ -98,31 +140,43 @@
     var step = neighbour(steps, delta);
     if (step) {
       select(step);
-    } else {
-      announce(delta > 0 ? "Already at the last step" : "Already at the first step");
+      return;
     }
+    // Past this page's steps: the neighbouring page, unless a search keeps us among its matches.
+    var searching = search && search.value.trim();
+    if (!searching && delta > 0 && pageLast < total && goTo(pageLast + 1)) {
+      return;
+    }
+    if (!searching && delta < 0 && pageFirst > 1 && goTo(pageFirst - 1)) {
+      return;
+    }
+    announce(delta > 0 ? "Already at the last step" : "Already at the first step");
   }
 
   function firstError() {
-    if (!errors.length) {
+    if (!errorNumbers.length) {
       announce("No step is marked as an error");
       return;
     }
-    if (errors[0].hidden) {
-      clearSearch();
-    }
-    select(errors[0]);
+    goTo(errorNumbers[0]);
   }
 
   function nextError(delta) {
-    if (!errors.length) {
+    if (!errorNumbers.length) {
       announce("No step is marked as an error");
       return;
     }
-    var step = neighbour(errors, delta);
-    if (step) {
-      select(step);
-    } else {
+    // Without a selected step, from the edge of this page.
+    var here = current ? stepNumber(current) : (delta > 0 ? pageFirst - 1 : pageLast + 1);
+    var target = null;
+    for (var i = 0; i < errorNumbers.length; i++) {
+      var number = errorNumbers[delta > 0 ? i : errorNumbers.length - 1 - i];
+      if (delta > 0 ? number > here : number < here) {
+        target = number;
+        break;
+      }
+    }
+    if (target === null || !goTo(target)) {
       announce(delta > 0 ? "No error after this step" : "No error before this step");
     }
   }
@@ -196,7 +250,7 @@
     });
     root.classList.toggle("filtered", Boolean(query));
     if (query) {
-      announce(matches + " of " + steps.length + " steps match");
+      announce(matches + " of " + steps.length + (steps.length < total ? " steps on this page match" : " steps match"));
     } else {
       announce("");
     }
@@ -329,12 +383,17 @@
     if (!match) {
       return;
     }
-    var step = document.getElementById("step-" + match[1]);
-    if (step && root.contains(step)) {
+    var number = parseInt(match[1], 10);
+    var step = stepElement(number);
+    if (step) {
       if (step.hidden) {
         clearSearch();
       }
       select(step, options);
+    } else if (pageUrl !== null && pageSize > 0 && number >= 1 && number <= total) {
+      // A link to a step of another page (links made before the pages existed, too): its page,
+      // in place of this one in the history.
+      window.location.replace(pageUrl + Math.ceil(number / pageSize) + "#step-" + number);
     }
   }
 

@@ -412,7 +412,7 @@ def test_agent_from_name():
 
 
 @pytest.mark.parametrize(
-    "settings, message",
+    "config, message",
     [
         ({"history": "everything"}, "history must be one of full, window, summary"),
         ({"context": "partial"}, "context must be one of none, full, oracle"),
@@ -420,6 +420,6 @@ def test_agent_from_name():
         ({"max_cost": 0}, "max_cost must be positive"),
     ],
 )
-def test_bad_configurations_are_refused(settings, message):
+def test_bad_configurations_are_refused(config, message):
     with pytest.raises(ValueError, match=message):
-        AgentConfig(**settings)
+        AgentConfig(**config)

@@ -1,4 +1,5 @@
-"""The trajectory replay pages in a real headless Chromium: keyboard, search, escaping."""
+"""The trajectory replay pages in a real headless Chromium: keyboard, search, escaping, pages."""
+import pytest
 from django.templatetags.static import static
 from django.urls import reverse
 
@@ -167,21 +168,49 @@ def test_signed_in_users_see_gold_code_anonymous_users_do_not(page, login, brows
     browser_events.assert_clean()
 
 
-def test_a_500_step_trajectory_stays_usable(page, browser_events):
-    attempt = make_long_attempt(steps=500)
+def wait_for_step(page, url_end: str, step: str) -> None:
+    """After a key opened another page of steps: that page, its script ready, the step selected."""
+    page.wait_for_url(lambda url: url.endswith(url_end))
+    page.wait_for_selector("#replay.js-ready")
+    page.wait_for_function(f"() => {{ const s = document.querySelector('.step.current'); return s && s.id === '{step}'; }}")
+
+
+@pytest.mark.slow
+def test_a_500_step_trajectory_is_shown_in_pages_and_keys_cross_them(page, browser_events):
+    attempt = make_long_attempt(steps=500)  # a crash every seventh step; 20 steps to a page
     open_attempt(page, attempt)
-    assert page.locator(".step").count() == 500
+    assert page.locator(".step").count() == 20
     page.keyboard.press("e")
     assert current_step(page) == "step-7"
     page.keyboard.press("]")
     assert current_step(page) == "step-14"
+    page.keyboard.press("]")  # the next error, step 21, is on page 2
+    wait_for_step(page, "?page=2#step-21", "step-21")
+    assert page.locator(".step").count() == 20 and page.locator("#step-40").count() == 1
+    page.keyboard.press("k")
+    page.keyboard.press("k")  # step 20 is on page 1
+    wait_for_step(page, "?page=1#step-20", "step-20")
+    page.keyboard.press("j")
+    wait_for_step(page, "?page=2#step-21", "step-21")
+
+    # A link to a step of another page, as made before the pages existed, opens that page.
     page.goto(reverse("replay:attempt", args=[attempt.pk]) + "#step-500")
-    page.wait_for_selector("#replay.js-ready")
-    assert current_step(page) == "step-500"
+    wait_for_step(page, "?page=25#step-500", "step-500")
     page.keyboard.press("k")
     assert current_step(page) == "step-499"
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert current_step(page) == "step-500"
+    assert "last step" in page.locator("#replay-status").text_content()
+
+    page.goto(reverse("replay:attempt", args=[attempt.pk]) + "?page=13")
+    page.wait_for_selector("#replay.js-ready")
     page.locator("#replay-search").fill("Step 250:")
-    page.wait_for_function("() => document.getElementById('replay-status').textContent.startsWith('1 of 500')")
+    page.wait_for_function("() => document.getElementById('replay-status').textContent.startsWith('1 of 20 steps on this page')")
     page.keyboard.press("Enter")
     assert current_step(page) == "step-250"
+    page.get_by_role("link", name="Next page →").first.click()
+    page.wait_for_url(lambda url: "?page=14" in url)
+    page.wait_for_selector("#replay.js-ready")
+    assert page.locator(".step").first.get_attribute("id") == "step-261"
     browser_events.assert_clean()

@@ -44,6 +44,13 @@ def clean_llm_environment(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def no_retry_backoff(settings):
+    """Infrastructure retries at once, in this process and (see Workers.env) in the workers: the
+    tests about back-off turn it on themselves."""
+    settings.ATTEMPT_RETRY_BACKOFF_SECONDS = 0
+
+
+@pytest.fixture(autouse=True)
 def workspace_root(tmp_path, settings) -> Path:
     """Workspaces and trajectories of this test only."""
     root = tmp_path / "workspaces"
@@ -106,6 +113,7 @@ class Workers:
             "SANDBOX_BACKEND": "bubblewrap",
             "LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
+            "ATTEMPT_RETRY_BACKOFF_SECONDS": "0",  # see no_retry_backoff
         }
         env.update(extra)
         return env

@@ -10,15 +10,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def signed_in(client):
-    user = User.objects.create_user("alice", password="a-long-password")
-    client.force_login(user)
+def alice(db):
+    return User.objects.create_user("alice", password="a-long-password")
+
+
+@pytest.fixture
+def signed_in(client, alice):
+    client.force_login(alice)
     return client
 
 
 @pytest.fixture
-def run(tiny_suite, redis_queue):
-    return run_create(suite=tiny_suite, agent="gold", n_values=[1], attempts_per_sample=2)
+def run(tiny_suite, redis_queue, alice):
+    """Alice's run: the buttons are its owner's (tests/permissions covers everyone else)."""
+    return run_create(suite=tiny_suite, agent="gold", n_values=[1], attempts_per_sample=2, created_by=alice)
 
 
 def test_the_queue_needs_a_signed_in_user(client, run):

@@ -226,8 +226,10 @@ def test_hidden_submissions_stay_off_every_public_table(board_data, client):
     c_slug = slug_of(agent="agentless")
     Submission.objects.create(
         run=board_data.run_c, model="anthropic:claude-3-5-sonnet", agent="agentless", contact="a@example.org",
-        file_sha256="0" * 64, file_bytes=1, record_count=3, hidden=True,
+        file_sha256="0" * 64, file_bytes=1, record_count=3,
     )
+    board_data.run_c.hidden = True
+    board_data.run_c.save(update_fields=["hidden"])
     html = client.get("/").content.decode()
     assert html.count('class="lb-row"') == 2 and "anthropic:claude-3-5-sonnet" not in html
     assert 'value="agentless"' not in html  # not even offered as a filter

@@ -7,7 +7,7 @@ import io
 import pytest
 from django.test import Client
 
-from runs.models import ApiToken, Sample, Submission
+from runs.models import ApiToken, Run, Sample, Submission
 from runs.submissions.services import token_create, token_revoke
 from tests.replay.factories import make_user
 from tests.submissions.helpers import SAMPLE, gold_answer, jsonl, record
@@ -156,7 +156,7 @@ def test_read_endpoint_and_hidden_submissions(good, token_key):
     assert response.status_code == 200 and response.json()["summary"] == created["summary"]
     _, stranger_key = token_create(user=make_user())
     assert Client().get(f"{URL}{created['id']}/", HTTP_AUTHORIZATION=f"Token {stranger_key}").status_code == 200
-    Submission.objects.filter(pk=created["id"]).update(hidden=True)
+    Run.objects.filter(submission=created["id"]).update(hidden=True)
     assert Client().get(f"{URL}{created['id']}/", HTTP_AUTHORIZATION=f"Token {stranger_key}").status_code == 404
     owner = Client().get(f"{URL}{created['id']}/", HTTP_AUTHORIZATION=f"Token {token_key[1]}")
     assert owner.status_code == 200 and owner.json()["hidden"] is True

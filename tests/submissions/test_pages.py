@@ -1,5 +1,5 @@
 """The submission pages: sign-in and CSRF on the forms, token management, the submission page
-(escaping, hidden and flagged submissions, re-execution requests), the admin, `visible_runs`."""
+(escaping, hidden and flagged submissions, re-execution requests), the admin, `runs.visibility`."""
 from __future__ import annotations
 
 import io
@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from runs.models import ApiToken, Attempt, Run, Sample, Submission
-from runs.submissions.selectors import visible_runs, visible_runs_q
+from runs.visibility import public_runs_q, runs_visible_q, runs_visible_to
 from runs.submissions.services import submission_create, token_create
 from tests.replay.factories import make_user
 from tests.submissions.helpers import HEADER, SAMPLE, gold_answer, jsonl, record
@@ -138,7 +138,7 @@ def test_submission_page_is_public_but_the_contact_is_not(good, user):
 
 def test_hidden_submission_is_only_for_its_uploader_and_staff(good, user):
     submission = submission_create(data=good, filename="r.jsonl", uploader=user)
-    Submission.objects.filter(pk=submission.pk).update(hidden=True)
+    Run.objects.filter(submission=submission).update(hidden=True)
     url = f"/submissions/{submission.pk}/"
     assert Client().get(url).status_code == 404
     stranger = Client()
@@ -146,21 +146,24 @@ def test_hidden_submission_is_only_for_its_uploader_and_staff(good, user):
     assert stranger.get(url).status_code == 404
     owner = Client()
     owner.force_login(user)
-    assert "Hidden by staff" in owner.get(url).content.decode()
+    assert "Hidden: this submission is not shown" in owner.get(url).content.decode()
     staff = Client()
     staff.force_login(make_user(is_staff=True))
     assert staff.get(url).status_code == 200
 
 
-def test_visible_runs_leave_hidden_submissions_out(builtin, good, user):
+def test_visibility_leaves_hidden_submissions_out(builtin, good, user):
     ordinary = Run.objects.create(suite=builtin, agent="gold", sandbox_backend="bubblewrap")
     shown = submission_create(data=good, filename="a.jsonl", uploader=user)
     hidden = submission_create(data=good, filename="b.jsonl", uploader=user)
-    Submission.objects.filter(pk=hidden.pk).update(hidden=True)
-    assert set(visible_runs()) == {ordinary, shown.run}
-    assert set(Run.objects.filter(visible_runs_q())) == {ordinary, shown.run}
-    assert set(visible_runs(Run.objects.filter(agent="external-react"))) == {shown.run}
-    assert set(Attempt.objects.filter(visible_runs_q("run__")).values_list("run", flat=True)) == {shown.run_id}
+    Run.objects.filter(submission=hidden).update(hidden=True)
+    assert set(Run.objects.filter(public_runs_q())) == {ordinary, shown.run}
+    assert set(runs_visible_to(user=make_user())) == {ordinary, shown.run}
+    assert set(runs_visible_to(user=user)) == {ordinary, shown.run, hidden.run}
+    assert set(runs_visible_to(user=make_user(), queryset=Run.objects.filter(agent="external-react"))) == {shown.run}
+    stranger = make_user()
+    attempts = Attempt.objects.filter(runs_visible_q(user=stranger, prefix="run__"))
+    assert set(attempts.values_list("run", flat=True)) == {shown.run_id}
 
 
 def test_reexecute_button_for_the_owner_only(good, user):
@@ -169,7 +172,7 @@ def test_reexecute_button_for_the_owner_only(good, user):
     assert Client().post(url).status_code == 302  # to the sign-in page
     stranger = Client()
     stranger.force_login(make_user())
-    assert stranger.post(url).status_code == 404
+    assert stranger.post(url).status_code == 403  # visible, not theirs
     submission.refresh_from_db()
     assert submission.reexecution_requested_at is None
 
@@ -256,8 +259,8 @@ def test_admin_hide_unhide_and_filters(good, user, admin_client):
     assert response.status_code == 302
     submission.refresh_from_db()
     assert submission.hidden is True
-    assert submission.run not in visible_runs()
-    assert admin_client.get(changelist + "?hidden__exact=1").context["cl"].result_count == 1
+    assert submission.run not in Run.objects.filter(public_runs_q())
+    assert admin_client.get(changelist + "?run__hidden__exact=1").context["cl"].result_count == 1
     assert admin_client.get(changelist + "?verified=yes").context["cl"].result_count == 0
     assert admin_client.get(changelist + "?verified=no").context["cl"].result_count == 1
     admin_client.post(changelist, {"action": "unhide", "_selected_action": [submission.pk]})
@@ -284,10 +287,10 @@ def test_admin_cannot_mark_verified_add_or_delete(good, user, admin_client):
     page = admin_client.get(url)
     assert page.status_code == 200
     assert 'name="verified_at"' not in page.content.decode() and 'name="status"' not in page.content.decode()
-    admin_client.post(url, {"hidden": "on", "flagged": "", "flag_reason": "", "verified_at_0": "2025-01-01", "verified_at_1": "00:00",
+    admin_client.post(url, {"flagged": "on", "flag_reason": "copied", "verified_at_0": "2025-01-01", "verified_at_1": "00:00",
                             "status": "verified"})
     submission.refresh_from_db()
-    assert submission.hidden is True and submission.verified_at is None and submission.status == "scored"
+    assert submission.flagged is True and submission.verified_at is None and submission.status == "scored"
     assert admin_client.get("/admin/runs/submission/add/").status_code == 403
     assert admin_client.get(f"/admin/runs/submission/{submission.pk}/delete/").status_code == 403
     actions = admin_client.get("/admin/runs/submission/").context["action_form"].fields["action"].choices

@@ -1,0 +1,51 @@
+"""/healthz's queue check against the real Redis: the age of the oldest queued job decides."""
+from datetime import timedelta
+
+import pytest
+from rq import Queue
+from rq.utils import now
+
+from runs.evaluation import queue_name
+from tests.deploy.conftest import redis_test_url
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def queue(settings, redis_client):
+    settings.RQ_QUEUES = {queue_name(): {"URL": redis_test_url(), "DEFAULT_TIMEOUT": 60}}
+    redis_client.flushdb()
+    yield Queue(queue_name(), connection=redis_client)
+    redis_client.flushdb()
+
+
+def enqueue_aged(queue: Queue, *, seconds: int) -> None:
+    """A job nobody works on, enqueued `seconds` ago (no worker listens on the test Redis database)."""
+    job = queue.enqueue("os.getpid")
+    job.enqueued_at = now() - timedelta(seconds=seconds)
+    job.save()
+
+
+def test_a_job_waiting_too_long_makes_the_site_unhealthy(client, settings, queue):
+    settings.HEALTHZ_QUEUE_MAX_AGE_SECONDS = 3600
+    enqueue_aged(queue, seconds=2 * 3600)
+    enqueue_aged(queue, seconds=10)
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    report = response.json()
+    assert report["failing"] == ["queue"]
+    check = report["checks"]["queue"]
+    assert check["queued"] == 2 and check["max_age_seconds"] == 3600
+    assert 2 * 3600 <= check["oldest_age_seconds"] < 2 * 3600 + 60
+    assert "older than" in check["error"]
+
+
+def test_a_queue_younger_than_the_threshold_is_healthy(client, settings, queue):
+    settings.HEALTHZ_QUEUE_MAX_AGE_SECONDS = 3600
+    enqueue_aged(queue, seconds=600)
+    queue.connection.rpush(queue.key, "job-that-was-deleted")  # an id whose job is gone is skipped
+    response = client.get("/healthz")
+    assert response.status_code == 200, response.json()
+    assert response.json()["checks"]["queue"]["queued"] == 2
+    assert 600 <= response.json()["checks"]["queue"]["oldest_age_seconds"] < 660
+    assert client.post("/healthz").status_code == 405

@@ -1,0 +1,188 @@
+"""Runs heal with nobody pressing anything: real RQ workers (subprocesses), Redis, Postgres, bubblewrap.
+
+Long-running evaluation workers recover dead workers' attempts and record jobs that failed before
+claiming theirs, on their own schedule (runs.worker); infrastructure retries wait, doubling.
+Transactional: the workers only see committed rows.
+"""
+import html
+import os
+import signal
+from datetime import datetime, timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+from rq import Worker
+from rq.job import JobStatus
+from rq.results import Result
+
+from runs.attempts import REQUEUED, attempt_execute
+from runs.evaluation import job_id_for, run_create
+from runs.models import Attempt, Run
+from runs.selectors import run_progress, run_waiting_notes
+from tests.evaluation.helpers import trajectory_files, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+# RQ's scheduler keeps times in whole seconds: a job may be put on the queue up to a second early.
+SCHEDULER_RESOLUTION = timedelta(seconds=1)
+
+
+def _pid(claimed_by: str) -> int:
+    return int(claimed_by.rsplit(":", 1)[1])
+
+
+def _page(client, run) -> str:
+    """The run page's text, entities decoded."""
+    response = client.get(reverse("runs:run_detail", args=[run.pk]))
+    assert response.status_code == 200
+    return html.unescape(response.content.decode())
+
+
+def _under_way(run, *, exclude=()):
+    """A running attempt of the run whose agent has saved a step."""
+    for attempt in run.attempts.filter(status=Attempt.RUNNING).exclude(pk__in=exclude):
+        files = trajectory_files(attempt)
+        if files and '"steps": [\n  {' in files[-1].read_text():
+            return attempt
+    return None
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_attempt_is_recovered_and_finished_once_with_no_action(tiny_suite, workers, redis_queue, tmp_path):
+    gate = tmp_path / "gate"
+    gate.touch()
+    run = run_create(suite=tiny_suite, agent="gated_gold", n_values=[1], sample_cap=1)
+    doomed = workers.start(EVAL_TEST_GATE=str(gate))
+    victim = wait_for(lambda: _under_way(run), message="the attempt under way")
+    # A long-running worker that heals every second (ATTEMPT_STALE_SECONDS stays at its 60: on
+    # this host a dead process is seen at once) and retries after 2 s. Once it is idle, its round
+    # at start is over: what follows is its schedule's doing.
+    healer = workers.start(burst=False, ATTEMPT_RECOVER_INTERVAL_SECONDS="1", ATTEMPT_RETRY_BACKOFF_SECONDS="2")
+    wait_for(lambda: any(w.get_state() == "idle" for w in Worker.all(queue=redis_queue)), message="the healer idle")
+    assert Attempt.objects.get(pk=victim.pk).status == Attempt.RUNNING  # alive, so left alone at start
+
+    # Worker and work horse die at once; nobody records anything or presses anything.
+    os.kill(doomed.pid, signal.SIGKILL)
+    os.kill(_pid(victim.claimed_by), signal.SIGKILL)
+    doomed.wait(timeout=30)
+    gate.unlink()
+
+    wait_for(lambda: run_progress(run=run).status == "finished", timeout=90, message="the run finished by itself")
+    healer.terminate()  # a warm shutdown: its upkeep thread stops with it
+    assert workers.wait(healer, timeout=30) == 0
+
+    victim.refresh_from_db()
+    assert (victim.status, victim.passed, victim.tries, victim.infra_failures) == (Attempt.DONE, True, 2, 1)
+    [failure] = victim.infra_history
+    assert "no longer exists" in failure["reason"]
+    retry_at = datetime.fromisoformat(failure["retry_at"])
+    assert retry_at > datetime.fromisoformat(failure["at"]) and victim.claimed_at >= retry_at - SCHEDULER_RESOLUTION
+    # Finished once: the second try's job ran once and succeeded, no third try was ever queued,
+    # and the attempt's row holds one result.
+    assert [result.return_value for result in redis_queue.fetch_job(f"attempt-{victim.pk}-try-2").results()] == ["done"]
+    assert redis_queue.fetch_job(f"attempt-{victim.pk}-try-3") is None
+    assert run.attempts.count() == 1 and victim.reported_score["passed"] and victim.reexecution_score["passed"]
+    assert [p.name for p in trajectory_files(victim)] == [f"attempt-{victim.pk}-try-{n}.json" for n in (1, 2)]
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_reach_the_database_leaves_a_visible_reason(tiny_suite, workers, redis_queue, admin_client):
+    run = run_create(suite=tiny_suite, agent="gold", n_values=[1], sample_cap=1)
+    url = workers.env()["DATABASE_URL"].rsplit("/", 1)[0] + "/heal_no_such_database"
+    workers.run(1, DATABASE_URL=url)  # fails every job before claiming its attempt, and quits
+
+    assert set(run.attempts.values_list("status", "tries", "infra_failures")) == {(Attempt.QUEUED, 0, 0)}
+    # Nothing could be written, yet the run page (which reaches the database) says why.
+    page = _page(admin_client, run)
+    assert page.count('data-waiting="could not start"') == 1
+    assert 'database "heal_no_such_database" does not exist' in page
+
+    # A worker that reaches the database records the failures as it starts and retries them after
+    # the back-off; being a burst worker, it waits for them rather than quit.
+    healthy = workers.start(ATTEMPT_RETRY_BACKOFF_SECONDS="3")
+    wait_for(lambda: not run.attempts.filter(infra_failures=0).exists(), timeout=60, message="the failures recorded")
+    page = _page(admin_client, run)
+    assert 'data-waiting="retrying"' in page and 'does not exist' in page
+    workers.wait(healthy, timeout=60)
+
+    for attempt in run.attempts.all():
+        assert (attempt.status, attempt.passed, attempt.tries, attempt.infra_failures) == (Attempt.DONE, True, 1, 1)
+        [entry] = attempt.infra_history
+        assert entry["claimed"] is False and entry["job_id"] == f"attempt-{attempt.pk}-try-1"
+        assert 'database "heal_no_such_database" does not exist' in entry["reason"]
+        assert attempt.claimed_at >= datetime.fromisoformat(entry["retry_at"]) - SCHEDULER_RESOLUTION  # not at once
+    assert run_waiting_notes(run=run) == {}
+
+
+def test_infrastructure_retries_are_scheduled_later_each_time(tiny_suite, redis_queue, settings, admin_client):
+    settings.ATTEMPT_RETRY_BACKOFF_SECONDS = 20
+    settings.ATTEMPT_RETRY_BACKOFF_MAX_SECONDS = 30
+    run = run_create(suite=tiny_suite, agent="gold", n_values=[1], enqueue=False)
+    Run.objects.filter(pk=run.pk).update(agent="unregistered")  # every try fails in the harness
+    attempt = run.attempts.order_by("pk").first()
+
+    for delay in (20, 30):  # 20 s, then 40 s capped at 30 s
+        started = timezone.now()
+        assert attempt_execute(attempt_id=attempt.pk, job_id="in-test") == REQUEUED
+        attempt.refresh_from_db()
+        job = redis_queue.fetch_job(job_id_for(attempt))
+        assert job.get_status() == JobStatus.SCHEDULED and redis_queue.count == 0  # nothing to run at once
+        waits = (redis_queue.scheduled_job_registry.get_scheduled_time(job) - started).total_seconds()
+        assert delay - 1 <= waits <= delay + 1
+        note = run_waiting_notes(run=run)[attempt.pk]
+        assert note.label == "retrying" and delay - 5 < note.retry_in <= delay
+        assert "is not registered" in note.reason
+        assert 'data-waiting="retrying">retrying in 0:' in _page(admin_client, run)
+
+    attempt_execute(attempt_id=attempt.pk, job_id="in-test")  # out of retries
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.failure_label) == (Attempt.ERROR, Attempt.INFRASTRUCTURE)
+    assert run_waiting_notes(run=run) == {}
+
+
+
+def test_reexecutions_of_submissions_heal_too(builtin_suite, redis_queue, settings):
+    """A submission's re-execution whose worker died, and one whose job failed before claiming its
+    attempt, are queued again after the back-off by a round of self-healing."""
+    import socket
+    import subprocess
+
+    from runs.evaluation import attempts_heal
+    from runs.submissions.services import submission_create
+    from tests.replay.factories import make_user
+    from tests.submissions.helpers import OTHER_SAMPLE, SAMPLE, jsonl, record
+
+    settings.ATTEMPT_RETRY_BACKOFF_SECONDS = 20
+    uploader = make_user()
+    data = jsonl(record(SAMPLE, 0), record(OTHER_SAMPLE, 0))
+    submission = submission_create(data=data, filename="r.jsonl", uploader=uploader, reexecute=True)
+    died, unstarted = submission.run.attempts.order_by("pk")
+    assert sorted(redis_queue.job_ids) == sorted(f"reexecute-attempt-{a.pk}-try-1" for a in (died, unstarted))
+    for job_id in redis_queue.job_ids:  # taken off the queue by workers
+        redis_queue.remove(job_id)
+    # One was claimed by a work horse that is gone now; the other's job failed before its claim.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    Attempt.objects.filter(pk=died.pk).update(
+        tries=1, heartbeat_at=timezone.now(), claimed_by=f"{socket.gethostname()}:{gone.pid}", job_id=f"reexecute-attempt-{died.pk}-try-1"
+    )
+    failed_job = redis_queue.fetch_job(f"reexecute-attempt-{unstarted.pk}-try-1")
+    # As RQ's worker records a failure (Worker.handle_job_failure).
+    failed_job.set_status(JobStatus.FAILED)
+    Result.create_failure(failed_job, 600, "Traceback ...\nOperationalError: the database is gone", worker_name="far-away")
+    redis_queue.failed_job_registry.add(failed_job, exc_string="OperationalError: the database is gone")
+
+    report = attempts_heal()
+
+    assert sorted(report.reexecutions) == sorted([died.pk, unstarted.pk])
+    died.refresh_from_db()
+    unstarted.refresh_from_db()
+    assert "no longer exists" in died.reexecution_error and "the database is gone" in unstarted.reexecution_error
+    for attempt, job_id in ((died, f"reexecute-attempt-{died.pk}-try-2"), (unstarted, f"reexecute-attempt-{unstarted.pk}-try-1")):
+        assert (attempt.infra_failures, attempt.heartbeat_at) == (1, None)
+        job = redis_queue.fetch_job(job_id)
+        assert job.get_status() == JobStatus.SCHEDULED
+        waits = (redis_queue.scheduled_job_registry.get_scheduled_time(job) - timezone.now()).total_seconds()
+        assert 15 < waits <= 20
+    assert redis_queue.count == 0
+    assert attempts_heal().reexecutions == []  # settled once
