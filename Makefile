@@ -50,7 +50,7 @@ demo: install services $(SECRET_KEY_FILE)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py import_suite runs/suites/builtin --samples 1,2
 	$(BIN)/python manage.py load_demo
-	@echo "Serving http://localhost:$(PORT)/ (create an account to sign in: DATABASE_URL=$$DATABASE_URL $(BIN)/python manage.py createsuperuser)"
+	@echo "Serving http://localhost:$(PORT)/ (sign up at /accounts/signup/; a staff account: DATABASE_URL=$$DATABASE_URL $(BIN)/python manage.py createsuperuser)"
 	@$(MAKE) --no-print-directory serve
 
 # The production stack on this machine (README, "Running in production"): DEBUG off, hashed static

@@ -50,7 +50,7 @@ GOLD_CODE_AGENTS = frozenset({"gold", "mutant"})
 # Tools whose arguments carry source code, and tools whose observations show source code.
 CODE_WRITING_TOOLS = frozenset({"write_file", "edit_file"})
 CODE_READING_TOOLS = frozenset({"inspect_file_lines", "understand_file"})
-GOLD_CODE_NOTICE = "Sign in to see code changes that contain the reference implementation."
+GOLD_CODE_NOTICE = "Code changes that contain the reference implementation are shown to members only (staff, where sign-up is open)."
 
 # Observations and diffs longer than this are collapsed (<details>) by default.
 COLLAPSE_CHARS = 1200

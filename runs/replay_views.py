@@ -1,5 +1,5 @@
-"""Trajectory replay pages. Public (the leaderboard links here); gold code is hidden from anonymous
-viewers by the selector. Thin: runs.replay builds the data, templates escape all of it.
+"""Trajectory replay pages. Public (the leaderboard links here); gold code is shown only to those
+runs.visibility.user_may_see_gold_code allows. Thin: runs.replay builds the data, templates escape all of it.
 
 Steps come a page at a time (`?page=N`, runs.limits.replay_bounds), so one request's work is
 bounded whatever was uploaded; the whole final patch is a plain-text download."""
@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from runs.models import Attempt
+from runs.visibility import user_may_see_gold_code
 from runs.replay import (
     GOLD_CODE_NOTICE,
     ComparisonError,
@@ -58,7 +59,7 @@ def _attempt_or_404(pk, user) -> Attempt:
 def attempt_detail(request, pk: int):
     attempt = _attempt_or_404(pk, request.user)
     try:
-        replay = attempt_replay(attempt=attempt, show_gold_code=request.user.is_authenticated, page=_page(request))
+        replay = attempt_replay(attempt=attempt, show_gold_code=user_may_see_gold_code(user=request.user), page=_page(request))
     except _BadPage as error:
         return _page_error(request, str(error), HttpResponseBadRequest.status_code)
     except ReplayPageError as error:
@@ -81,7 +82,7 @@ def attempt_compare(request):
     left, right = (_attempt_or_404(pk, request.user) for pk in ids)
     try:
         comparison = attempts_compare(
-            left=left, right=right, show_gold_code=request.user.is_authenticated, page=_page(request)
+            left=left, right=right, show_gold_code=user_may_see_gold_code(user=request.user), page=_page(request)
         )
     except ComparisonError as error:
         return _bad_request(request, f"These attempts cannot be compared: {error}.")
@@ -96,7 +97,7 @@ def attempt_compare(request):
 def attempt_patch(request, pk: int):
     """The whole final patch as plain text (the page shows its head)."""
     attempt = _attempt_or_404(pk, request.user)
-    patch = attempt_patch_download(attempt=attempt, show_gold_code=request.user.is_authenticated)
+    patch = attempt_patch_download(attempt=attempt, show_gold_code=user_may_see_gold_code(user=request.user))
     if patch is None:
         return HttpResponse(GOLD_CODE_NOTICE, status=403, content_type="text/plain; charset=utf-8")
     response = HttpResponse(patch, content_type="text/plain; charset=utf-8")

@@ -13,6 +13,7 @@ and their submission. Every page, export and API reads through these functions.
 """
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from runs.models import Run, Submission
@@ -55,6 +56,16 @@ def run_can_manage(*, run: Run, user) -> bool:
 def run_can_view(*, run: Run, user) -> bool:
     """Public unless hidden; a hidden run only for those who may manage it."""
     return not run.hidden or run_can_manage(run=run, user=user)
+
+
+def user_may_see_gold_code(*, user) -> bool:
+    """Whether replays show `user` the code changes that hold the reference implementation (the
+    gold agents' diffs and patches). Staff always; other signed-in users only while accounts come
+    from staff (SIGNUP_ENABLED off): with open sign-up an account vouches for nobody, and the gold
+    code is what the benchmark measures agents on."""
+    if not _signed_in(user):
+        return False
+    return user.is_staff or not getattr(settings, "SIGNUP_ENABLED", False)
 
 
 def submission_can_manage(*, submission: Submission, user) -> bool:

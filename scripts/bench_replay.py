@@ -26,6 +26,11 @@ Target (issue 11): under 300 ms and under 100 MB per request. A scratch Postgres
 
 Postgres: BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432), a role that may create
 databases. Takes about a minute.
+
+    .venv/bin/python scripts/bench_replay.py --store-into postgres://.../autoexperiment_demo
+
+stores the two attempts in that (migrated) database instead, keeps them and prints their replay
+paths, measuring nothing: for scripts/bench_load.py against a running server (make demo).
 """
 from __future__ import annotations
 
@@ -44,7 +49,8 @@ sys.path.insert(0, str(ROOT))
 
 SERVER = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432").rstrip("/")
 DB_NAME = f"bench_replay_{os.getpid()}"
-os.environ["DATABASE_URL"] = f"{SERVER}/{DB_NAME}"
+STORE_INTO = sys.argv[sys.argv.index("--store-into") + 1] if "--store-into" in sys.argv[:-1] else None
+os.environ["DATABASE_URL"] = STORE_INTO or f"{SERVER}/{DB_NAME}"
 os.environ.setdefault("DEBUG", "1")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoexperiment_site.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
@@ -142,7 +148,7 @@ def make_attempts(limits, per_page: int):
     from runs.models import Attempt, Experiment, Function, Paper, Run, Sample, Suite
     from runs.scoring import MAX_ANSWER_CHARS
 
-    suite = Suite.objects.create(name="bench", version="1", gold_root="/nonexistent")
+    suite = Suite.objects.create(name=f"bench-{os.getpid()}", version="1", gold_root="/nonexistent")
     paper = Paper.objects.create(suite=suite, paper_id="bench-paper", title="Bench")
     function = Function.objects.create(paper=paper, func_id=0, file="model.py", name="forward", description="d")
     experiment = Experiment.objects.create(paper=paper, exp_id=0, description="e", command="python run.py",
@@ -227,7 +233,11 @@ def measure(client, url: str, requests: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20, help="timed requests per page, after a first one")
+    parser.add_argument("--store-into", metavar="DATABASE_URL", help="keep the attempts in this migrated database; measure nothing")
     options = parser.parse_args()
+    if options.store_into:
+        store_into()
+        return
 
     create_database()
     try:
@@ -288,6 +298,17 @@ def main() -> None:
     finally:
         drop_database()
         print(f"database {DB_NAME} dropped")
+
+
+def store_into() -> None:
+    import django
+
+    django.setup()
+    from runs.limits import replay_bounds, trajectory_limits
+
+    (attempt, other), size, steps, _ = make_attempts(trajectory_limits(), replay_bounds().steps_per_page)
+    print(f"stored two attempts of {steps:,} steps ({size:,} bytes of JSON each) in {STORE_INTO}:")
+    print(f"/attempts/{attempt.pk}/ /attempts/{other.pk}/ /attempts/compare/?a={attempt.pk}&b={other.pk}")
 
 
 if __name__ == "__main__":

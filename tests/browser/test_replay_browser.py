@@ -158,7 +158,7 @@ def test_comparison_page_runs_nothing_and_steps_by_row(page, browser_events):
 def test_signed_in_users_see_gold_code_anonymous_users_do_not(page, login, browser_events):
     attempt = make_attempt(agent="gold", model="")
     open_attempt(page, attempt)
-    assert page.get_by_text("Sign in to see code changes").first.is_visible()
+    assert page.get_by_text("Code changes that contain the reference implementation are shown").first.is_visible()
     assert "the gold line" not in page.content()
     login()
     open_attempt(page, attempt)

@@ -154,7 +154,7 @@ def test_gold_code_is_hidden_from_anonymous_users(client, agent):
     html = page(client, attempt)
     assert "the gold line" not in html and "total / sum(weights)" not in html
     assert "def weighted_mean(values, weights): ..." not in html  # the write_file content
-    assert "Sign in to see code changes that contain the reference implementation." in html
+    assert "Code changes that contain the reference implementation are shown to members only" in html
     assert 'id="final-patch"' in html and "code/stats.py" in html  # which files changed is not secret
     compare = client.get(f"/attempts/compare/?a={attempt.pk}&b={other.pk}").content.decode()
     step_2 = compare[compare.index('id="step-2"') : compare.index('id="step-3"')]
@@ -163,12 +163,23 @@ def test_gold_code_is_hidden_from_anonymous_users(client, agent):
     client.force_login(make_user())
     html = page(client, attempt)
     assert "the gold line" in html and "def weighted_mean(values, weights): ..." in html
-    assert "Sign in to see code changes" not in html
+    assert "Code changes that contain the reference implementation are shown" not in html
+
+
+def test_with_open_sign_up_only_staff_see_gold_code(client, settings):
+    """Anyone can make an account then, so an account alone must not reveal the reference code."""
+    settings.SIGNUP_ENABLED = True
+    attempt = make_attempt(agent="gold", model="")
+    client.force_login(make_user())
+    assert "the gold line" not in page(client, attempt)
+    assert client.get(f"/attempts/{attempt.pk}/patch/").status_code == 403
+    client.force_login(make_user(username="staff-member", is_staff=True))
+    assert "the gold line" in page(client, attempt)
 
 
 def test_other_agents_show_their_code_to_everyone(client):
     html = page(client, make_attempt(agent="react"))
-    assert "the gold line" in html and "Sign in to see code changes" not in html
+    assert "the gold line" in html and "Code changes that contain the reference implementation are shown" not in html
 
 
 # --- comparison ----------------------------------------------------------------------------------
