@@ -7,27 +7,39 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import require
+from tests.support import redis_test_client, redis_test_url, require
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
 
 @pytest.fixture(autouse=True)
 def isolated_cache(settings):
-    """The Redis cache (where rate limits count) on TEST_CACHE_REDIS_DB under a key prefix of this
-    test alone: every test starts with no counts, and concurrent test runs never share one."""
+    """The Redis cache (where rate limits count) on the tests' Redis database under a key prefix of
+    this test alone: every test starts with no counts, and concurrent test runs never share one."""
     import uuid
-    from urllib.parse import urlsplit, urlunsplit
 
-    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    url = urlunsplit((base.scheme, base.netloc, f"/{int(os.environ.get('TEST_CACHE_REDIS_DB', '10'))}", "", ""))
     settings.CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": url,
+            "LOCATION": redis_test_url(),
             "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
         }
     }
+
+
+@pytest.fixture
+def redis_queue(settings):
+    """The evaluation queue on the tests' Redis database (tests.support.redis_test_url), flushed
+    before and after."""
+    client = redis_test_client()
+    settings.RQ_QUEUES = {"default": {"URL": redis_test_url(), "DEFAULT_TIMEOUT": 3600}}
+    client.flushdb()
+    from runs.evaluation import evaluation_queue
+
+    yield evaluation_queue()
+    client.flushdb()
+    client.close()
+
 
 # CI checks the repository out with ../shared beside it (see .ci/run).
 UPSTREAM_FIXTURE = Path(

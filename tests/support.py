@@ -31,3 +31,25 @@ def require_backend(backend: str) -> None:
     """Skip, or fail under CI, when a sandbox backend cannot run here."""
     problem = _backend_problem(backend)
     require(problem is None, f"{backend} sandbox unavailable: {problem}. To provide it: {_BACKEND_HINTS[backend]}")
+
+
+def redis_test_url() -> str:
+    """The Redis database of the tests: REDIS_URL's server, database TEST_REDIS_DB (default 15),
+    never a developer's. Concurrent test runs on one machine each set their own TEST_REDIS_DB."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    return urlunsplit((base.scheme, base.netloc, f"/{int(os.environ.get('TEST_REDIS_DB', '15'))}", "", ""))
+
+
+def redis_test_client():
+    """A client of redis_test_url(); fails in CI, or skips, saying how to start Redis when it is down."""
+    import redis
+
+    url = redis_test_url()
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.exceptions.ConnectionError as error:
+        require(False, f"Redis is not reachable at {url} ({error}); start it: scripts/ensure_services.sh")
+    return client

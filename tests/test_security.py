@@ -8,9 +8,7 @@ carries the headers like any other response.
 """
 from __future__ import annotations
 
-import os
 import re
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.test import Client
@@ -19,6 +17,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from runs.models import Submission
 from runs.submissions.services import token_create
 from tests.replay.factories import make_attempt, make_user
+from tests.support import redis_test_url
 
 THIRD_PARTY = {"admin", "django_rq"}
 # Placeholders for URL arguments that name no row of the fixture.
@@ -132,9 +131,7 @@ def test_every_page_sends_the_policy(rows, signed_in):
 
 
 def test_admin_and_django_rq_render_under_the_policy(db, settings):
-    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    redis_db = int(os.environ.get("TEST_REDIS_DB", "15"))
-    settings.RQ_QUEUES = {"default": {"URL": urlunsplit((base.scheme, base.netloc, f"/{redis_db}", "", ""))}}
+    settings.RQ_QUEUES = {"default": {"URL": redis_test_url()}}
     anonymous = Client()
     login = anonymous.get(reverse("admin:login"))
     assert login.status_code == 200 and b'name="password"' in login.content

@@ -1,15 +1,14 @@
 """What Chromium draws and runs under the site's one Content-Security-Policy: a model named with
 HTML shows in the chart's legend and hover label as that literal text, with no link; the admin
 sign-in and django-rq's job list render with no policy violation."""
-import os
 from datetime import UTC, datetime
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from runs.models import Paper, Sample, Suite
 from tests.leaderboard.factories import PASS, make_attempt, make_run
 from tests.replay.factories import make_user
+from tests.support import redis_test_url
 
 LINK = '<a href="https://evil.example">x</a>'
 PLACEHOLDER = "%{x} <b>bold</b>"
@@ -54,9 +53,7 @@ def test_admin_sign_in_renders_under_the_policy(page, browser_events, live_serve
 def test_django_rq_job_list_works_under_the_policy(page, browser_events, login, settings):
     import django_rq
 
-    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    redis_db = int(os.environ.get("TEST_REDIS_DB", "15"))
-    settings.RQ_QUEUES = {"default": {"URL": urlunsplit((base.scheme, base.netloc, f"/{redis_db}", "", ""))}}
+    settings.RQ_QUEUES = {"default": {"URL": redis_test_url()}}
     queue = django_rq.get_queue("default")
     jobs = [queue.enqueue("builtins.print", number) for number in range(2)]  # no worker: they wait
     try:

@@ -1,7 +1,7 @@
 """A real gunicorn, started the way the Procfile starts it (DEBUG off, hashed static files collected
 first), on a free loopback port and the test database; and the test Redis database.
 
-Redis: TEST_REDIS_DB (default 9), flushed before and after, so concurrent test runs on one machine
+Redis: the tests' database (tests.support.redis_test_url), flushed before and after, so concurrent test runs on one machine
 can each pick their own.
 """
 from __future__ import annotations
@@ -16,20 +16,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.support import require
+from tests.support import redis_test_client, redis_test_url, require
 
 BASE_DIR = Path(__file__).resolve().parents[2]
-TEST_REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "9"))
 TEST_SECRET_KEY = "deploy-tests-" + "k3y-" * 12  # 50+ characters, as check --deploy wants
-
-
-def redis_test_url() -> str:
-    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    return urlunsplit((base.scheme, base.netloc, f"/{TEST_REDIS_DB}", "", ""))
 
 
 def free_port() -> int:
@@ -119,14 +112,7 @@ class Gunicorn:
 
 @pytest.fixture(scope="session")
 def redis_client():
-    import redis
-
-    url = redis_test_url()
-    client = redis.Redis.from_url(url)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError as error:
-        require(False, f"Redis is not reachable at {url} ({error}); start it: scripts/ensure_services.sh")
+    client = redis_test_client()
     client.flushdb()
     yield client
     client.flushdb()

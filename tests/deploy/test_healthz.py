@@ -6,7 +6,7 @@ from rq import Queue
 from rq.utils import now
 
 from runs.evaluation import queue_name
-from tests.deploy.conftest import redis_test_url
+from tests.support import redis_test_url
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.core.management import call_command
@@ -21,17 +20,10 @@ from django.db import connection
 import tests.evaluation.agents  # noqa: F401 - registers the test agents in this process too
 from runs.agents.llm import pricing
 from runs.models import Attempt
-from tests.support import require, require_backend
+from tests.support import redis_test_url, require, require_backend
 
 BASE_DIR = Path(__file__).resolve().parents[2]
-# Concurrent test runs on one machine (developers, helpers) each pick their own with TEST_REDIS_DB.
-TEST_REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "15"))
 WORKER_CLASS = "tests.evaluation.agents.WorkerWithTestAgents"
-
-
-def _test_redis_url() -> str:
-    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    return urlunsplit((base.scheme, base.netloc, f"/{TEST_REDIS_DB}", "", ""))
 
 
 @pytest.fixture(autouse=True)
@@ -58,26 +50,6 @@ def workspace_root(tmp_path, settings) -> Path:
     settings.WORKSPACE_ROOT = root
     settings.SANDBOX_BACKEND = "bubblewrap"
     return root
-
-
-@pytest.fixture
-def redis_queue(settings):
-    """The evaluation queue on Redis database 15 (flushed before and after), never a developer's."""
-    import redis
-
-    url = _test_redis_url()
-    client = redis.Redis.from_url(url)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError as error:
-        require(False, f"Redis is not reachable at {url} ({error}); start it: scripts/ensure_services.sh")
-    settings.RQ_QUEUES = {"default": {"URL": url, "DEFAULT_TIMEOUT": 3600}}
-    client.flushdb()
-    from runs.evaluation import evaluation_queue
-
-    yield evaluation_queue()
-    client.flushdb()
-    client.close()
 
 
 @pytest.fixture
@@ -108,7 +80,7 @@ class Workers:
             **os.environ,
             "DEBUG": "1",
             "DATABASE_URL": database_url,
-            "REDIS_URL": _test_redis_url(),
+            "REDIS_URL": redis_test_url(),
             "WORKSPACE_ROOT": str(self.workspace_root),
             "SANDBOX_BACKEND": "bubblewrap",
             "LOG_LEVEL": "WARNING",

@@ -6,9 +6,7 @@ and staff receives.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.test import Client
@@ -17,34 +15,12 @@ from leaderboard.selectors import canonical_config, system_slug
 from runs.models import Attempt, Run, Submission
 from tests.permissions.helpers import HIDDEN_DESCRIPTION, HIDDEN_MODEL, SUBMITTED_MODEL
 from tests.replay.factories import make_attempt, make_run, make_sample, make_user
-from tests.support import require
 
 
 
 @pytest.fixture(autouse=True)
 def fast_passwords(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def redis_queue(settings):
-    """The evaluation queue on Redis database TEST_REDIS_DB (flushed before and after)."""
-    import redis
-
-    from runs.evaluation import evaluation_queue
-
-    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    url = urlunsplit((base.scheme, base.netloc, f"/{int(os.environ.get('TEST_REDIS_DB', '15'))}", "", ""))
-    client = redis.Redis.from_url(url)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError as error:
-        require(False, f"Redis is not reachable at {url} ({error}); start it: scripts/ensure_services.sh")
-    settings.RQ_QUEUES = {"default": {"URL": url, "DEFAULT_TIMEOUT": 3600}}
-    client.flushdb()
-    yield evaluation_queue()
-    client.flushdb()
-    client.close()
 
 
 @dataclass

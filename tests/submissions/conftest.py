@@ -95,3 +95,28 @@ class Snapshot:
 @pytest.fixture
 def snapshot(stored) -> Snapshot:
     return Snapshot(stored)
+
+
+@pytest.fixture
+def private_queue(settings):
+    """The evaluation queue under a name of this test alone, on the tests' Redis database: no other
+    worker takes its jobs and nothing else there is touched; emptied and deleted afterwards."""
+    import uuid
+
+    from tests.support import redis_test_client, redis_test_url
+
+    client = redis_test_client()
+    name = f"submissions-test-{uuid.uuid4().hex[:12]}"
+    settings.RQ_QUEUES = {**settings.RQ_QUEUES, name: {"URL": redis_test_url(), "DEFAULT_TIMEOUT": 3600}}
+    settings.EVALUATION_QUEUE = name
+    from runs.evaluation import evaluation_queue
+
+    queue = evaluation_queue()
+    yield queue
+    for registry in (queue.finished_job_registry, queue.failed_job_registry, queue.started_job_registry):
+        for job_id in registry.get_job_ids():
+            registry.remove(job_id, delete_job=True)
+            client.delete(f"rq:results:{job_id}")
+    queue.empty()
+    queue.delete(delete_jobs=True)
+    client.close()

@@ -4,9 +4,6 @@ re-executions per user, checked against a real RQ queue on Redis."""
 from __future__ import annotations
 
 import io
-import os
-import uuid
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.test import Client
@@ -15,7 +12,6 @@ from runs.models import Sample, Submission
 from runs.submissions.services import submission_create, token_create
 from tests.replay.factories import make_user
 from tests.submissions.helpers import SAMPLE, gold_answer, jsonl, record
-from tests.support import require
 
 API = "/api/submissions/"
 UPLOAD = "/submissions/upload/"
@@ -147,41 +143,18 @@ def test_reexecution_requests_are_limited_per_user(builtin, user, key, limits, c
 # --- the cap on queued re-executions -------------------------------------------------------------
 
 
-def _redis_url() -> str:
-    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    return urlunsplit((base.scheme, base.netloc, f"/{int(os.environ.get('TEST_REDIS_DB', '12'))}", "", ""))
-
-
 @pytest.fixture
-def capture_queue(settings, django_capture_on_commit_callbacks):
-    """`with capture_queue() as queue:` a real RQ queue of this test alone, on TEST_REDIS_DB; jobs
-    enqueued on commit inside the block are put on it when the block ends."""
+def capture_queue(private_queue, django_capture_on_commit_callbacks):
+    """`with capture_queue() as queue:` a real RQ queue of this test alone; jobs enqueued on commit
+    inside the block are put on it when the block ends."""
     import contextlib
-
-    import redis
-
-    url = _redis_url()
-    client = redis.Redis.from_url(url)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError as error:
-        require(False, f"Redis is not reachable at {url} ({error}); start it: scripts/ensure_services.sh")
-    name = f"abuse-test-{uuid.uuid4().hex[:12]}"
-    settings.RQ_QUEUES = {**settings.RQ_QUEUES, name: {"URL": url, "DEFAULT_TIMEOUT": 3600}}
-    settings.EVALUATION_QUEUE = name
-    from runs.evaluation import evaluation_queue
-
-    queue = evaluation_queue()
 
     @contextlib.contextmanager
     def capturing():
         with django_capture_on_commit_callbacks(execute=True):
-            yield queue
+            yield private_queue
 
-    yield capturing
-    queue.empty()
-    queue.delete(delete_jobs=True)
-    client.close()
+    return capturing
 
 
 def test_the_cap_refuses_reexecution_but_keeps_the_upload(builtin, user, key, settings, capture_queue):

@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from django.conf import settings
@@ -25,15 +24,10 @@ from django.test import Client
 from runs.submissions.services import token_create
 from tests.replay.factories import make_user
 from tests.submissions.helpers import jsonl, record
-from tests.support import require
+from tests.support import redis_test_url, require
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 BODY_MB = 50
-
-
-def _redis_url() -> str:
-    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    return urlunsplit((base.scheme, base.netloc, f"/{int(os.environ.get('TEST_REDIS_DB', '15'))}", "", ""))
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +45,7 @@ def gunicorn(django_db_setup, tmp_path_factory):
     log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     env = {
         **{key: value for key, value in os.environ.items() if key not in {"DJANGO_SETTINGS_MODULE", "SECRET_KEY_FILE"}},
-        "DEBUG": "1", "DATABASE_URL": database_url, "REDIS_URL": _redis_url(), "CACHE_URL": _redis_url(),
+        "DEBUG": "1", "DATABASE_URL": database_url, "REDIS_URL": redis_test_url(), "CACHE_URL": redis_test_url(),
         # No connection kept between requests, so the test database can be dropped at the end.
         "CONN_MAX_AGE": "0", "AUTOEXPERIMENT_DATA_DIR": str(log.parent), "LOG_LEVEL": "WARNING",
     }

@@ -4,9 +4,6 @@ produce."""
 from __future__ import annotations
 
 import json
-import os
-import uuid
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -25,9 +22,8 @@ from tests.submissions.helpers import (
     trajectory,
     zip_bytes,
 )
-from tests.support import require, require_backend
+from tests.support import require_backend
 
-TEST_REDIS_DB = 12  # the evaluation tests use 15
 
 
 @pytest.fixture
@@ -152,41 +148,9 @@ def test_reexecution_infrastructure_failures_are_retried_then_reported(builtin, 
     assert "could not be re-executed" in submission.status_detail
 
 
-def _redis_url() -> str:
-    base = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    return urlunsplit((base.scheme, base.netloc, f"/{TEST_REDIS_DB}", "", ""))
-
-
-@pytest.fixture
-def redis_queue(settings):
-    """A queue of this test alone (a unique name: no other worker takes its jobs, and nothing
-    else on the Redis database is touched)."""
-    import redis
-
-    url = _redis_url()
-    client = redis.Redis.from_url(url)
-    try:
-        client.ping()
-    except redis.exceptions.ConnectionError as error:
-        require(False, f"Redis is not reachable at {url} ({error}); start it: scripts/ensure_services.sh")
-    name = f"submissions-test-{uuid.uuid4().hex[:12]}"
-    settings.RQ_QUEUES = {**settings.RQ_QUEUES, name: {"URL": url, "DEFAULT_TIMEOUT": 3600}}
-    settings.EVALUATION_QUEUE = name
-    from runs.evaluation import evaluation_queue
-
-    queue = evaluation_queue()
-    yield queue
-    for registry in (queue.finished_job_registry, queue.failed_job_registry, queue.started_job_registry):
-        for job_id in registry.get_job_ids():
-            registry.remove(job_id, delete_job=True)
-            client.delete(f"rq:results:{job_id}")
-    queue.empty()
-    queue.delete(delete_jobs=True)
-    client.close()
-
-
 @pytest.mark.django_db(transaction=True)
-def test_reexecution_through_the_queue_and_a_real_rq_worker(builtin, user, redis_queue, tmp_path):
+def test_reexecution_through_the_queue_and_a_real_rq_worker(builtin, user, private_queue, tmp_path):
+    redis_queue = private_queue
     """Upload with re-execution: the jobs are enqueued on commit and an RQ worker runs them."""
     require_backend("bubblewrap")
     from rq import SimpleWorker
