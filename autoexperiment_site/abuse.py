@@ -68,19 +68,34 @@ class RateLimited(Ratelimited):
 def client_ip(request) -> str:
     """The address limits count by: REMOTE_ADDR, or behind TRUSTED_PROXY_COUNT reverse proxies the
     address the outermost of them saw (X-Forwarded-For, read from the right: entries further left
-    are whatever the client sent, so trusting them would let anyone choose their own address)."""
+    are whatever the client sent, so trusting them would let anyone choose their own address);
+    see `counted_address` for what of it counts."""
     remote = request.META.get("REMOTE_ADDR") or "0.0.0.0"
     proxies = int(getattr(settings, "TRUSTED_PROXY_COUNT", 0))
-    if proxies <= 0:
-        return remote
-    forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
-    if len(forwarded) < proxies:
-        return remote
-    candidate = forwarded[-proxies]
+    if proxies > 0:
+        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+        if len(forwarded) >= proxies:
+            try:
+                return counted_address(forwarded[-proxies])
+            except ValueError:
+                pass
     try:
-        return str(ipaddress.ip_address(candidate))
+        return counted_address(remote)
     except ValueError:
         return remote
+
+
+def counted_address(text: str) -> str:
+    """The client a limit counts: an IPv4 address, or for IPv6 the first address of its /64 (one
+    host is given a whole /64, and would otherwise get a fresh count from each of its 2**64
+    addresses; still an address, as django-axes stores it). IPv4-mapped IPv6 addresses count as
+    their IPv4 address."""
+    address = ipaddress.ip_address(text)
+    if address.version == 6 and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.version == 4:
+        return str(address)
+    return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address)
 
 
 def _period_text(seconds: int) -> str:

@@ -1,8 +1,8 @@
 """GET /healthz: is this deployment able to do its work? For monitors and load balancers.
 
 Three checks, each reported by name: the database answers a query, Redis answers a ping, and the
-oldest job waiting in the evaluation queue is younger than HEALTHZ_QUEUE_MAX_AGE_SECONDS (an older
-one means no worker is taking jobs). 200 when all pass, 503 naming the failing ones otherwise.
+oldest job waiting in the evaluation queue is younger than HEALTHZ_QUEUE_MAX_AGE_SECONDS, or some
+worker listens to the queue (an older one with none means no worker is taking jobs). 200 when all pass, 503 naming the failing ones otherwise.
 
 The body is public, so a failure is reported by its exception class only; the message (host
 names, user names, ports) goes to the log.
@@ -18,7 +18,7 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
-from rq import Queue
+from rq import Queue, Worker
 from rq.job import Job
 from rq.utils import now
 
@@ -67,10 +67,14 @@ def redis_check(*, client: redis.Redis) -> dict:
 
 
 def queue_check(*, client: redis.Redis, max_age_seconds: int) -> dict:
-    """Length of the evaluation queue and the age of its oldest job (the head: RQ appends at the tail)."""
+    """Length of the evaluation queue, the age of its oldest job (the head: RQ appends at the tail)
+    and how many workers listen to it. Failing means jobs wait longer than `max_age_seconds` with no
+    worker to take them: a long queue with workers at it is busy, not broken (anyone may lengthen
+    it by uploading, and a load balancer must not take the site down for that)."""
     try:
         queue = Queue(queue_name(), connection=client)
         queued = queue.count
+        workers = Worker.count(queue=queue)
         oldest_age = None
         if queued:
             jobs = Job.fetch_many(queue.get_job_ids(0, HEAD_PEEK - 1), connection=client)
@@ -80,13 +84,14 @@ def queue_check(*, client: redis.Redis, max_age_seconds: int) -> dict:
     except Exception as error:  # noqa: BLE001
         return _failure("queue", error)
     result = {
-        "ok": oldest_age is None or oldest_age <= max_age_seconds,
+        "ok": oldest_age is None or oldest_age <= max_age_seconds or workers > 0,
         "queued": queued,
+        "workers": workers,
         "oldest_age_seconds": None if oldest_age is None else round(oldest_age),
         "max_age_seconds": max_age_seconds,
     }
     if not result["ok"]:
-        result["error"] = "oldest queued job is older than max_age_seconds"
+        result["error"] = "oldest queued job is older than max_age_seconds and no worker listens to the queue"
     return result
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import Left
 
 from runs.models import Attempt, Sample, Submission
 
@@ -66,8 +67,22 @@ def submission_summary(*, submission: Submission) -> SubmissionSummary:
     return SubmissionSummary(**counts)
 
 
+# The submission page's table: everything but the big columns, and the answer's head only.
+_ATTEMPT_TABLE_DEFERRED = (
+    "trajectory", "final_patch", "final_answer_raw", "parsed_answer", "reported_score", "reexecution_score",
+    "reexecution_output", "out_of_scope_edits", "infra_history", "timings",
+)
+
+
 def submission_attempts(*, submission: Submission) -> QuerySet[Attempt]:
-    return submission.run.attempts.select_related("sample").order_by("sample__n", "sample__sample_id", "index")
+    """The submission's attempts in sample order, as its page lists them: the heavy columns (each
+    may hold megabytes) left out, the final answer's first 121 characters as `answer_head`."""
+    return (
+        submission.run.attempts.select_related("sample")
+        .defer(*_ATTEMPT_TABLE_DEFERRED)
+        .annotate(answer_head=Left("final_answer_raw", 121))
+        .order_by("sample__n", "sample__sample_id", "index")
+    )
 
 
 def submissions_of(*, user) -> QuerySet[Submission]:

@@ -730,7 +730,11 @@ def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | Non
     over = trajectory_problems(trajectory, limits)
     for message in over:
         report(message)
-    return None if over else data
+    if over:
+        return None
+    if sample_id is not None and not header_sample:
+        data["header"]["sample_id"] = sample_id  # it is the record's: stored and shown as such
+    return data
 
 
 def parse_jsonl(
@@ -850,12 +854,20 @@ def _cross_checks(keys: list[RecordKey], record_lines: int, problems: Problems, 
 def _resolve_trajectory_files(
     records: list[Record], trajectories: dict[str, bytes], problems: Problems, member: str | None
 ) -> None:
-    referenced: set[str] = set()
+    referenced: dict[str, int] = {}  # member -> the line of the record that names it
     for record in records:
         name = record.trajectory_file
         if name is None:
             continue
-        referenced.add(name)
+        if name in referenced:
+            # One member for many records would be parsed and stored once per record: a few
+            # kilobytes of archive could then stand for gigabytes, past every size limit.
+            problems.add(
+                f"names {name!r}, which line {referenced[name]} names already; each record needs a trajectory file of its own",
+                line=record.line, field="trajectory_file", member=member,
+            )
+            continue
+        referenced[name] = record.line
         if name not in trajectories:
             problems.add(f"names {name!r}, which is not in the archive", line=record.line, field="trajectory_file", member=member)
             continue
@@ -885,7 +897,7 @@ def _resolve_trajectory_files(
         record.trajectory = check_trajectory(
             value, record.sample_id, report=lambda message, name=name: problems.add(message, member=name, field="trajectory")
         )
-    for name in sorted(set(trajectories) - referenced):
+    for name in sorted(set(trajectories) - referenced.keys()):
         problems.add("not referenced by any record's trajectory_file", member=name)
 
 

@@ -9,6 +9,7 @@ from django.core.exceptions import (
     TooManyFieldsSent,
     TooManyFilesSent,
 )
+from django.core.paginator import Paginator
 from django.http import Http404
 from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import get_object_or_404, redirect, render
@@ -149,6 +150,10 @@ def _manageable(request, pk: int) -> Submission:
     return submission
 
 
+# A submission may hold 10,000 attempts: its page lists them this many at a time.
+ATTEMPTS_PER_PAGE = 100
+
+
 def detail(request, pk: int):
     submission = _viewable(request, pk)
     return render(
@@ -158,7 +163,7 @@ def detail(request, pk: int):
             "submission": submission,
             "run": submission.run,
             "summary": submission_summary(submission=submission),
-            "attempts": submission_attempts(submission=submission),
+            "attempts": Paginator(submission_attempts(submission=submission), ATTEMPTS_PER_PAGE).get_page(request.GET.get("page")),
             "manage": submission_can_manage(submission=submission, user=request.user),
         },
     )

@@ -46,6 +46,17 @@ def test_client_address_behind_trusted_proxies(settings):
     assert client_ip(factory.get("/", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="not-an-address")) == "10.0.0.2"
 
 
+def test_an_ipv6_host_counts_as_its_64_and_a_mapped_ipv4_as_itself(settings):
+    factory = RequestFactory()
+    settings.TRUSTED_PROXY_COUNT = 0
+    one, other = (client_ip(factory.get("/", REMOTE_ADDR=f"2001:db8:0:7::{n}")) for n in ("1", "beef:1"))
+    assert one == other == "2001:db8:0:7::"  # a new address of the same host's /64 gets no new count
+    assert client_ip(factory.get("/", REMOTE_ADDR="2001:db8:0:8::1")) != one
+    assert client_ip(factory.get("/", REMOTE_ADDR="::ffff:10.9.9.1")) == "10.9.9.1"
+    settings.TRUSTED_PROXY_COUNT = 1
+    assert client_ip(factory.get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="2001:db8:0:9::5")) == "2001:db8:0:9::"
+
+
 def test_an_unreachable_rate_limit_store_is_a_503_that_says_so(db, settings):
     with socket.socket() as probe:  # a loopback port with nothing listening
         probe.bind(("127.0.0.1", 0))

@@ -56,6 +56,16 @@ def test_failure_limit_locks_the_username_from_that_address_only(db):
     assert sign_in(elsewhere, alice.username, PASSWORD).status_code == 302 and signed_in(elsewhere)
 
 
+def test_fresh_ipv6_addresses_of_one_network_share_the_lockout(db):
+    """A host holds a whole /64: moving to the next address of it must not start a new count."""
+    make_user(username="dora")
+    for attempt in range(settings.AXES_FAILURE_LIMIT):
+        sign_in(client_from(f"2001:db8:1:2::{attempt + 1:x}"), "dora", f"wrong-{attempt}")
+    response = sign_in(client_from("2001:db8:1:2::ffff"), "dora", PASSWORD)
+    assert response.status_code == 429
+    assert sign_in(client_from("2001:db8:1:3::1"), "dora", PASSWORD).status_code == 302  # another network
+
+
 def test_a_success_before_the_limit_starts_the_count_again(db):
     make_user(username="carol")
     client = client_from("203.0.113.8")

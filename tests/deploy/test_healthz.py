@@ -49,3 +49,20 @@ def test_a_queue_younger_than_the_threshold_is_healthy(client, settings, queue):
     assert response.json()["checks"]["queue"]["queued"] == 2
     assert 600 <= response.json()["checks"]["queue"]["oldest_age_seconds"] < 660
     assert client.post("/healthz").status_code == 405
+
+
+def test_an_old_backlog_with_a_worker_at_it_is_busy_not_unhealthy(client, settings, queue):
+    """Anyone can lengthen the queue by uploading; a monitor must not take the site out for that."""
+    from rq import Worker
+
+    settings.HEALTHZ_QUEUE_MAX_AGE_SECONDS = 3600
+    enqueue_aged(queue, seconds=2 * 3600)
+    worker = Worker([queue], connection=queue.connection)
+    worker.register_birth()
+    try:
+        response = client.get("/healthz")
+        assert response.status_code == 200, response.json()
+        check = response.json()["checks"]["queue"]
+        assert check["workers"] == 1 and check["oldest_age_seconds"] >= 2 * 3600
+    finally:
+        worker.register_death()

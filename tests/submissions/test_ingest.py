@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from runs.models import Attempt, Run, Sample, Submission
 from runs.submissions import services
@@ -100,6 +102,34 @@ def test_zip_with_trajectory_files_is_stored(builtin, user):
     stored = submission.run.attempts.get(sample__sample_id=SAMPLE)
     assert stored.trajectory["steps"][0]["tool"] == "list_files"
     assert submission.run.attempts.get(sample__sample_id=OTHER_SAMPLE).trajectory is None
+
+
+def test_a_trajectory_without_a_sample_is_stored_as_its_records(builtin, user):
+    members = {
+        "results.jsonl": jsonl(record(SAMPLE, 0, trajectory_file="trajectories/a.json")),
+        "trajectories/a.json": json.dumps(trajectory(sample_id="")),
+    }
+    submission = submission_create(data=zip_bytes(members), filename="results.zip", uploader=user)
+    assert submission.run.attempts.get().trajectory["header"]["sample_id"] == SAMPLE
+
+
+def test_the_submission_page_lists_attempts_a_page_at_a_time_without_their_big_columns(builtin, user, client, monkeypatch):
+    """Every visitor may open it, and each attempt may hold megabytes: the list reads none of that."""
+    from runs.submissions import views
+
+    monkeypatch.setattr(views, "ATTEMPTS_PER_PAGE", 2)
+    data = jsonl(*(record(SAMPLE, index, final_answer=f"answer-{index} " + "x" * 5000) for index in range(3)))
+    submission = submission_create(data=data, filename="r.jsonl", uploader=user)
+    Attempt.objects.filter(run=submission.run).update(trajectory={"huge": "y" * 200_000}, final_patch="z" * 200_000)
+    with CaptureQueriesContext(connection) as queries:
+        first = client.get(f"/submissions/{submission.pk}/").content.decode()
+    listing = [q["sql"] for q in queries.captured_queries if "LEFT(" in q["sql"].upper()]
+    assert len(listing) == 1 and '"trajectory"' not in listing[0] and '"final_patch"' not in listing[0]
+    assert "answer-0" in first and "answer-1" in first and "answer-2" not in first
+    assert "x" * 121 not in first and "y" * 100 not in first and "attempts 1–2 of 3" in first
+    second = client.get(f"/submissions/{submission.pk}/?page=2").content.decode()
+    assert "answer-2" in second and "answer-0" not in second
+    assert "answer-0" in client.get(f"/submissions/{submission.pk}/?page=" + "9" * 5000).content.decode()
 
 
 def test_reexecution_in_bubblewrap_verifies_and_catches_the_cheat(good_file, user):

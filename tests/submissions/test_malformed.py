@@ -140,6 +140,12 @@ CASES = [
      "r.zip", ["results.jsonl: line 2: trajectory_file: names 'trajectories/a.json', which is not in the archive"], {}),
     ("zip-unreferenced-trajectory", lambda: zip_bytes({"results.jsonl": jsonl(record()), "trajectories/a.json": json.dumps(helpers.trajectory())}),
      "r.zip", ["trajectories/a.json: not referenced by any record's trajectory_file"], {}),
+    # One small member named by every record would be parsed and stored once per record.
+    ("zip-trajectory-file-named-twice", lambda: zip_bytes({
+        "results.jsonl": jsonl(record(SAMPLE, 0, trajectory_file="trajectories/a.json"),
+                               record(SAMPLE, 1, trajectory_file="trajectories/a.json")),
+        "trajectories/a.json": json.dumps(helpers.trajectory(sample_id="")),
+    }), "r.zip", ["results.jsonl: line 3: trajectory_file: names 'trajectories/a.json', which line 2 names already"], {}),
     ("zip-bad-trajectory-file", lambda: zip_bytes({"results.jsonl": jsonl(record(trajectory_file="trajectories/a.json")), "trajectories/a.json": b'{"format": 1'}),
      "r.zip", ["trajectories/a.json: trajectory: invalid JSON"], {}),
     ("not-a-zip", lambda: b"PK\x03\x04 this is not really a zip", "r.zip",
