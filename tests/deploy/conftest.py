@@ -37,8 +37,11 @@ def closed_port() -> int:
 
 
 def base_environment(**extra: str) -> dict[str, str]:
-    """The process environment of a production-like start: DEBUG off, a real key, no file key."""
-    env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY_FILE", "DJANGO_SETTINGS_MODULE"}}
+    """The process environment of a production-like start: DEBUG off, a real key, no file key, and
+    none of this test process's own settings (the browser tests set DJANGO_ALLOW_ASYNC_UNSAFE for
+    the session, which check --deploy rightly refuses)."""
+    own = {"SECRET_KEY_FILE", "DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env = {k: v for k, v in os.environ.items() if k not in own}
     env.update(DEBUG="0", SECRET_KEY=TEST_SECRET_KEY, LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
     env.update(extra)
     return env
