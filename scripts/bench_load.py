@@ -36,6 +36,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
+from benchlib import percentile  # noqa: E402 - beside this script
 MAX_REQUESTS = 2000
 MAX_CONCURRENCY = 50
 DEMO_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/autoexperiment_demo"
@@ -80,14 +81,6 @@ def fetch(url: str, timeout: float) -> tuple[float, int | str, int]:
     except (OSError, urllib.error.URLError) as error:
         size, status = 0, f"{type(error).__name__}: {getattr(error, 'reason', error)}"
     return time.perf_counter() - started, status, size
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def measure(url: str, *, requests: int, concurrency: int, timeout: float) -> bool:

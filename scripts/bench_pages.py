@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import create_database, drop_database, percentile  # noqa: E402 - beside this script
 
 SERVER = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432").rstrip("/")
 DB_NAME = f"bench_pages_{os.getpid()}"
@@ -51,30 +52,6 @@ AGENTS = ["react", "agentless"]
 CONTEXTS = ["full", "none", "oracle"]
 CONFIGS = [{}, {"history": "window", "window": 5}]
 TRAJECTORY_STEPS = 500
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def create_database() -> None:
-    import psycopg
-
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{DB_NAME}"')
-
-
-def drop_database() -> None:
-    import psycopg
-    from django.db import connections
-
-    connections.close_all()
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
 
 
 def load_suite():
@@ -250,7 +227,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=30, help="timed requests per page, after a first one")
     options = parser.parse_args()
 
-    create_database()
+    create_database(f"{SERVER}/postgres", DB_NAME)
     try:
         import django
 
@@ -300,7 +277,7 @@ def main() -> None:
             print(f"{name:<26}{first * 1000:>7.0f}ms{statistics.median(times) * 1000:>7.0f}ms"
                   f"{percentile(times, 0.95) * 1000:>7.0f}ms{len(queries):>9}{size / 1024:>8.0f}")
     finally:
-        drop_database()
+        drop_database(f"{SERVER}/postgres", DB_NAME)
         print(f"\ndatabase {DB_NAME} dropped")
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchlib import create_database, drop_database  # noqa: E402 - beside this script
 
 SERVER = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432").rstrip("/")
 DB_NAME = f"bench_replay_{os.getpid()}"
@@ -57,22 +58,6 @@ os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 TARGET_MS = 300
 TARGET_MB = 100
-
-
-def create_database() -> None:
-    import psycopg
-
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{DB_NAME}"')
-
-
-def drop_database() -> None:
-    import psycopg
-    from django.db import connections
-
-    connections.close_all()
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
 
 
 # --- the largest trajectory ----------------------------------------------------------------------
@@ -239,7 +224,7 @@ def main() -> None:
         store_into()
         return
 
-    create_database()
+    create_database(f"{SERVER}/postgres", DB_NAME)
     try:
         import django
 
@@ -296,7 +281,7 @@ def main() -> None:
         print(f"\nreplay request, worst page: {worst_ms:.0f} ms (first or median), peak {worst_mb:.1f} MB "
               f"(target < {TARGET_MS} ms and < {TARGET_MB} MB: {verdict})")
     finally:
-        drop_database()
+        drop_database(f"{SERVER}/postgres", DB_NAME)
         print(f"database {DB_NAME} dropped")
 
 

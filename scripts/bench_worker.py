@@ -22,24 +22,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchlib import create_database, drop_database, flush_redis, url_with_path  # noqa: E402 - beside this script
 
 REDIS_DB = 14
-
-
-def _url_with_path(url: str, path: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
-def _admin(url: str, statement: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(statement)
 
 
 def _worker_command() -> list[str]:
@@ -214,12 +202,12 @@ def main() -> None:
 
     admin_url = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
     name = f"bench_worker_{os.getpid()}"
-    redis_url = _url_with_path(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{REDIS_DB}")
+    redis_url = url_with_path(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{REDIS_DB}")
     scratch = Path(tempfile.mkdtemp(prefix="bench-worker-"))
     env = {
         **os.environ,
         "DEBUG": "1",
-        "DATABASE_URL": _url_with_path(admin_url, f"/{name}"),
+        "DATABASE_URL": url_with_path(admin_url, f"/{name}"),
         "REDIS_URL": redis_url,
         "WORKSPACE_ROOT": str(scratch / "workspaces"),
         "SANDBOX_BACKEND": backend,
@@ -227,7 +215,7 @@ def main() -> None:
         "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings",
     }
     os.environ.update(env)
-    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    create_database(admin_url, name)
     try:
         import django
 
@@ -247,19 +235,8 @@ def main() -> None:
         report(results, n=args.n, backend=backend)
         report_check_costs(results[0]["attempts"], scratch=scratch)
     finally:
-        try:
-            from django.db import connections
-
-            connections.close_all()
-        except Exception:  # noqa: BLE001 - Django never got set up
-            pass
-        _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        try:
-            import redis
-
-            redis.Redis.from_url(redis_url).flushdb()
-        except Exception:  # noqa: BLE001 - cleaning up only
-            pass
+        drop_database(admin_url, name)
+        flush_redis(redis_url)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
