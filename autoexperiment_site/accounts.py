@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.validators import ASCIIUsernameValidator
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -15,6 +16,17 @@ from django.utils.http import url_has_allowed_host_and_scheme
 # Named because more than one backend may be configured (django-axes adds its own first), and
 # login() needs to be told which one vouches for a user it did not authenticate.
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+class SignupForm(UserCreationForm):
+    """Django's form, with usernames in ASCII letters, digits and @.+-_ only: names are shown beside
+    runs and submissions, and a look-alike letter from another script ("аlice" with a Cyrillic а)
+    would pass for someone else's."""
+
+    def clean_username(self):
+        username = super().clean_username()
+        ASCIIUsernameValidator()(username)
+        return username
 
 
 def signup_enabled() -> bool:
@@ -35,14 +47,14 @@ def signup(request):
     if request.user.is_authenticated:
         return redirect(_next_url(request))
     if request.method == "POST":
-        form = UserCreationForm(request.POST)
+        form = SignupForm(request.POST)
         if form.is_valid():
             user = form.save()
             login(request, user, backend=MODEL_BACKEND)
             return redirect(_next_url(request))
         status = 400
     else:
-        form = UserCreationForm()
+        form = SignupForm()
         status = 200
     return render(request, "registration/signup.html", {"form": form, "next": _next_url(request)}, status=status)
 

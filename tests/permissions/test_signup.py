@@ -65,3 +65,10 @@ def test_sign_up_needs_csrf_and_a_local_next(db, signup_on):
     assert not get_user_model().objects.filter(username="researcher").exists()
     response = Client().post(SIGNUP, {**NEW, "next": "https://evil.example/"})
     assert response.status_code == 302 and response["Location"] == "/"
+
+
+def test_a_look_alike_username_is_refused(db, client, signup_on):
+    get_user_model().objects.create_user("alice", password="x-long-passphrase-99")
+    response = client.post(SIGNUP, {**NEW, "username": "\u0430lice"})  # a Cyrillic а
+    assert response.status_code == 400 and "Enter a valid username" in response.content.decode()
+    assert get_user_model().objects.count() == 1
