@@ -43,7 +43,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Self
 
@@ -1028,6 +1028,22 @@ class FailedJob:
     reason: str  # the last line of what it raised ("failed" when RQ kept nothing)
     worker: str  # the RQ worker that ran it, "" when unknown
     failed_at: str  # ISO time, "" when unknown
+
+
+def failure_recorded(history: list, failure: FailedJob) -> bool:
+    """Whether an attempt's infra_history ends with `failure` (runs.evaluation.
+    attempts_record_unstarted writes each failure of a job that never claimed its attempt once)."""
+    last = history[-1] if history else {}
+    return last.get("job_id") == failure.job_id and (not failure.failed_at or last.get("at") == failure.failed_at)
+
+
+def retry_in_seconds(entry: dict) -> float | None:
+    """Seconds until the retry an infra_history entry scheduled is due (0 once due); None when it
+    scheduled none."""
+    retry_at = entry.get("retry_at")
+    if not retry_at:
+        return None
+    return max(0.0, (datetime.fromisoformat(retry_at) - timezone.now()).total_seconds())
 
 
 # Fetching each failed job costs two round trips: past this many the rest get a generic reason.

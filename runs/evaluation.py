@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import django_rq
 from django.conf import settings
@@ -30,8 +30,10 @@ from runs.attempts import (
     attempts_recover,
     construct_agent,
     failed_jobs_get,
+    failure_recorded,
     max_infra_retries,
     retry_delay_seconds,
+    retry_in_seconds,
     run_mark_finished,
 )
 from runs.limits import trajectory_limits
@@ -376,12 +378,9 @@ def _unstarted_record(*, attempt_id: int, tries: int, failure: FailedJob) -> boo
         )
         if attempt is None:
             return False  # claimed, cancelled or recorded meanwhile
-        last = attempt.infra_history[-1] if attempt.infra_history else {}
-        if last.get("job_id") == failure.job_id and (not failure.failed_at or last.get("at") == failure.failed_at):
+        if failure_recorded(attempt.infra_history, failure):
             # Recorded before, but its job was not replaced then (Redis went away): replace it now.
-            retry_at = last.get("retry_at")
-            remaining = (datetime.fromisoformat(retry_at) - timezone.now()).total_seconds() if retry_at else 0
-            attempts_enqueue(attempts=[attempt], delay=max(0.0, remaining))
+            attempts_enqueue(attempts=[attempt], delay=retry_in_seconds(attempt.infra_history[-1]) or 0)
             return False
         attempt.infra_failures += 1
         where = f" on worker {failure.worker}" if failure.worker else ""

@@ -263,31 +263,21 @@ def run_waiting_notes(*, run: Run) -> dict[int, AttemptWaiting]:
     failed before it could claim its attempt and that no worker has recorded yet (none of them
     reaches the database, say), the reason RQ's failed registry holds: the page shows it before
     any worker can write it. With Redis unreachable, only what the database holds."""
-    from datetime import datetime
-
-    from django.utils import timezone
-
-    from runs.attempts import failed_jobs_get
+    from runs.attempts import failed_jobs_get, failure_recorded, retry_in_seconds
     from runs.evaluation import job_id_for
 
     queued = list(Attempt.objects.filter(run=run, status=Attempt.QUEUED).only("pk", "tries", "infra_history"))
     if not queued:
         return {}
-    now = timezone.now()
     notes = {}
     for attempt in queued:
         if attempt.infra_history:
             last = attempt.infra_history[-1]
-            retry_at = last.get("retry_at")
-            retry_in = (datetime.fromisoformat(retry_at) - now).total_seconds() if retry_at else None
             reason = (last.get("reason") or "").strip().splitlines()
-            notes[attempt.pk] = AttemptWaiting(
-                "retrying", reason[0] if reason else "", retry_in if retry_in is not None and retry_in > 0 else None
-            )
+            notes[attempt.pk] = AttemptWaiting("retrying", reason[0] if reason else "", retry_in_seconds(last) or None)
     by_job = {job_id_for(attempt): attempt for attempt in queued}
     for job_id, failure in failed_jobs_get(job_ids=by_job, cleanup=False).items():
-        last = by_job[job_id].infra_history[-1] if by_job[job_id].infra_history else {}
-        if last.get("job_id") == job_id and last.get("at") == failure.failed_at:
+        if failure_recorded(by_job[job_id].infra_history, failure):
             continue  # recorded: the note above says when it is retried
         where = f" on worker {failure.worker}" if failure.worker else ""
         notes[by_job[job_id].pk] = AttemptWaiting(

@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import create_database, drop_database, flush_redis, url_with_path  # noqa: E402 - beside this script
+from benchlib import scratch_deployment  # noqa: E402 - beside this script
 
 REDIS_DB = 13
 TARGET_SECONDS = 120
@@ -136,23 +134,7 @@ def main() -> None:
     if problem:
         raise SystemExit(f"the bubblewrap sandbox is unavailable: {problem}")
 
-    admin_url = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-    name = f"bench_heal_{os.getpid()}"
-    redis_url = url_with_path(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{args.redis_db}")
-    scratch = Path(tempfile.mkdtemp(prefix="bench-heal-"))
-    env = {
-        **os.environ,
-        "DEBUG": "1",
-        "DATABASE_URL": url_with_path(admin_url, f"/{name}"),
-        "REDIS_URL": redis_url,
-        "WORKSPACE_ROOT": str(scratch / "workspaces"),
-        "SANDBOX_BACKEND": "bubblewrap",
-        "LOG_LEVEL": os.environ.get("LOG_LEVEL", "WARNING"),
-        "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings",
-    }
-    os.environ.update(env)
-    create_database(admin_url, name)
-    try:
+    with scratch_deployment("heal", backend="bubblewrap", redis_db=args.redis_db) as (env, scratch):
         import django
 
         django.setup()
@@ -181,10 +163,6 @@ def main() -> None:
                 f"{result['scenario']:<14} {result['seconds']:>15.1f} s  {verdict:>7}  {result['status']:<6}  "
                 f"{str(result['passed']):<6}  {result['tries']:>5}  {result['runs_of_second_try']:>13}  {result['reason']}"
             )
-    finally:
-        drop_database(admin_url, name)
-        flush_redis(redis_url)
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -19,13 +19,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import create_database, drop_database, flush_redis, url_with_path  # noqa: E402 - beside this script
+from benchlib import scratch_deployment  # noqa: E402 - beside this script
 
 REDIS_DB = 14
 
@@ -200,23 +199,7 @@ def main() -> None:
     if problem:
         raise SystemExit(f"sandbox {backend} unavailable: {problem}")
 
-    admin_url = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-    name = f"bench_worker_{os.getpid()}"
-    redis_url = url_with_path(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{REDIS_DB}")
-    scratch = Path(tempfile.mkdtemp(prefix="bench-worker-"))
-    env = {
-        **os.environ,
-        "DEBUG": "1",
-        "DATABASE_URL": url_with_path(admin_url, f"/{name}"),
-        "REDIS_URL": redis_url,
-        "WORKSPACE_ROOT": str(scratch / "workspaces"),
-        "SANDBOX_BACKEND": backend,
-        "LOG_LEVEL": "WARNING",
-        "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings",
-    }
-    os.environ.update(env)
-    create_database(admin_url, name)
-    try:
+    with scratch_deployment("worker", backend=backend, redis_db=REDIS_DB) as (env, scratch):
         import django
 
         django.setup()
@@ -234,10 +217,6 @@ def main() -> None:
             results.append(bench(count, suite=suite, n=args.n, cap=args.cap, env=env, logs=scratch))
         report(results, n=args.n, backend=backend)
         report_check_costs(results[0]["attempts"], scratch=scratch)
-    finally:
-        drop_database(admin_url, name)
-        flush_redis(redis_url)
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@ Imported by the scripts beside it (`python scripts/bench_*.py` puts this folder 
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 
@@ -54,3 +59,33 @@ def flush_redis(url: str) -> None:
         redis.Redis.from_url(url).flushdb()
     except Exception:  # noqa: BLE001 - nothing to clean where Redis is gone
         pass
+
+
+@contextlib.contextmanager
+def scratch_deployment(kind: str, *, backend: str, redis_db: int):
+    """A Postgres database (`bench_<kind>_<pid>`, on BENCH_DATABASE_URL's server), a Redis database
+    (`redis_db` of REDIS_URL's server) and a workspace folder of this run alone, set in os.environ
+    (for Django in this process) and yielded as (env, scratch folder) for worker processes;
+    dropped, flushed and removed at the end, whatever happens."""
+    admin_url = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    name = f"bench_{kind}_{os.getpid()}"
+    redis_url = url_with_path(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{redis_db}")
+    scratch = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
+    env = {
+        **os.environ,
+        "DEBUG": "1",
+        "DATABASE_URL": url_with_path(admin_url, f"/{name}"),
+        "REDIS_URL": redis_url,
+        "WORKSPACE_ROOT": str(scratch / "workspaces"),
+        "SANDBOX_BACKEND": backend,
+        "LOG_LEVEL": os.environ.get("LOG_LEVEL", "WARNING"),
+        "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings",
+    }
+    os.environ.update(env)
+    create_database(admin_url, name)
+    try:
+        yield env, scratch
+    finally:
+        drop_database(admin_url, name)
+        flush_redis(redis_url)
+        shutil.rmtree(scratch, ignore_errors=True)
