@@ -55,7 +55,7 @@ demo: install services $(SECRET_KEY_FILE)
 
 # The production stack on this machine (README, "Running in production"): DEBUG off, hashed static
 # files served by WhiteNoise, and the Procfile under honcho: gunicorn and RQ_WORKERS evaluation workers
-# (each also drives RQ's scheduler and the self-healing: runs/worker.py).
+# (each also drives RQ's scheduler and the self-healing: runs/evaluation/worker.py).
 # The secret key comes from SECRET_KEY, or else from a file generated once (mode 600).
 serve: export DEBUG = 0
 serve: export SECRET_KEY_FILE := $(SECRET_KEY_FILE)

@@ -22,7 +22,7 @@ from rq import Queue, Worker
 from rq.job import Job
 from rq.utils import now
 
-from runs.evaluation import queue_name
+from runs.evaluation.queue import queue_name
 
 logger = logging.getLogger(__name__)
 

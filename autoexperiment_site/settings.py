@@ -153,7 +153,7 @@ RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": env_int("RQ_JOB_TIMEOUT", 3600, minimum=1)},
 }
 # Imports the agents and SDKs once in the worker, not in every forked job (about 1.4 s each).
-RQ = {"WORKER_CLASS": "runs.worker.EvaluationWorker"}
+RQ = {"WORKER_CLASS": "runs.evaluation.worker.EvaluationWorker"}
 # /healthz reports unhealthy when the oldest job waiting in the evaluation queue is older than this:
 # no worker is taking jobs, or far too few for the load.
 HEALTHZ_QUEUE_MAX_AGE_SECONDS = env_int("HEALTHZ_QUEUE_MAX_AGE_SECONDS", 3600, minimum=1)
@@ -184,14 +184,14 @@ SUBMISSION_MAX_TRAJECTORY_BYTES = env_int(
 )
 REPLAY_STEPS_PER_PAGE = env_int("REPLAY_STEPS_PER_PAGE", _limits.DEFAULT_STEPS_PER_PAGE, minimum=1)
 
-# Recovery (runs.attempts.attempts_recover): a running attempt without a heartbeat for this long is
+# Recovery (runs.evaluation.recovery.attempts_recover): a running attempt without a heartbeat for this long is
 # taken for dead; one still running this long past its own budget (time budget plus the
 # experiments' timeouts) is killed and counted as budget_exhausted, heartbeat or not. Sandboxes
 # that belong to no attempt are swept once this old.
 ATTEMPT_STALE_SECONDS = env_int("ATTEMPT_STALE_SECONDS", 60, minimum=1)
 ATTEMPT_OVERRUN_GRACE_SECONDS = env_int("ATTEMPT_OVERRUN_GRACE_SECONDS", 300, minimum=0)
 ATTEMPT_SWEEP_UNNAMED_SECONDS = env_int("ATTEMPT_SWEEP_UNNAMED_SECONDS", 86400, minimum=0)
-# Every long-running evaluation worker (runs.worker) runs that recovery, and the sweep, this often.
+# Every long-running evaluation worker (runs.evaluation.worker) runs that recovery, and the sweep, this often.
 ATTEMPT_RECOVER_INTERVAL_SECONDS = env_int("ATTEMPT_RECOVER_INTERVAL_SECONDS", 30, minimum=1)
 # An infrastructure failure is retried after this many seconds, doubled with each failure, at most the maximum.
 ATTEMPT_RETRY_BACKOFF_SECONDS = env_int("ATTEMPT_RETRY_BACKOFF_SECONDS", 10, minimum=0)

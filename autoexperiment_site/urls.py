@@ -11,8 +11,8 @@ urlpatterns = [
     path("accounts/signup/", rate_limited("signup")(accounts.signup), name="signup"),
     path("accounts/", include("autoexperiment_site.password_reset_urls")),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("attempts/", include("runs.replay_urls")),
-    path("runs/", include("runs.urls")),
+    path("attempts/", include("runs.replay.urls")),
+    path("runs/", include("runs.evaluation.urls")),
     path("", include("runs.submissions.urls")),
     path("", include("leaderboard.urls")),
 ]

@@ -50,8 +50,8 @@ from django.db.models import (
 from django.urls import NoReverseMatch, reverse
 
 from leaderboard.models import VerifierSelection
+from runs.benchmark.statistics import bootstrap_ci, pass_at_k
 from runs.models import Attempt, Function, Run, Sample, Suite
-from runs.statistics import bootstrap_ci, pass_at_k
 from runs.visibility import public_runs_q
 
 BOOTSTRAP_SEED = 0

@@ -10,9 +10,9 @@ from leaderboard.models import VerifierSelection
 from leaderboard.selectors import attempt_verdict
 from runs.agents.llm import model_from_name
 from runs.agents.verifier import Candidate, select_oracle, select_with_model
+from runs.benchmark.workspace import experiment_label
 from runs.models import Attempt, Run, Sample
-from runs.selectors import workspace_spec
-from runs.workspace import experiment_label
+from runs.suites.selectors import workspace_spec
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,15 @@
 from django.contrib import admin
+from django.contrib.admin import helpers
+from django.template.response import TemplateResponse
 
-from runs.models import Experiment, Function, Paper, Sample, Suite
+from runs.evaluation.services import runs_set_hidden
+from runs.models import ApiToken, Attempt, Experiment, Function, Paper, Run, Sample, Submission, Suite
+from runs.submissions.forms import FlagForm
+from runs.submissions.services import (
+    submissions_flag,
+    submissions_unflag,
+    token_revoke,
+)
 
 
 @admin.register(Suite)
@@ -38,8 +47,6 @@ class SampleAdmin(admin.ModelAdmin):
 
 # --- evaluation runs ---------------------------------------------------------------------------
 
-from runs.evaluation import runs_set_hidden  # noqa: E402
-from runs.models import Attempt, Run  # noqa: E402
 
 
 @admin.register(Run)
@@ -80,16 +87,7 @@ class AttemptAdmin(admin.ModelAdmin):
 
 # --- submissions -------------------------------------------------------------------------------
 
-from django.contrib.admin import helpers  # noqa: E402
-from django.template.response import TemplateResponse  # noqa: E402
 
-from runs.models import ApiToken, Submission  # noqa: E402
-from runs.submissions.forms import FlagForm  # noqa: E402
-from runs.submissions.services import (  # noqa: E402
-    submissions_flag,
-    submissions_unflag,
-    token_revoke,
-)
 
 
 class VerifiedFilter(admin.SimpleListFilter):

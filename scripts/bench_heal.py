@@ -34,7 +34,7 @@ from benchlib import scratch_deployment  # noqa: E402 - beside this script
 
 REDIS_DB = 13
 TARGET_SECONDS = 120
-WORKER_CLASS = "tests.evaluation.agents.WorkerWithTestAgents"  # runs.worker.EvaluationWorker + test agents
+WORKER_CLASS = "tests.evaluation.agents.WorkerWithTestAgents"  # runs.evaluation.worker.EvaluationWorker + test agents
 
 
 def _worker(env: dict, log: Path, *, burst: bool) -> subprocess.Popen:
@@ -61,7 +61,8 @@ def scenario(name: str, *, suite, env: dict, scratch: Path) -> dict:
     import redis
     from rq import Worker
 
-    from runs.evaluation import attempts_enqueue, evaluation_queue, run_create
+    from runs.evaluation.queue import attempts_enqueue, evaluation_queue
+    from runs.evaluation.services import run_create
     from runs.models import Attempt
 
     redis.Redis.from_url(env["REDIS_URL"]).flushdb()
@@ -138,10 +139,10 @@ def main() -> None:
         import django
 
         django.setup()
-        import tests.evaluation.agents  # noqa: F401 - registers gated_gold here too
         from django.conf import settings
         from django.core.management import call_command
 
+        import tests.evaluation.agents  # noqa: F401 - registers gated_gold here too
         from runs.models import Suite
 
         call_command("migrate", verbosity=0)

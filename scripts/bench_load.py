@@ -37,6 +37,7 @@ from urllib.parse import urljoin, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 from benchlib import percentile  # noqa: E402 - beside this script
+
 MAX_REQUESTS = 2000
 MAX_CONCURRENCY = 50
 DEMO_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/autoexperiment_demo"

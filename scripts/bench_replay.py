@@ -128,10 +128,10 @@ def check_within_limits(data: dict, sample_id: str) -> None:
 
 
 def make_attempts(limits, per_page: int):
-    from runs.attempts import json_safe
+    from runs.benchmark.scoring import MAX_ANSWER_CHARS
+    from runs.benchmark.text import json_safe
     from runs.limits import DEFAULT_MAX_PATCH_BYTES
     from runs.models import Attempt, Experiment, Function, Paper, Run, Sample, Suite
-    from runs.scoring import MAX_ANSWER_CHARS
 
     suite = Suite.objects.create(name=f"bench-{os.getpid()}", version="1", gold_root="/nonexistent")
     paper = Paper.objects.create(suite=suite, paper_id="bench-paper", title="Bench")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runs.sampling import all_combinations, draw_combinations  # noqa: E402
+from runs.benchmark.sampling import all_combinations, draw_combinations  # noqa: E402
 
 
 def median_seconds(action, repeats=5):

@@ -32,7 +32,7 @@ REDIS_DB = 14
 def _worker_command() -> list[str]:
     return [
         sys.executable, "manage.py", "rqworker", "--burst", "--skip-checks",
-        "--worker-class", "runs.worker.EvaluationWorker", "default",
+        "--worker-class", "runs.evaluation.worker.EvaluationWorker", "default",
     ]
 
 
@@ -41,7 +41,7 @@ def bench(count: int, *, suite, n: int, cap: int, env: dict, logs: Path) -> dict
     import redis
     from django.db.models import Max, Min
 
-    from runs.evaluation import run_create
+    from runs.evaluation.services import run_create
 
     redis.Redis.from_url(env["REDIS_URL"]).flushdb()
     run = run_create(suite=suite, agent="gold", n_values=[n], sample_cap=cap)  # jobs enqueued on commit
@@ -133,11 +133,11 @@ def _median_ms(action, repeat: int = 15) -> float:
 def report_check_costs(attempts, *, scratch: Path) -> None:
     """What the hostile-agent checks cost per use, next to what they replaced, on one gold attempt's
     workspace: descriptor-based snapshots (sandbox.fs) against a plain os.walk that follows links,
-    the scoped final patch (runs.patches + runs.scope) against GNU patch applying it whole, and the
+    the scoped final patch (runs.benchmark.patches + runs.benchmark.scope) against GNU patch applying it whole, and the
     link-safe iterative removal against shutil.rmtree."""
     from runs.agents.trajectory import snapshot
-    from runs.attempts import scoped_final_code
-    from runs.services import workspace_build
+    from runs.evaluation.verdicts import scoped_final_code
+    from runs.suites.services import workspace_build
     from sandbox import fs
 
     attempt = next(a for a in attempts if a.final_patch)
@@ -170,7 +170,7 @@ def report_check_costs(attempts, *, scratch: Path) -> None:
     rows = [
         (f"workspace snapshot, {files} files (sandbox.fs)", _median_ms(lambda: snapshot(fresh_workspace)),
          "os.walk + read, following links", _median_ms(plain_walk)),
-        ("final patch parsed, applied and scoped (runs.patches, runs.scope)", _median_ms(scoped) - build_ms,
+        ("final patch parsed, applied and scoped (runs.benchmark.patches, runs.benchmark.scope)", _median_ms(scoped) - build_ms,
          "GNU patch, whole patch", _median_ms(gnu_patch) - build_ms),
         ("workspace removed (fs.remove_tree)", _median_ms(lambda: fs.remove_tree(fresh())) - build_ms,
          "shutil.rmtree", _median_ms(lambda: shutil.rmtree(fresh())) - build_ms),

@@ -34,7 +34,7 @@ def redis_queue(settings):
     client = redis_test_client()
     settings.RQ_QUEUES = {"default": {"URL": redis_test_url(), "DEFAULT_TIMEOUT": 3600}}
     client.flushdb()
-    from runs.evaluation import evaluation_queue
+    from runs.evaluation.queue import evaluation_queue
 
     yield evaluation_queue()
     client.flushdb()

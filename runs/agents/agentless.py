@@ -29,13 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runs import python_ast
-from runs.masking import (
-    MaskingError,
-    function_body_source,
-    locate_function,
-    replace_function_body,
-)
+from runs.benchmark import python_ast
+from runs.benchmark.masking import MaskingError, function_body_source, locate_function, replace_function_body
 from sandbox import Sandbox
 
 from .base import AgentExit, AgentResult, ModelFailed

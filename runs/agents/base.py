@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from runs.scoring import ParsedAnswer
+from runs.benchmark.scoring import ParsedAnswer
 
 if TYPE_CHECKING:
     from .trajectory import Trajectory

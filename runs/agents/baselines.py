@@ -6,7 +6,7 @@ The baselines bound what a sample can score and check the harness itself:
   what they print. It must pass every sample; when it does not, the suite or the harness is broken.
 - `noop` runs the experiments on the masked code untouched. It must pass nothing; when it does, an
   experiment does not depend on the functions it claims to.
-- `mutant` is `gold` with one plausible bug (from `runs.mutation`) planted in one masked function,
+- `mutant` is `gold` with one plausible bug (from `runs.benchmark.mutation`) planted in one masked function,
   chosen by `seed`. It should fail almost always; a sample it passes cannot tell a right
   implementation from a nearly right one.
 
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runs.execution import printed_result
-from runs.masking import function_body_source, replace_function_body
-from runs.mutation import Mutant, function_mutants
-from runs.workspace import CODE_DIR
+from runs.benchmark.execution import printed_result
+from runs.benchmark.masking import function_body_source, replace_function_body
+from runs.benchmark.mutation import Mutant, function_mutants
+from runs.benchmark.workspace import CODE_DIR
 from sandbox import Sandbox, SandboxError
 
 from .base import (
@@ -122,7 +122,7 @@ def command_result(observation: str) -> dict | None:
     """The JSON object an experiment printed, if its command ran to completion with exit code 0.
 
     A command that crashed or timed out gives None even if it printed a JSON line before dying:
-    the harness's re-execution would not count that output either (runs.execution.run_experiment).
+    the harness's re-execution would not count that output either (runs.benchmark.execution.run_experiment).
     """
     status = _STATUS_LINE.search(observation)
     if status is None or status.group("code") != "0":
@@ -391,7 +391,7 @@ class MutantAgent(GoldAgent):
     """`gold` with one seeded plausible bug in one masked function.
 
     The function is drawn with `random.Random(seed)` among the missing ones, then one of its
-    mutants (`runs.mutation.function_mutants`, all of them, shuffled by the same seed) is drawn with
+    mutants (`runs.benchmark.mutation.function_mutants`, all of them, shuffled by the same seed) is drawn with
     the same generator. Functions without any mutant are passed over for the next draw; the choice
     is recorded in the trajectory header (`mutation`) and in the step that plants it.
     """

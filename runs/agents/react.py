@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from runs.workspace import CONTEXT_CONDITIONS
+from runs.benchmark.workspace import CONTEXT_CONDITIONS
 from sandbox import Sandbox
 
 from .base import (

@@ -30,8 +30,8 @@ from typing import Protocol
 import numpy as np
 import openai
 
-from runs import python_ast
-from runs.workspace import CODE_DIR, EXCLUDED_DIRS
+from runs.benchmark import python_ast
+from runs.benchmark.workspace import CODE_DIR, EXCLUDED_DIRS
 
 from .llm import ModelError, Usage, pricing
 from .llm._errors import translate

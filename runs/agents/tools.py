@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from runs.scoring import ParsedAnswer, parse_answer
+from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from sandbox import Sandbox, SandboxError, fs
 from sandbox.base import WORKSPACE_MOUNT
 
@@ -165,7 +165,7 @@ def display_path(relative: str) -> str:
 
 def unified_diff(path: str, old: str | None, new: str | None) -> str:
     """A git-style unified diff of one file (None: the file does not exist on that side)."""
-    # Lines end at "\n" only, as diff(1) and runs.patches read them: str.splitlines would also
+    # Lines end at "\n" only, as diff(1) and runs.benchmark.patches read them: str.splitlines would also
     # split at "\r", "\x0c", "\u2028" and others, which are content to a diff.
     old_lines = _lines(old or "")
     new_lines = _lines(new or "")

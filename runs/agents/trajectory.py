@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runs.benchmark.scoring import ParsedAnswer, parse_answer
+from runs.benchmark.workspace import CODE_DIR, EXCLUDED_DIRS
 from runs.limits import cut_text, line_count, step_bytes, text_bytes, trajectory_limits
-from runs.scoring import ParsedAnswer, parse_answer
 from sandbox import fs
-from runs.workspace import CODE_DIR, EXCLUDED_DIRS
 
 from .base import RUNNING
 from .llm import Usage
@@ -132,7 +132,7 @@ class Step:
 
 @dataclass
 class FinalAnswer:
-    """The submitted answer as given (`raw`) and as parsed by runs.scoring.parse_answer."""
+    """The submitted answer as given (`raw`) and as parsed by runs.benchmark.scoring.parse_answer."""
 
     raw: str | None
     parsed: dict | None

@@ -1,7 +1,7 @@
 """RQ jobs for submissions: thin wrappers that take ids and call one service."""
 from rq import get_current_job
 
-from runs.attempts import reset_connections
+from runs.evaluation.jobs import reset_connections
 from runs.submissions.services import attempt_reexecute
 
 

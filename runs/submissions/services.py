@@ -5,7 +5,7 @@ every problem reported), then the Submission, its Run and one Attempt per record
 one transaction. Attempts are scored against the stored gold on the way in (`reported_*`);
 `passed` stays False until the harness has re-executed the attempt's patch itself.
 
-Re-execution (runs.attempts.reexecute: the patch applied to a fresh masked workspace, every
+Re-execution (runs.evaluation.verdicts.reexecute: the patch applied to a fresh masked workspace, every
 experiment run in a fresh sandbox of settings.SANDBOX_BACKEND, the printed numbers scored) runs
 as one RQ job per attempt, enqueued when the requesting transaction commits. A job claims its
 attempt with a conditional UPDATE (not yet re-executed, no live claim: `heartbeat_at` empty or
@@ -29,21 +29,12 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from runs.attempts import (
-    InfrastructureFailure,
-    attempt_sandbox_name,
-    failure_label,
-    json_safe,
-    max_infra_retries,
-    reexecute,
-    remove_tree,
-    retry_delay_seconds,
-    score_dict,
-    scoring_specs,
-    worker_identity,
-)
+from runs.benchmark.scoring import parse_answer, score_sample
+from runs.benchmark.text import json_safe
+from runs.evaluation.claims import InfrastructureFailure, max_infra_retries, retry_delay_seconds, worker_identity
+from runs.evaluation.verdicts import failure_label, reexecute, score_dict, scoring_specs
+from runs.evaluation.workdirs import attempt_sandbox_name, remove_tree
 from runs.models import ApiToken, Attempt, Run, Submission
-from runs.scoring import parse_answer, score_sample
 from runs.submissions.validation import Record, ValidatedSubmission, submission_validate
 
 logger = logging.getLogger(__name__)
@@ -254,7 +245,7 @@ def _enqueue_now(submission_id: int, pending: list[tuple[int, int]], delay: floa
     """Put the jobs on the evaluation queue (scheduled `delay` seconds later: a retry's back-off).
     The submission is stored already: a queue that cannot be reached is reported on the submission
     (press Re-execute later), never raised."""
-    from runs.evaluation import evaluation_queue, job_enqueue_replacing
+    from runs.evaluation.queue import evaluation_queue, job_enqueue_replacing
 
     enqueued = 0
     try:
@@ -392,9 +383,10 @@ def reexecutions_recover() -> list[int]:
     than reexecution_stale_seconds) or whose job failed before claiming them. Each is an
     infrastructure failure: re-queued after the back-off while retries are left, else given up
     (submission_refresh says so). Run by every round of self-healing
-    (runs.evaluation.attempts_heal); fenced by the try number like the verdict. Returns the ids of
+    (runs.evaluation.recovery.attempts_heal); fenced by the try number like the verdict. Returns the ids of
     the attempts settled."""
-    from runs.attempts import _process_gone, failed_jobs_get
+    from runs.evaluation.claims import process_gone as _process_gone
+    from runs.evaluation.queue import failed_jobs_get
 
     claimed = list(
         Attempt.objects.filter(

@@ -48,9 +48,9 @@ from typing import Any
 
 from django.conf import settings
 
+from runs.benchmark.patches import PatchError, parse_patch
+from runs.benchmark.scoring import MAX_ANSWER_CHARS
 from runs.limits import patch_problem, step_count_problem, trajectory_limits, trajectory_problems
-from runs.patches import PatchError, parse_patch
-from runs.scoring import MAX_ANSWER_CHARS
 from runs.submissions.json_limits import MAX_DEPTH, JSONLimitError
 from runs.submissions.json_limits import loads as _bounded_loads
 
@@ -903,7 +903,7 @@ def _resolve_trajectory_files(
 
 def _database_checks(header: Header, keys: list[RecordKey], problems: Problems, member: str | None) -> tuple[Any, dict, dict]:
     from runs.models import Sample, Suite
-    from runs.selectors import sample_experiments
+    from runs.suites.selectors import sample_experiments
 
     suite = Suite.objects.filter(name=header.suite).first()
     if suite is None:

@@ -18,7 +18,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
 from autoexperiment_site.abuse import rate_limit
-from runs.evaluation import runs_set_hidden
+from runs.evaluation.services import runs_set_hidden
 from runs.limits import iter_limits
 from runs.models import ApiToken, Submission
 from runs.submissions import uploads
@@ -30,8 +30,8 @@ from runs.submissions.selectors import (
     submissions_of,
 )
 from runs.submissions.services import (
-    submission_create,
     ReexecutionRefused,
+    submission_create,
     submission_request_reexecution,
     token_create,
     token_revoke,

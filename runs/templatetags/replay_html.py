@@ -16,7 +16,7 @@ register = template.Library()
 
 @register.filter
 def diff_html(lines) -> str:
-    """runs.replay.diff_lines output as <span class="dl dl-{kind}"> lines with token spans."""
+    """runs.replay.presenters.diff_lines output as <span class="dl dl-{kind}"> lines with token spans."""
     parts = []
     for line in lines:
         parts.append(f'<span class="dl dl-{escape(line["kind"])}">')

@@ -8,14 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from runs.agents.llm import AnthropicModel, OpenAIChatModel
-from runs.execution import printed_result
-from runs.masking import function_body_source
-from runs.workspace import (
-    ExperimentSpec,
-    MaskedFunctionSpec,
-    WorkspaceSpec,
-    build_workspace,
-)
+from runs.benchmark.execution import printed_result
+from runs.benchmark.masking import function_body_source
+from runs.benchmark.workspace import ExperimentSpec, MaskedFunctionSpec, WorkspaceSpec, build_workspace
 from tests.fakes import FakeTurn
 
 PROVIDERS = ["openai", "anthropic"]

@@ -22,10 +22,10 @@ from runs.agents.retrieval import (
     paper_chunks,
     tokenize,
 )
+from runs.benchmark.scoring import score_sample
 from runs.models import Suite
-from runs.scoring import score_sample
-from runs.selectors import sample_experiments
-from runs.services import samples_ensure, workspace_build
+from runs.suites.selectors import sample_experiments
+from runs.suites.services import samples_ensure, workspace_build
 from tests.agents.helpers import (
     GOLD,
     GOLD_BODY,

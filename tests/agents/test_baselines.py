@@ -32,10 +32,10 @@ from runs.agents import (
     load_trajectory,
 )
 from runs.agents.baselines import command_result, functions_in_edit_order
+from runs.benchmark.scoring import score_sample
 from runs.models import Sample, Suite
-from runs.scoring import score_sample
-from runs.selectors import sample_experiments
-from runs.services import samples_ensure, workspace_build
+from runs.suites.selectors import sample_experiments
+from runs.suites.services import samples_ensure, workspace_build
 from sandbox import open_sandbox
 from tests.agents.helpers import build_toy_workspace
 from tests.support import require_backend

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from runs.agents.llm import (
+    INVALID_JSON_KEY,
     AnthropicModel,
     Completion,
     Message,
@@ -21,7 +22,6 @@ from runs.agents.llm import (
     pricing,
 )
 from runs.agents.llm.base import PLACEHOLDER_API_KEY
-from runs.agents.llm import INVALID_JSON_KEY
 from runs.agents.llm.openai_chat import parse_arguments
 from tests.fakes import FakeError, FakeLLMServer, FakeTurn
 

@@ -15,9 +15,9 @@ from runs.agents import (
     run_agent,
 )
 from runs.agents.llm import OpenAIChatModel
-from runs.execution import run_experiment
-from runs.masking import replace_function_body
-from runs.scoring import score_sample
+from runs.benchmark.execution import run_experiment
+from runs.benchmark.masking import replace_function_body
+from runs.benchmark.scoring import score_sample
 from tests.agents.helpers import (
     EXPERIMENT,
     GOLD,

@@ -26,8 +26,8 @@ from runs.agents.trajectory import (
     load_trajectory,
     snapshot,
 )
-from runs.masking import replace_function_body
-from runs.scoring import parse_answer
+from runs.benchmark.masking import replace_function_body
+from runs.benchmark.scoring import parse_answer
 from tests.agents.helpers import GOLD_BODY, build_toy_workspace
 
 

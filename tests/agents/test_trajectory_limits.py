@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runs.agents.trajectory import FileChange, Header, Step, TrajectoryWriter, load_trajectory
-from runs.evaluation import RunError, run_create
+from runs.evaluation.services import RunError, run_create
 from runs.limits import trajectory_problems
 
 

@@ -5,7 +5,7 @@ import pytest
 from rq import Queue
 from rq.utils import now
 
-from runs.evaluation import queue_name
+from runs.evaluation.queue import queue_name
 from tests.support import redis_test_url
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ import time
 
 from runs.agents import register_agent
 from runs.agents.baselines import GoldAgent
-from runs.worker import EvaluationWorker
+from runs.evaluation.worker import EvaluationWorker
 
 GATE_ENV = "EVAL_TEST_GATE"
 GATE_LIMIT_SECONDS = 120

@@ -23,8 +23,8 @@ def wait_for(condition, *, timeout: float = 60, interval: float = 0.1, message: 
 
 def gold_answer(attempt: Attempt) -> dict:
     """The gold results of an attempt's sample, keyed as the workspace labels its experiments."""
-    from runs.selectors import sample_experiments
-    from runs.workspace import experiment_label
+    from runs.benchmark.workspace import experiment_label
+    from runs.suites.selectors import sample_experiments
 
     experiments = sample_experiments(sample=attempt.sample)
     return {experiment_label(number): e.gold_result for number, e in enumerate(experiments, start=1)}

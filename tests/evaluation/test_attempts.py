@@ -10,17 +10,13 @@ import pytest
 from django.db import connection
 
 from runs.agents.tools import unified_diff
-from runs.attempts import (
-    DONE,
-    SKIPPED,
-    attempt_execute,
-    failure_label,
-    json_safe,
-    scoped_final_code,
-)
-from runs.evaluation import run_create, run_execute_sync, run_retry_failed
+from runs.benchmark.text import json_safe
+from runs.evaluation.claims import DONE, SKIPPED
+from runs.evaluation.harness import attempt_execute
+from runs.evaluation.selectors import run_progress
+from runs.evaluation.services import run_create, run_execute_sync, run_retry_failed
+from runs.evaluation.verdicts import failure_label, scoped_final_code
 from runs.models import Attempt
-from runs.selectors import run_progress
 from tests.evaluation.helpers import gold_answer, trajectory_files
 from tests.fakes import FakeError, FakeTurn
 
@@ -184,7 +180,7 @@ def test_json_safe_bounds_depth_and_drops_what_postgres_refuses():
 
 
 def test_printed_json_nested_too_deeply_is_no_result():
-    from runs.execution import printed_result
+    from runs.benchmark.execution import printed_result
 
     assert printed_result("{" + '"a": ' * 1 + "[" * 100_000 + "]" * 100_000 + "}\n") is None
     assert printed_result('{"x": 1}\n' + "[" * 100_000) == {"x": 1}
@@ -267,8 +263,8 @@ def test_binary_changes_are_refused(tmp_path):
 
 @pytest.mark.parametrize("backend", ["bubblewrap", "docker"])
 def test_code_removed_by_an_earlier_experiment_fails_the_next_one_not_the_sandbox(tmp_path, backend):
-    from runs.execution import run_experiment
-    from runs.workspace import ExperimentSpec
+    from runs.benchmark.execution import run_experiment
+    from runs.benchmark.workspace import ExperimentSpec
     from sandbox import open_sandbox
     from tests.support import require_backend
 

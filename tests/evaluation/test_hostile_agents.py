@@ -43,19 +43,15 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.attempts import (
-    DONE,
-    attempt_deadline,
-    attempt_execute,
-    attempt_sandbox_name,
-    attempt_workspace_dir,
-    attempts_recover,
-)
-from runs.evaluation import run_create
+from runs.benchmark.patches import parse_patch
+from runs.evaluation.claims import DONE
+from runs.evaluation.harness import attempt_execute
+from runs.evaluation.recovery import attempt_deadline, attempts_recover
+from runs.evaluation.services import run_create
+from runs.evaluation.workdirs import attempt_sandbox_name, attempt_workspace_dir
 from runs.models import Attempt, Experiment, Paper, Sample
-from runs.patches import parse_patch
-from runs.replay import format_number
-from runs.services import workspace_build
+from runs.replay.presenters import format_number
+from runs.suites.services import workspace_build
 from sandbox import fs
 from sandbox.base import MAX_WORKSPACE_DEPTH
 from sandbox.cgroup import leftover_cgroups, sandbox_name_of_leaf

@@ -3,7 +3,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from runs.evaluation import run_create
+from runs.evaluation.services import run_create
 from runs.models import Attempt
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,7 +1,7 @@
 """Runs heal with nobody pressing anything: real RQ workers (subprocesses), Redis, Postgres, bubblewrap.
 
 Long-running evaluation workers recover dead workers' attempts and record jobs that failed before
-claiming theirs, on their own schedule (runs.worker); infrastructure retries wait, doubling.
+claiming theirs, on their own schedule (runs.evaluation.worker); infrastructure retries wait, doubling.
 Transactional: the workers only see committed rows.
 """
 import html
@@ -16,10 +16,12 @@ from rq import Worker
 from rq.job import JobStatus
 from rq.results import Result
 
-from runs.attempts import REQUEUED, attempt_execute
-from runs.evaluation import job_id_for, run_create
+from runs.evaluation.claims import REQUEUED
+from runs.evaluation.harness import attempt_execute
+from runs.evaluation.queue import job_id_for
+from runs.evaluation.selectors import run_progress, run_waiting_notes
+from runs.evaluation.services import run_create
 from runs.models import Attempt, Run
-from runs.selectors import run_progress, run_waiting_notes
 from tests.evaluation.helpers import trajectory_files, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -147,7 +149,7 @@ def test_reexecutions_of_submissions_heal_too(builtin_suite, redis_queue, settin
     import socket
     import subprocess
 
-    from runs.evaluation import attempts_heal
+    from runs.evaluation.recovery import attempts_heal
     from runs.submissions.services import submission_create
     from tests.replay.factories import make_user
     from tests.submissions.helpers import OTHER_SAMPLE, SAMPLE, jsonl, record

@@ -11,17 +11,12 @@ from django.utils import timezone
 from rq.job import Job
 
 from runs.agents.llm import Usage, cost
-from runs.attempts import attempts_recover, max_infra_retries
-from runs.evaluation import (
-    JOB_FUNCTION,
-    job_id_for,
-    run_cancel,
-    run_create,
-    run_resume,
-    run_retry_failed,
-)
+from runs.evaluation.claims import max_infra_retries
+from runs.evaluation.queue import JOB_FUNCTION, job_id_for
+from runs.evaluation.recovery import attempts_recover
+from runs.evaluation.selectors import run_progress
+from runs.evaluation.services import run_cancel, run_create, run_resume, run_retry_failed
 from runs.models import Attempt
-from runs.selectors import run_progress
 from tests.evaluation.helpers import gold_answer, statuses, trajectory_files, wait_for
 from tests.fakes import FakeTurn
 
@@ -261,7 +256,7 @@ def test_a_worker_sweeps_the_leftovers_of_dead_tries_when_it_starts(tiny_suite, 
     is removed when a worker starts; what belongs to a running try is spared."""
     import tempfile
 
-    from runs.attempts import attempt_reexecution_dir, attempt_sandbox_name, attempt_workspace_dir
+    from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, attempt_workspace_dir
 
     run = run_create(suite=tiny_suite, agent="gold", n_values=[1], enqueue=False)
     dead, alive = list(run.attempts.order_by("pk"))[:2]

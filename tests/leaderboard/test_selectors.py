@@ -11,7 +11,7 @@ from leaderboard.selectors import (
     leaderboard_get,
     system_detail,
 )
-from runs.statistics import bootstrap_ci
+from runs.benchmark.statistics import bootstrap_ci
 from tests.leaderboard.factories import (
     FAIL,
     PASS,

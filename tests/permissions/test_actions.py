@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from runs.evaluation import attempts_enqueue
+from runs.evaluation.queue import attempts_enqueue
 from runs.models import Attempt, Run, Submission
 from tests.replay.factories import make_attempt, make_run, make_sample, make_user
 

@@ -2,7 +2,7 @@
 trajectory and scores are in the real stored formats.
 
 The trajectory is built with `runs.agents.trajectory` (Trajectory/Header/Step/FileChange/
-FinalAnswer → to_dict()) and the scores with `runs.scoring.score_sample` + `runs.attempts.score_dict`,
+FinalAnswer → to_dict()) and the scores with `runs.benchmark.scoring.score_sample` + `runs.evaluation.verdicts.score_dict`,
 so a page that renders these renders what the harness stores. Reuse them from any test::
 
     from tests.replay.factories import make_attempt, make_step
@@ -19,11 +19,12 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from runs.agents.trajectory import FileChange, FinalAnswer, Header, Step, Trajectory
-from runs.attempts import json_safe, score_dict
+from runs.benchmark.scoring import parse_answer, score_sample
+from runs.benchmark.text import json_safe
+from runs.benchmark.workspace import experiment_label
+from runs.evaluation.verdicts import score_dict
 from runs.models import Attempt, Experiment, Function, Paper, Run, Sample, Suite
-from runs.replay import synthetic_trajectory
-from runs.scoring import parse_answer, score_sample
-from runs.workspace import experiment_label
+from runs.replay.presenters import synthetic_trajectory
 
 _counter = itertools.count(1)
 
@@ -247,7 +248,7 @@ def make_attempt(
 
 
 def make_long_attempt(*, steps: int = 500, **fields: Any) -> Attempt:
-    """An attempt with `runs.replay.synthetic_trajectory(steps=...)`: diffs and long observations
+    """An attempt with `runs.replay.presenters.synthetic_trajectory(steps=...)`: diffs and long observations
     in every step, a crash every seventh."""
     sample = fields.pop("sample", None) or make_sample()
     trajectory = synthetic_trajectory(steps=steps, sample_id=sample.sample_id)

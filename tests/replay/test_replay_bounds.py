@@ -1,5 +1,5 @@
 """One replay request does bounded work whatever is stored: the database hands over one page of
-steps (runs.trajectory_pages), long text is cut, diffs, file lists, notes and the final patch are
+steps (runs.replay.pages), long text is cut, diffs, file lists, notes and the final patch are
 bounded, and the whole patch is a plain-text download. The stored trajectory here is one made
 before the upload limits existed, over every one of them."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from runs.agents.trajectory import FileChange
-from runs.trajectory_pages import trajectory_page, trajectory_page_in_python
+from runs.replay.pages import trajectory_page, trajectory_page_in_python
 from tests.replay.factories import FUNCTION_DIFF, make_attempt, make_long_attempt, make_sample, make_step, make_trajectory, make_user
 
 pytestmark = pytest.mark.django_db

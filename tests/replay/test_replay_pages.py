@@ -238,7 +238,7 @@ def test_a_500_step_trajectory_renders_a_page_of_steps_with_three_queries(client
 
 
 def test_attempts_of_a_hidden_submission_are_seen_only_by_staff_and_the_uploader(client):
-    from runs.submission_models import Submission
+    from runs.models import Submission
 
     attempt = make_attempt()
     uploader = make_user()

@@ -1,8 +1,8 @@
-"""runs.replay without HTTP: highlighting, diffs, observations, error marking, the score table."""
+"""runs.replay.presenters without HTTP: highlighting, diffs, observations, error marking, the score table."""
 import pytest
 
 from runs.agents.trajectory import FileChange
-from runs.replay import (
+from runs.replay.presenters import (
     ComparisonError,
     HighlightBudget,
     attempt_get_for_replay,
@@ -199,7 +199,7 @@ def test_synthetic_trajectory_is_in_the_stored_format():
 
 @pytest.mark.django_db
 def test_benchmark_hook_renders_the_page_without_a_request():
-    from runs.replay import attempt_replay_html
+    from runs.replay.presenters import attempt_replay_html
     from tests.replay.factories import make_long_attempt
 
     attempt = attempt_get_for_replay(pk=make_long_attempt(steps=30).pk)

@@ -109,7 +109,7 @@ def private_queue(settings):
     name = f"submissions-test-{uuid.uuid4().hex[:12]}"
     settings.RQ_QUEUES = {**settings.RQ_QUEUES, name: {"URL": redis_test_url(), "DEFAULT_TIMEOUT": 3600}}
     settings.EVALUATION_QUEUE = name
-    from runs.evaluation import evaluation_queue
+    from runs.evaluation.queue import evaluation_queue
 
     queue = evaluation_queue()
     yield queue

@@ -13,11 +13,11 @@ import json
 import zipfile
 from pathlib import Path
 
-from runs.masking import function_body_source, replace_function_body
+from runs.benchmark.masking import function_body_source, replace_function_body
+from runs.benchmark.workspace import CODE_DIR, experiment_label
 from runs.models import Sample
-from runs.selectors import sample_experiments
-from runs.services import workspace_build
-from runs.workspace import CODE_DIR, experiment_label
+from runs.suites.selectors import sample_experiments
+from runs.suites.services import workspace_build
 
 HEADER = {
     "type": "header",

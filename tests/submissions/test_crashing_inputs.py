@@ -11,7 +11,7 @@ import json
 import pytest
 from django.test import Client
 
-from runs.scoring import flatten_numbers
+from runs.benchmark.scoring import flatten_numbers
 from runs.submissions.json_limits import MAX_DEPTH, MAX_INT_DIGITS
 from runs.submissions.services import submission_create, token_create
 from runs.submissions.validation import SubmissionInvalid

@@ -20,11 +20,11 @@ from django.test import Client
 
 from runs.agents.tools import unified_diff
 from runs.models import Attempt, Sample
-from runs.selectors import sample_experiments
-from runs.services import workspace_build
 from runs.submissions.selectors import submission_summary
 from runs.submissions.services import submission_create, submission_reexecute_sync, token_create
 from runs.submissions.validation import SubmissionInvalid
+from runs.suites.selectors import sample_experiments
+from runs.suites.services import workspace_build
 from sandbox import fs
 from tests.submissions.helpers import SAMPLE, gold_answer, gold_patch, jsonl, record
 from tests.support import require_backend

@@ -27,7 +27,6 @@ from tests.submissions.helpers import (
 from tests.support import require_backend
 
 
-
 @pytest.fixture
 def good_file(builtin, tmp_path) -> bytes:
     """Three attempts: two honest ones (gold patch, gold answer; one answer given as text with an

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 
 from runs.models import ApiToken, Attempt, Run, Sample, Submission
-from runs.visibility import public_runs_q, runs_visible_q, runs_visible_to
 from runs.submissions.services import submission_create, token_create
+from runs.visibility import public_runs_q, runs_visible_q, runs_visible_to
 from tests.replay.factories import make_user
 from tests.submissions.helpers import HEADER, SAMPLE, gold_answer, jsonl, record
 

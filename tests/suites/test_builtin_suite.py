@@ -6,11 +6,11 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from runs.execution import run_experiment
+from runs.benchmark.execution import run_experiment
+from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, score_experiment
+from runs.benchmark.workspace import build_workspace
 from runs.models import Experiment, Sample, Suite
-from runs.scoring import DEFAULT_ATOL, DEFAULT_RTOL, score_experiment
-from runs.selectors import experiment_spec, gold_workspace_spec
-from runs.workspace import build_workspace
+from runs.suites.selectors import experiment_spec, gold_workspace_spec
 from sandbox import open_sandbox
 from tests.support import require_backend
 

@@ -7,8 +7,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs.importers.native import import_native_suite
 from runs.models import Experiment
+from runs.suites.importers.native import import_native_suite
 from tests.support import require_backend
 
 pytestmark = pytest.mark.django_db

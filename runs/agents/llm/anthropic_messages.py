@@ -10,8 +10,6 @@ from . import pricing
 from ._errors import translate
 from .base import (
     INVALID_JSON_KEY,
-    sendable_arguments,
-    sendable_text,
     ChatModel,
     Completion,
     Message,
@@ -19,6 +17,8 @@ from .base import (
     ToolSpec,
     Usage,
     resolve_endpoint,
+    sendable_arguments,
+    sendable_text,
 )
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from runs.benchmark.text import sendable_text  # noqa: F401 - the adapters import it from here
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -20,14 +21,8 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 # Key of the single entry in `ToolCall.arguments` when the model's arguments were not a JSON object.
 INVALID_JSON_KEY = "__invalid_json__"
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def sendable_text(text: str) -> str:
-    """`text` with lone surrogates replaced by U+FFFD. JSON's \\udXXX escapes let a model produce
-    them, and no request can carry them back (both SDKs encode their bodies as UTF-8): kept, they
-    would break the next call, a failure that is the model's doing, not the provider's."""
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 def sendable_arguments(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,6 @@ from . import pricing
 from ._errors import translate
 from .base import (
     INVALID_JSON_KEY,
-    sendable_arguments,
-    sendable_text,
     ChatModel,
     Completion,
     Message,
@@ -23,6 +21,8 @@ from .base import (
     ToolSpec,
     Usage,
     resolve_endpoint,
+    sendable_arguments,
+    sendable_text,
 )
 
 API_KEY_ENV = "OPENAI_API_KEY"

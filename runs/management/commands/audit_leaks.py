@@ -5,8 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.management.commands._options import int_list
 from runs.models import Suite
-from runs.selectors import suite_get
-from runs.services import sample_audit_leaks, samples_ensure
+from runs.suites.selectors import suite_get
+from runs.suites.services import sample_audit_leaks, samples_ensure
 
 
 class Command(BaseCommand):

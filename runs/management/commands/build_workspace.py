@@ -2,9 +2,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.selectors import SampleNotFound, sample_get
-from runs.services import workspace_build
-from runs.workspace import CONTEXT_CONDITIONS, WorkspaceError
+from runs.benchmark.workspace import CONTEXT_CONDITIONS, WorkspaceError
+from runs.suites.selectors import SampleNotFound, sample_get
+from runs.suites.services import workspace_build
 
 
 class Command(BaseCommand):

@@ -3,11 +3,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.importers.common import SuiteFormatError
-from runs.importers.native import import_native_suite
+from runs.benchmark.sampling import DEFAULT_CAP
 from runs.models import Sample
-from runs.sampling import DEFAULT_CAP
-from runs.services import samples_ensure
+from runs.suites.importers.common import SuiteFormatError
+from runs.suites.importers.native import import_native_suite
+from runs.suites.services import samples_ensure
 
 
 def _n_values(text: str) -> list[int]:

@@ -3,8 +3,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.importers.common import SuiteFormatError
-from runs.importers.upstream import import_upstream
+from runs.suites.importers.common import SuiteFormatError
+from runs.suites.importers.upstream import import_upstream
 
 
 class Command(BaseCommand):

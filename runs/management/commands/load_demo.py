@@ -5,10 +5,11 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.evaluation import RunError, queue_name, run_create, run_resume
+from runs.evaluation.queue import queue_name
+from runs.evaluation.services import RunError, run_create, run_resume
 from runs.management.commands._options import int_list
 from runs.models import Attempt, Run, Suite
-from runs.selectors import suite_get
+from runs.suites.selectors import suite_get
 
 DEMO_DESCRIPTION = "Demo: a model-free baseline over the built-in suite (make demo)"
 BASELINES = ("gold", "noop", "mutant")

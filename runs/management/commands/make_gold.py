@@ -2,8 +2,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.models import Suite
-from runs.selectors import suite_get
-from runs.suite_checks import GoldError, suite_make_gold
+from runs.suites.gold import GoldError, suite_make_gold
+from runs.suites.selectors import suite_get
 
 
 class Command(BaseCommand):

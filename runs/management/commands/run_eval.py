@@ -6,19 +6,14 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.evaluation import (
-    RunError,
-    evaluation_queue,
-    queue_name,
-    run_create,
-    run_execute_sync,
-    run_resume,
-)
+from runs.benchmark.sampling import DEFAULT_CAP
+from runs.benchmark.workspace import CONTEXT_CONDITIONS
+from runs.evaluation.queue import evaluation_queue, queue_name
+from runs.evaluation.selectors import run_get, run_label_counts, run_progress
+from runs.evaluation.services import RunError, run_create, run_execute_sync, run_resume
 from runs.management.commands._options import int_list
 from runs.models import Run, Suite
-from runs.sampling import DEFAULT_CAP
-from runs.selectors import run_get, run_label_counts, run_progress, suite_get
-from runs.workspace import CONTEXT_CONDITIONS
+from runs.suites.selectors import suite_get
 
 BAR_WIDTH = 30
 

@@ -1,0 +1,692 @@
+"""What re-execution runs of an agent's final code: only what the task allows it to change.
+
+The task is to implement the masked functions. So the harness takes, from the agent's files, only
+the masked functions' new bodies plus new imports and new definitions in the files that hold
+them, placed into the fresh masked workspace. Everything else the agent changed (experiment
+scripts, other files, data, new modules that shadow installed ones, other functions, module-level
+statements) is dropped before the experiments run, and listed as an out-of-scope edit. Otherwise an
+agent could pass by rewriting a script to print the expected numbers.
+
+Functions are matched by qualified name on the AST, as `runs.benchmark.masking` masks them. In a file with
+masked functions the harness starts from the masked text and
+
+- puts in each masked function's body from the agent's file (its decorators and signature stay
+  the original ones);
+- keeps new top-level imports, placed after the file's last top-level import (or where the agent
+  put them, if that is earlier), `from __future__` imports right after the module docstring;
+- keeps new top-level functions, classes and assignments to plain names, placed after the nearest
+  statement that precedes them in the agent's file and is in both files;
+- keeps new methods and attributes of a class that directly holds a masked method, placed the
+  same way inside the class.
+
+A new definition or import is kept only if everything it binds (walrus targets and `global`
+names included) is a name the masked file neither binds nor reads at that level, not a builtin and
+not a dunder; a new class member also must not be a name the file uses as an attribute anywhere
+(it could override an inherited member or an instance attribute). So the agent's additions can
+only be reached from the agent's own code. New code still runs at import time (decorators,
+values, class bodies), as masked bodies run when called: the scope decides where the agent's code
+goes, not what it may do.
+
+Changes of layout and comments outside the masked functions are dropped silently (they do not
+run); every other dropped change is listed, with reasons. Nothing the agent wrote makes this raise:
+a file that does not parse, is too large or cannot be merged keeps its masked text.
+
+Pure Python: no Django here.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import re
+import symtable
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from runs.agents.tools import unified_diff
+from runs.benchmark import python_ast
+from runs.benchmark.masking import (
+    _NEWLINE,
+    MaskingError,
+    _Lines,
+    accessor_kind,
+    function_body_source,
+    functions_by_name,
+    locate_function,
+    replace_function_body,
+)
+
+__all__ = ["MAX_FILE_CHARS", "MAX_BLOCK_STATEMENTS", "OutOfScopeEdit", "ScopedCode", "restrict_to_scope"]
+
+# Bounds on the work for one file: beyond them the file keeps its masked text.
+MAX_FILE_CHARS = 2_000_000
+MAX_BLOCK_STATEMENTS = 5_000
+MAX_REASONS = 10
+# difflib takes time about (lines x changed lines): past this a diff replaces the whole file.
+MAX_DIFF_WORK = 2_000_000
+MAX_DIFF_CHARS = 500_000
+
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=]", re.ASCII)  # as tokenize.cookie_re, on the first two lines
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+_BUILTINS = frozenset(dir(builtins))
+_KEEP_MASKED = "its masked functions keep their stubs"
+
+
+@dataclass(frozen=True)
+class OutOfScopeEdit:
+    """A change of the agent's that re-execution does not run.
+
+    `path` is workspace-relative (`code/run.py`); `reason` is short and human; `diff` is a unified
+    diff from the agent's version of the file to what the harness runs.
+    """
+
+    path: str
+    reason: str
+    diff: str
+
+
+@dataclass(frozen=True)
+class ScopedCode:
+    """What re-execution writes into a fresh masked workspace, and what it left out.
+
+    `files` holds only files with masked functions whose text differs from their masked text;
+    every other file of the fresh workspace stays as built (a deleted masked file included).
+    """
+
+    files: dict[str, str] = field(default_factory=dict)
+    out_of_scope: list[OutOfScopeEdit] = field(default_factory=list)
+
+
+def restrict_to_scope(
+    *,
+    masked: Mapping[str, str],
+    functions: Mapping[str, Sequence[str]],
+    patched: Mapping[str, str | None],
+    before: Mapping[str, str | None] | None = None,
+) -> ScopedCode:
+    """The part of an agent's final code that re-execution runs.
+
+    `masked`: path -> masked text of every file holding masked functions (as in the fresh
+    workspace). `functions`: path -> names masked in it (qualified, e.g. `Loss.__call__`).
+    `patched`: path -> the agent's text after the final patch (None: deleted), for every file the
+    patch touched. `before`: path -> the fresh workspace's text of touched files without masked
+    functions (None or absent: the file did not exist); only used to show what was dropped.
+    Files in `masked` that the patch did not touch are not in the result. Never raises for
+    anything in `patched`.
+    """
+    before = before or {}
+    files: dict[str, str] = {}
+    out_of_scope: list[OutOfScopeEdit] = []
+    for path in sorted(patched):
+        text = patched[path]
+        names = list(functions.get(path) or ())
+        if path not in masked or not names:
+            original = before.get(path, masked.get(path))
+            if text == original:
+                continue
+            if original is None:
+                reason = "not a file with masked functions (a new file)"
+            elif text is None:
+                reason = "not a file with masked functions (deleted)"
+            else:
+                reason = "not a file with masked functions"
+            out_of_scope.append(OutOfScopeEdit(path, reason, _diff(path, text, original)))
+            continue
+        merged, reasons = _scope_file(path, masked[path], names, text)
+        if merged != masked[path]:
+            files[path] = merged
+        if reasons:
+            out_of_scope.append(OutOfScopeEdit(path, _join(reasons), _diff(path, text, merged)))
+    return ScopedCode(files=files, out_of_scope=out_of_scope)
+
+
+def _diff(path: str, agent: str | None, runs: str | None) -> str:
+    """A unified diff from the agent's version to what runs, with bounded work and size.
+
+    Many scattered changes make difflib quadratic; then the diff removes the whole agent's
+    version and adds the whole of what runs (still a valid diff). A diff too long is cut, marked.
+    """
+    header = f"--- {'/dev/null' if agent is None else 'a/' + path}\n+++ {'/dev/null' if runs is None else 'b/' + path}\n"
+    size = len(agent or "") + len(runs or "")
+    if size > 4 * MAX_DIFF_CHARS:
+        return header + f"[diff left out: the two versions have {size} characters]\n"
+    old, new = _diff_lines(agent or ""), _diff_lines(runs or "")
+    if _diff_work(old, new) <= MAX_DIFF_WORK:
+        diff = unified_diff(path, agent, runs)
+    else:
+        def side(prefix: str, lines: list[str]) -> str:
+            return "".join(
+                prefix + line if line.endswith("\n") else f"{prefix}{line}\n\\ No newline at end of file\n"
+                for line in lines
+            )
+
+        hunk = f"@@ -{int(bool(old))},{len(old)} +{int(bool(new))},{len(new)} @@\n"
+        diff = header + hunk + side("-", old) + side("+", new)
+    if len(diff) > MAX_DIFF_CHARS:
+        diff = diff[:MAX_DIFF_CHARS] + f"\n[diff cut: {len(diff)} characters in all]\n"
+    return diff
+
+
+def _diff_lines(text: str) -> list[str]:
+    """Lines as diff(1) reads them: ending at "\\n" only (a "\\r" or "\\x0c" is content)."""
+    lines = text.split("\n")
+    last = lines.pop()
+    return [line + "\n" for line in lines] + ([last] if last else [])
+
+
+def _diff_work(old: list[str], new: list[str]) -> int:
+    """About how long difflib takes: lines times the changes that alternate with matching lines."""
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    old, new = Counter(old[start : len(old) - end]), Counter(new[start : len(new) - end])
+    changed = sum(((old - new) + (new - old)).values())
+    common = sum((old & new).values())
+    return (sum(old.values()) + sum(new.values())) * min(changed, common)
+
+
+def _join(reasons: list[str]) -> str:
+    unique = list(dict.fromkeys(reasons))
+    shown = "; ".join(unique[:MAX_REASONS])
+    if len(unique) > MAX_REASONS:
+        shown += f"; and {len(unique) - MAX_REASONS} more"
+    return shown
+
+
+def _scope_file(path: str, masked_text: str, names: list[str], patched_text: str | None) -> tuple[str, list[str]]:
+    """The text to run for one file with masked functions, and why parts of the agent's were dropped."""
+    if patched_text is None:
+        return masked_text, [f"the file was deleted; {_KEEP_MASKED}"]
+    if patched_text == masked_text:
+        return masked_text, []
+    if len(patched_text) > MAX_FILE_CHARS:
+        return masked_text, [f"the file has more than {MAX_FILE_CHARS} characters after the patch; {_KEEP_MASKED}"]
+    try:
+        patched_tree = python_ast.parse(patched_text)
+    except SyntaxError as error:
+        return masked_text, [f"the file does not parse after the patch: {error.msg} at line {error.lineno}; {_KEEP_MASKED}"]
+    except (ValueError, RecursionError, MemoryError) as error:
+        problem = "it is nested too deeply" if isinstance(error, RecursionError) else str(error) or type(error).__name__
+        return masked_text, [f"the file does not parse after the patch: {problem}; {_KEEP_MASKED}"]
+    try:
+        return _Merge(path, masked_text, names, patched_text, patched_tree).run()
+    except Exception as error:  # noqa: BLE001 - nothing the agent wrote may break re-execution
+        problem = "it is nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
+        return masked_text, [f"the file could not be merged ({problem}); {_KEEP_MASKED}"]
+
+
+# --- small helpers on source and trees -----------------------------------------------------------
+
+
+def _first_line(node: ast.stmt) -> int:
+    return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
+
+
+def _start(lines: _Lines, node: ast.stmt) -> int:
+    if getattr(node, "decorator_list", None):
+        line = _first_line(node)
+        return lines.starts[line - 1] + len(lines.indent(line))
+    return lines.offset(node.lineno, node.col_offset)
+
+
+def _segment(lines: _Lines, node: ast.stmt) -> str:
+    return lines.text[_start(lines, node) : lines.offset(node.end_lineno, node.end_col_offset)]
+
+
+def _snippet(lines: _Lines, node: ast.stmt) -> str:
+    first = _segment(lines, node).split("\n")[0].split("\r")[0].strip()
+    return first if len(first) <= 60 else first[:57] + "..."
+
+
+def _fingerprint(lines: _Lines | None, node: ast.AST | list | None) -> str:
+    """What a node means, without positions.
+
+    A statement too deep for `ast.dump` is compared by its text; any other part that deep never
+    compares equal (so it counts as changed).
+    """
+    if node is None:
+        return "None"
+    try:
+        return ast.dump(node) if not isinstance(node, list) else repr([ast.dump(n) for n in node])
+    except RecursionError:
+        if isinstance(node, ast.stmt) and lines is not None:
+            return "source:" + _segment(lines, node)
+        return f"undumpable:{id(node)}"
+
+
+def _qualified(scope: tuple[str, ...], node: ast.stmt) -> str:
+    """A definition's qualified name as `runs.benchmark.masking` names it (a property's setter: `C.x.setter`)."""
+    name = ".".join((*scope, node.name))
+    accessor = accessor_kind(node) if isinstance(node, _FUNCTIONS) else None
+    return f"{name}.{accessor}" if accessor else name
+
+
+def _key(lines: _Lines, node: ast.stmt) -> tuple[str, str]:
+    """How statements of the two files are paired: definitions by name, the rest by meaning."""
+    if isinstance(node, _FUNCTIONS):
+        return ("def", _qualified((), node))
+    if isinstance(node, ast.ClassDef):
+        return ("class", node.name)
+    return ("stmt", _fingerprint(lines, node))
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _is_future(node: ast.stmt) -> bool:
+    return isinstance(node, ast.ImportFrom) and node.module == "__future__" and not node.level
+
+
+def _symbols(table: symtable.SymbolTable):
+    """(table, path of scope names below the module, symbol) for every symbol of every scope."""
+    stack = [(table, ())]
+    while stack:
+        current, path = stack.pop()
+        for symbol in current.get_symbols():
+            yield current, path, symbol
+        for child in current.get_children():
+            stack.append((child, (*path, child.get_name())))
+
+
+def _binds(symbol: symtable.Symbol) -> bool:
+    return symbol.is_assigned() or symbol.is_imported() or symbol.is_namespace()
+
+
+def _bindings(source: str, class_indent: str | None) -> tuple[set[str], set[str]]:
+    """Names a new statement binds in the module and, for a class member, in its class.
+
+    The statement is analysed alone (inside a stand-in class for a member), so walrus targets and
+    names a nested function declares `global` count too.
+    """
+    if class_indent is not None:
+        source = "class _Scope_:\n" + class_indent + source
+    table = symtable.symtable(source, "<new>", "exec")
+    module, member = set(), set()
+    for _, path, symbol in _symbols(table):
+        if symbol.is_declared_global() and _binds(symbol) or not path and _binds(symbol):
+            module.add(symbol.get_name())
+        elif path == ("_Scope_",) and class_indent is not None and _binds(symbol):
+            member.add(symbol.get_name())
+    if class_indent is not None:
+        module.discard("_Scope_")
+    return module, member
+
+
+def _encoding_lines(text: str) -> list[str]:
+    return [line for line in _NEWLINE.split(text, 2)[:2] if _CODING.match(line)]
+
+
+def _trouble(text: str, path: str, masked_text: str) -> str | None:
+    """Why a merged text cannot be run as it is, or None.
+
+    Python reads a source encoding from a comment on either of the first two lines (even one inside
+    a string): a new one would make Python read other code than the code checked here.
+    """
+    if _encoding_lines(text) != _encoding_lines(masked_text):
+        return "the file would declare a source encoding in its first two lines"
+    try:
+        text.encode("utf-8")
+        compile(text, path, "exec", dont_inherit=True)
+    except UnicodeEncodeError:
+        return "the file cannot be written as UTF-8"
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return f"the file does not compile ({getattr(error, 'msg', None) or type(error).__name__})"
+    return None
+
+
+def _is_dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+# --- merging one file ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Insertion:
+    offset: int
+    order: tuple
+    text: str
+
+
+class _Merge:
+    """Merges the agent's version of one file with masked functions into its masked text."""
+
+    def __init__(self, path: str, masked_text: str, names: list[str], patched_text: str, patched_tree: ast.Module):
+        if len(patched_tree.body) > MAX_BLOCK_STATEMENTS:
+            raise ValueError(f"more than {MAX_BLOCK_STATEMENTS} top-level statements")
+        self.path = path
+        self.masked_text = masked_text
+        self.names = names
+        self.p_lines = _Lines(patched_text)
+        self.p_tree = patched_tree
+        self.reasons: list[str] = []
+        self.insertions: list[_Insertion] = []
+
+    # The masked file is the benchmark's own code: analysing it may be thorough.
+    def _analyse_masked(self) -> None:
+        tree = python_ast.parse(self.masked_text)
+        table = symtable.symtable(self.masked_text, self.path, "exec")
+        self.top_bound, self.top_read = set(), set()
+        self.class_bound: dict[tuple[str, ...], set[str]] = {}
+        self.class_read: dict[tuple[str, ...], set[str]] = {}
+        for current, path, symbol in _symbols(table):
+            name = symbol.get_name()
+            if not path:
+                if _binds(symbol):
+                    self.top_bound.add(name)
+                if symbol.is_referenced():
+                    self.top_read.add(name)
+                continue
+            if symbol.is_declared_global() and _binds(symbol):
+                self.top_bound.add(name)
+            if current.get_type() == "class":
+                if _binds(symbol):
+                    self.class_bound.setdefault(path, set()).add(name)
+                if symbol.is_referenced():
+                    self.class_read.setdefault(path, set()).add(name)
+                    self.top_read.add(name)  # an unbound name in a class body is looked up globally
+            elif symbol.is_global() and symbol.is_referenced():
+                self.top_read.add(name)
+        self.attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        self.imported_modules = {
+            alias.name.split(".")[0]
+            for node in tree.body
+            if isinstance(node, ast.Import)
+            for alias in node.names
+            if alias.asname is None
+        }
+        self.masked_tree = tree
+
+    def run(self) -> tuple[str, list[str]]:
+        self._analyse_masked()
+        m_functions = functions_by_name(self.masked_tree)
+        p_functions = functions_by_name(self.p_tree)
+
+        # Canonical names of the masked functions and their places in the masked file.
+        self.targets: dict[str, tuple[tuple[str, ...], ast.AST]] = {}
+        for name in self.names:
+            try:
+                canonical = locate_function(self.masked_text, name).qualified_name
+            except MaskingError as error:
+                self.reasons.append(f"masked function `{name}` was not found in the masked file ({error})")
+                continue
+            entries = m_functions.get(canonical, [])
+            if len(entries) != 1:
+                self.reasons.append(f"masked function `{canonical}` is defined more than once in the masked file; its stub stays")
+                continue
+            self.targets[canonical] = entries[0]
+
+        # Bodies from the bottom up, so the line numbers of those still to do stay valid.
+        text = self.masked_text
+        for canonical, (_, m_node) in sorted(self.targets.items(), key=lambda item: -item[1][1].lineno):
+            candidates = p_functions.get(canonical, [])
+            if not candidates:
+                self.reasons.append(f"the masked function `{canonical}` is missing from the agent's file; its stub stays")
+                continue
+            if len(candidates) > 1:
+                self.reasons.append(
+                    f"`{canonical}` is defined {len(candidates)} times in the agent's file; the last one's body is used"
+                )
+            p_node = candidates[-1][1]
+            self._compare_signature(canonical, m_node, p_node)
+            try:
+                body = function_body_source(self.p_lines.text, canonical, line_hint=p_node.lineno)
+                text = replace_function_body(text, canonical, body, line_hint=m_node.lineno)
+            except MaskingError as error:
+                self.reasons.append(f"the body of `{canonical}` could not be used ({error}); its stub stays")
+
+        with_bodies = text
+        self.m_lines = _Lines(with_bodies)
+        tree = python_ast.parse(with_bodies)
+        self._block(tree.body, self.p_tree.body, scope=(), class_nodes=None)
+
+        merged = with_bodies
+        # From the end backwards, so offsets stay valid and several at one offset end up in order.
+        for insertion in sorted(self.insertions, key=lambda item: (item.offset, item.order), reverse=True):
+            merged = merged[: insertion.offset] + insertion.text + merged[insertion.offset :]
+        candidates = [(merged, "the additions")] if self.insertions else []
+        for candidate, problem in [*candidates, (with_bodies, "the new bodies")]:
+            trouble = _trouble(candidate, self.path, self.masked_text)
+            if trouble:
+                self.reasons.append(f"with {problem} {trouble}; they are left out")
+                continue
+            return candidate, self.reasons
+        return self.masked_text, self.reasons
+
+    def _compare_signature(self, canonical: str, m_node: ast.AST, p_node: ast.AST) -> None:
+        def same(part: str) -> bool:
+            return _fingerprint(None, getattr(m_node, part)) == _fingerprint(None, getattr(p_node, part))
+
+        if not same("decorator_list"):
+            self.reasons.append(f"changes the decorators of `{canonical}`; the original ones are kept")
+        signature = [type(m_node) is type(p_node), same("args"), same("returns")]
+        if not all(signature):
+            self.reasons.append(f"changes the signature of `{canonical}`; the original one is kept")
+
+    def _holds_masked(self, path: tuple[str, ...], *, directly: bool) -> bool:
+        scopes = [scope for scope, _ in self.targets.values()]
+        return any(scope == path if directly else scope[: len(path)] == path for scope in scopes)
+
+    # --- one block of statements: the module, or the body of a class with masked methods -----------
+
+    def _block(self, m_body: list, p_body: list, *, scope: tuple[str, ...], class_nodes) -> None:
+        where = f"in class `{'.'.join(scope)}`" if scope else "at module level"
+        if len(p_body) > MAX_BLOCK_STATEMENTS:
+            raise ValueError(f"more than {MAX_BLOCK_STATEMENTS} statements in {where}")
+        m_keys = [_key(self.m_lines, node) for node in m_body]
+        p_keys = [_key(self.p_lines, node) for node in p_body]
+        matcher = difflib.SequenceMatcher(None, m_keys, p_keys, autojunk=False)
+        anchors: dict[int, int | None] = {}  # index in p_body -> index in m_body it follows (None: none)
+        unmatched: dict[tuple, list[int]] = {}  # key -> indices in m_body the agent's file lacks there
+        last_matched = None
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                for i, j in zip(range(i1, i2), range(j1, j2)):
+                    self._pair(m_body[i], p_body[j], scope)
+                last_matched = i2 - 1
+                continue
+            for i in range(i1, i2):
+                unmatched.setdefault(m_keys[i], []).append(i)
+            for j in range(j1, j2):
+                anchors[j] = last_matched
+        # A statement the agent moved is the one the masked file has elsewhere: the original place
+        # is kept, and only what changed in it counts.
+        for j in list(anchors):
+            if unmatched.get(p_keys[j]):
+                i = unmatched[p_keys[j]].pop(0)
+                del anchors[j]
+                if p_keys[j][0] == "stmt" and not isinstance(m_body[i], (ast.Import, ast.ImportFrom)):
+                    self.reasons.append(f"moves `{_snippet(self.m_lines, m_body[i])}` {where}; the original order is kept")
+                else:
+                    self._pair(m_body[i], p_body[j], scope)
+        for i in sorted(i for indices in unmatched.values() for i in indices):
+            self._removed(m_body[i], scope, where)
+
+        allowed = class_nodes is None or self._holds_masked(scope, directly=True)
+        indent = ""
+        if class_nodes is not None and allowed:
+            m_class, p_class = class_nodes
+            indent = self.m_lines.indent(_first_line(m_class.body[0]))
+            if self.p_lines.indent(_first_line(p_class.body[0])) != indent and anchors:
+                self.reasons.append(f"the indentation changed {where}, so new members there are left out")
+                allowed = False
+        for j, anchor in anchors.items():
+            node = p_body[j]
+            if isinstance(node, _FUNCTIONS) and _qualified(scope, node) in self.targets:
+                continue  # a masked function defined again: the last definition's body was taken
+            if not allowed:
+                self.reasons.append(f"adds or changes `{_snippet(self.p_lines, node)}` (line {node.lineno}) {where}")
+                continue
+            self._added(node, anchor, m_body, scope, indent, where, previous=p_body[j - 1] if j else None)
+
+    def _pair(self, m_node: ast.stmt, p_node: ast.stmt, scope: tuple[str, ...]) -> None:
+        """Two statements with the same key; other statements' keys are their meaning, so equal."""
+        if isinstance(m_node, _FUNCTIONS):
+            name = _qualified(scope, m_node)
+            if name in self.targets:
+                return  # its decorators and signature were compared when its body was taken
+            if _fingerprint(self.m_lines, m_node) != _fingerprint(self.p_lines, p_node):
+                inside = self._holds_masked((*scope, m_node.name), directly=False)
+                self.reasons.append(
+                    f"changes `{name}` outside its masked functions" if inside else f"changes `{name}`, which is not masked"
+                )
+        elif isinstance(m_node, ast.ClassDef):
+            path = (*scope, m_node.name)
+            name = ".".join(path)
+            if not self._holds_masked(path, directly=False):
+                if _fingerprint(self.m_lines, m_node) != _fingerprint(self.p_lines, p_node):
+                    self.reasons.append(f"changes class `{name}`, which has no masked methods")
+                return
+            header = ("decorator_list", "bases", "keywords")
+            if any(
+                _fingerprint(self.m_lines, getattr(m_node, part)) != _fingerprint(self.p_lines, getattr(p_node, part))
+                for part in header
+            ):
+                self.reasons.append(f"changes the decorators or bases of class `{name}`; the original ones are kept")
+            self._block(m_node.body, p_node.body, scope=path, class_nodes=(m_node, p_node))
+
+    def _removed(self, node: ast.stmt, scope: tuple[str, ...], where: str) -> None:
+        if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+            name = _qualified(scope, node)
+            if name not in self.targets:
+                self.reasons.append(f"removes `{name}`; the original is kept")
+        else:
+            self.reasons.append(f"removes or changes `{_snippet(self.m_lines, node)}` {where}; the original is kept")
+
+    def _added(
+        self, node: ast.stmt, anchor: int | None, m_body: list, scope: tuple[str, ...], indent: str, where: str, previous
+    ) -> None:
+        """Keep a statement that is only in the agent's file if it is a new import or definition."""
+        in_class = bool(scope)
+        line = f"line {node.lineno}"
+        snippet = _snippet(self.p_lines, node)
+        source = _segment(self.p_lines, node)
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not in_class:
+            if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+                self.reasons.append(f"`{snippet}` ({line}) could re-bind any name of the file; it is left out")
+                return
+            if any(_fingerprint(None, node) == _fingerprint(None, m) for m in m_body):
+                return  # an import the file already has, moved: nothing new
+            # After the file's imports, or where the agent put it if that is earlier.
+            imports = [i for i, m in enumerate(m_body) if isinstance(m, (ast.Import, ast.ImportFrom))]
+            latest = imports[-1] if imports and not _is_future(node) else self._start_anchor(m_body)
+            if anchor is not None and (latest is None or anchor > latest):
+                anchor, previous = latest, None
+        elif not (isinstance(node, _DEFINITIONS) and self._plain_targets(node)):
+            self.reasons.append(f"adds or changes `{snippet}` ({line}) {where}; only new definitions are kept")
+            return
+
+        try:
+            module_names, member_names = _bindings(source, indent if in_class else None)
+        except (SyntaxError, ValueError, RecursionError):
+            self.reasons.append(f"`{snippet}` ({line}) {where} could not be analysed; it is left out")
+            return
+        problem = self._conflict(node, module_names, member_names, scope)
+        if problem:
+            self.reasons.append(f"`{snippet}` ({line}) {problem}; it is left out")
+            return
+        self._insert(node, anchor, m_body, indent, source, in_class=in_class, previous=previous)
+
+    def _plain_targets(self, node: ast.stmt) -> bool:
+        def plain(target: ast.expr) -> bool:
+            if isinstance(target, ast.Name):
+                return True
+            if isinstance(target, ast.Starred):
+                return plain(target.value)
+            return isinstance(target, (ast.Tuple, ast.List)) and all(plain(t) for t in target.elts)
+
+        if isinstance(node, ast.Assign):
+            return all(plain(t) for t in node.targets)
+        if isinstance(node, ast.AnnAssign):
+            return isinstance(node.target, ast.Name)
+        return True
+
+    def _conflict(self, node: ast.stmt, module_names: set[str], member_names: set[str], scope) -> str | None:
+        """Why a new statement may not bind these names, or None."""
+        for name in sorted(module_names):
+            if _is_dunder(name):
+                return f"binds the special name `{name}`"
+            if name in self.top_bound:
+                if (
+                    isinstance(node, ast.Import)
+                    and name in self.imported_modules
+                    and any(alias.asname is None and alias.name.split(".")[0] == name for alias in node.names)
+                ):
+                    continue  # `import a.b` next to `import a`: the same module object
+                what = "masked" if name in {n for n in self.targets if "." not in n} else "not masked"
+                return f"re-binds `{name}`, which the file already defines ({what})"
+            if name in self.top_read:
+                return f"binds `{name}`, which the file's own code already uses"
+            if name in _BUILTINS:
+                return f"binds `{name}`, which would shadow the builtin"
+        if not scope:
+            return None
+        bound = self.class_bound.get(scope, set())
+        read = self.class_read.get(scope, set())
+        for name in sorted(member_names):
+            if _is_dunder(name):
+                return f"defines the special member `{name}`"
+            if name in bound:
+                return f"redefines `{'.'.join((*scope, name))}`, which the class already defines"
+            if name in read or name in self.attributes:
+                return f"defines `{name}`, which the file's own code already uses as a name or attribute"
+        return None
+
+    # --- placing what is kept ------------------------------------------------------------------------
+
+    def _start_anchor(self, m_body: list) -> int | None:
+        """The last leading docstring or `from __future__` import, after which new code may start."""
+        anchor = None
+        for index, node in enumerate(m_body):
+            if (index == 0 and _is_docstring(node)) or _is_future(node):
+                anchor = index
+            else:
+                break
+        return anchor
+
+    def _insert(
+        self, node: ast.stmt, anchor: int | None, m_body: list, indent: str, source: str, *, in_class: bool, previous
+    ) -> None:
+        """Queue `source` for insertion after `m_body[anchor]` (None: where new code may start).
+
+        The blank and comment lines that precede it in the agent's file come with it, so that an
+        addition looks in the merged file as it did in the agent's.
+        """
+        start = self._start_anchor(m_body)
+        if anchor is None or (start is not None and anchor < start):
+            anchor, previous = start, None  # never before the docstring or a `from __future__` import
+        newline = self.m_lines.newline(1)
+        source = indent + _NEWLINE.sub(newline, source)
+        is_import = isinstance(node, (ast.Import, ast.ImportFrom))
+        is_definition = isinstance(node, (*_FUNCTIONS, ast.ClassDef))
+        blank = 1 if in_class else 2
+        order = (anchor if anchor is not None else -1, not is_import, node.lineno, node.col_offset)
+        if anchor is None:
+            first = m_body[0]
+            offset = self.m_lines.starts[_first_line(first) - 1]
+            after = 0 if is_import and isinstance(first, (ast.Import, ast.ImportFrom)) else blank
+            text = source + newline * (1 + after)
+        else:
+            offset = self.m_lines.ends[m_body[anchor].end_lineno - 1]
+            leading = self._leading(node, previous)
+            if leading is None:
+                leading = newline * (blank if is_definition else 0 if is_import or in_class else 1)
+            text = newline + leading + source
+        self.insertions.append(_Insertion(offset=offset, order=order, text=text))
+
+    def _leading(self, node: ast.stmt, previous: ast.stmt | None) -> str | None:
+        """The blank and comment lines between `previous` and `node` in the agent's file, if that is all."""
+        if previous is None:
+            return None
+        rows = range(previous.end_lineno + 1, _first_line(node))
+        contents = [self.p_lines.content(row) for row in rows]
+        if any(content.strip() and not content.strip().startswith("#") for content in contents):
+            return None
+        newline = self.m_lines.newline(1)
+        return "".join(content.rstrip(" \t\f") + newline for content in contents)

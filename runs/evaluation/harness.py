@@ -1,0 +1,342 @@
+"""Executing one attempt: claim it, build its workspace, run the agent in a sandbox, score it twice.
+
+The two verdicts of an attempt:
+
+- *reported*: the agent's final answer scored against gold (`runs.benchmark.scoring.score_sample`);
+- *re-execution*: the attempt's final patch applied to a fresh masked workspace, every experiment
+  run by the harness itself in a fresh sandbox, and the numbers they print scored the same way.
+
+`passed` (what the leaderboard counts) needs both; reported numbers that the code does not produce
+set `mismatch`.
+
+Exactly-once execution. A job may be delivered twice, a worker may die mid-attempt, recovery may
+run while a slow worker still holds an attempt. So:
+
+- `attempt_execute` starts with a conditional UPDATE (status queued -> running, `tries` + 1) and
+  does nothing unless that UPDATE changed one row: a second delivery of the same job is a no-op.
+- The claim's `tries` value is a fencing token: the heartbeat and the final write are conditional
+  on (status running, tries = ours). A worker whose attempt was recovered and re-queued meanwhile
+  finds its claim gone, stops at its next step and writes nothing.
+- A heartbeat thread refreshes `heartbeat_at` every few seconds; `attempts_recover` treats a
+  running attempt whose heartbeat is stale, or whose RQ job sits in the failed registry (the work
+  horse was killed, or abandoned), as an infrastructure failure.
+
+Infrastructure failures (sandbox, workspace, harness bugs, dead workers) are re-queued up to
+`ATTEMPT_MAX_INFRA_RETRIES` times, then end as status `error` labelled `infrastructure`; they are
+never the model's result. A model provider failure (status `error`, label `model_provider`) is not
+retried automatically: an outage or a missing key would only burn the retries; `run_retry_failed`
+re-queues both kinds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from runs.agents import AGENTS, agent_from_name
+from runs.agents.base import (
+    MODEL_ERROR,
+)
+from runs.agents.llm import ModelError, model_from_name
+from runs.benchmark.scoring import ParsedAnswer, parse_answer, score_sample
+from runs.benchmark.text import json_safe, storable_text
+from runs.benchmark.workspace import CODE_DIR, WorkspaceError
+from runs.evaluation.claims import (
+    DONE,
+    ERROR,
+    LOST,
+    SKIPPED,
+    ClaimLost,
+    Heartbeat,
+    InfrastructureFailure,
+    ModelProviderFailure,
+    attempt_claim,
+    attempt_infra_failure,
+    heartbeat_seconds,
+    run_mark_finished,
+)
+from runs.evaluation.verdicts import INFRASTRUCTURE_EXITS, _image, failure_label, reexecute, score_dict, scoring_specs
+from runs.evaluation.workdirs import (
+    attempt_reexecution_dir,
+    attempt_sandbox_name,
+    attempt_trajectory_path,
+    attempt_workspace_dir,
+    remove_tree,
+)
+from runs.models import Attempt, Run
+from runs.suites.selectors import sample_experiments
+from runs.suites.services import workspace_build
+from sandbox import SandboxError, open_sandbox
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Result:
+    """What one execution produced, before it is written."""
+
+    fields: dict
+    timings: dict
+
+
+def attempt_execute(*, attempt_id: int, job_id: str = "", requeue: bool = True) -> str:
+    """Execute a queued attempt once: claim it, run the agent, score both verdicts, record.
+
+    Does nothing (returns SKIPPED) unless the attempt is queued, so a duplicate delivery, a
+    cancelled attempt or one already taken by another worker is left alone. `requeue=False` leaves
+    an infrastructure failure queued without enqueueing a job (for in-process runs, which pick it
+    up again themselves). Returns DONE, ERROR, REQUEUED, LOST or SKIPPED.
+    """
+    attempt = attempt_claim(attempt_id=attempt_id, job_id=job_id)
+    if attempt is None:
+        logger.info("attempt %s is not queued; nothing to do", attempt_id)
+        return SKIPPED
+    heartbeat = Heartbeat(attempt.pk, attempt.tries, heartbeat_seconds())
+    try:
+        with heartbeat:
+            result = _perform(attempt, heartbeat)
+    except ClaimLost:
+        logger.warning("attempt %s try %s: claim lost, result discarded", attempt.pk, attempt.tries)
+        return LOST
+    except InfrastructureFailure as failure:
+        return attempt_infra_failure(
+            attempt_id=attempt.pk, tries=attempt.tries, reason=str(failure), requeue=requeue
+        )
+    except ModelProviderFailure as failure:
+        result = _Result(
+            fields={
+                "status": Attempt.ERROR,
+                "exit_status": MODEL_ERROR,
+                "exit_message": str(failure),
+                "failure_label": Attempt.MODEL_PROVIDER,
+                "failure_detail": str(failure),
+            },
+            timings={},
+        )
+    except Exception as error:
+        logger.exception("attempt %s failed in the harness", attempt.pk)
+        reason = f"harness error: {type(error).__name__}: {error}\n{traceback.format_exc()[-4000:]}"
+        return attempt_infra_failure(attempt_id=attempt.pk, tries=attempt.tries, reason=reason, requeue=requeue)
+    finally:
+        _cleanup(attempt.pk, attempt.tries)
+    return _record(attempt, result)
+
+
+def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
+    run: Run = attempt.run
+    sample = attempt.sample
+    timings: dict[str, float] = {}
+    total_started = time.monotonic()
+
+    workspace = attempt_workspace_dir(attempt.pk, attempt.tries)
+    trajectory_path = attempt_trajectory_path(attempt.pk, attempt.tries)
+    started = time.monotonic()
+    # Crashed earlier tries leave their directories behind (and so may this try, run before).
+    for leftover in Path(settings.WORKSPACE_ROOT).glob(f"attempt-{attempt.pk}-try-*"):
+        if leftover.is_dir() and not leftover.is_symlink():
+            remove_tree(leftover)
+    try:
+        workspace_build(sample=sample, dest=workspace, context=run.context)
+        task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
+    except (WorkspaceError, OSError, ValueError) as error:
+        raise InfrastructureFailure(f"workspace could not be built: {error}") from error
+    timings["workspace"] = time.monotonic() - started
+
+    agent = _agent(attempt, task)
+    model = _model(run)
+
+    started = time.monotonic()
+    try:
+        sandbox = open_sandbox(
+            run.sandbox_backend, workspace, name=attempt_sandbox_name(attempt.pk, attempt.tries), image=_image(run.sandbox_backend)
+        )
+    except SandboxError as error:
+        raise InfrastructureFailure(f"sandbox could not be opened: {error}") from error
+    timings["sandbox_open"] = time.monotonic() - started
+
+    started = time.monotonic()
+    try:
+        result = agent.run(
+            model=model, sandbox=sandbox, workspace=workspace, trajectory_path=trajectory_path, on_step=heartbeat.check
+        )
+    except Exception:
+        if heartbeat.lost:  # e.g. the new try removed our sandbox: not a failure worth recording
+            raise ClaimLost(f"attempt {attempt.pk} try {attempt.tries} was taken over") from None
+        raise
+    finally:
+        timings["agent"] = time.monotonic() - started
+        closing = time.monotonic()
+        sandbox.close()
+        timings["sandbox_close"] = time.monotonic() - closing
+    heartbeat.check()
+
+    trajectory = result.trajectory
+    if result.exit_status in INFRASTRUCTURE_EXITS:
+        raise InfrastructureFailure(f"agent ended with {result.exit_status}: {result.exit_message}")
+
+    experiments = sample_experiments(sample=sample)
+    specs = scoring_specs(experiments)
+    raw = result.final_answer_raw
+    parsed = result.final_answer if result.final_answer is not None else (parse_answer(raw) if raw is not None else None)
+    started = time.monotonic()
+    try:
+        reported = score_sample(experiments=specs, answer=parsed) if parsed is not None else None
+    except Exception as error:  # noqa: BLE001 - an answer the scorer cannot take is the agent's unreadable answer
+        logger.exception("attempt %s: the reported answer could not be scored", attempt.pk)
+        parsed = ParsedAnswer(None, f"the answer could not be scored ({type(error).__name__}: {error})"[:2000], "none")
+        reported = None
+    timings["scoring"] = time.monotonic() - started
+
+    patch = trajectory.final_patch or ""
+    header = trajectory.header
+    fields = {
+        "exit_status": result.exit_status,
+        "exit_message": storable_text(result.exit_message) or "",
+        "final_answer_raw": storable_text(raw),
+        "parsed_answer": json_safe(parsed.value) if parsed is not None and parsed.ok else None,
+        "reported_score": score_dict(reported, experiments) if reported is not None else None,
+        "reported_passed": bool(reported and reported.passed),
+        "final_patch": storable_text(patch),
+        "input_tokens": header.input_tokens,
+        "output_tokens": header.output_tokens,
+        "cost": None if header.cost_unknown else header.cost,
+        "trajectory": json_safe(trajectory.to_dict()),
+        "agent_seconds": timings["agent"],
+    }
+
+    if result.exit_status == MODEL_ERROR:
+        # Not the model's result: nothing is re-executed or scored as its verdict.
+        fields.update(
+            status=Attempt.ERROR, failure_label=Attempt.MODEL_PROVIDER, failure_detail=fields["exit_message"],
+            passed=False, mismatch=False,
+        )
+        return _Result(fields=fields, timings=_finish_timings(timings, total_started, 0.0))
+
+    started = time.monotonic()
+    reexecution = reexecute(
+        sample=sample,
+        patch=patch,
+        context=run.context,
+        backend=run.sandbox_backend,
+        dest=attempt_reexecution_dir(attempt.pk, attempt.tries),
+        name=attempt_sandbox_name(attempt.pk, attempt.tries) + "-reexecution",
+    )
+    heartbeat.check()
+    fields["reexecution_seconds"] = time.monotonic() - started
+    timings.update({f"reexecution_{key}": value for key, value in reexecution.timings.items()})
+
+    reported_passed = fields["reported_passed"]
+    passed = reported_passed and reexecution.passed
+    fields.update(
+        status=Attempt.DONE,
+        reexecution_score=reexecution.score,
+        reexecution_passed=reexecution.passed,
+        reexecution_error=storable_text(reexecution.error),
+        reexecution_output=storable_text(reexecution.output),
+        out_of_scope_edits=reexecution.out_of_scope_edits,
+        passed=passed,
+        mismatch=reported_passed and not reexecution.passed,
+        failure_label=failure_label(
+            exit_status=result.exit_status,
+            final_answer_raw=raw,
+            answer_parsed=bool(parsed is not None and parsed.ok),
+            passed=passed,
+        ),
+        failure_detail="reported numbers pass but the re-executed code does not produce them"
+        if reported_passed and not reexecution.passed
+        else "",
+    )
+    return _Result(fields=fields, timings=_finish_timings(timings, total_started, reexecution.experiment_seconds))
+
+
+def _finish_timings(timings: dict, total_started: float, experiment_seconds: float) -> dict:
+    total = time.monotonic() - total_started
+    timings["total"] = total
+    timings["experiments"] = experiment_seconds
+    # Everything but the agent itself and the experiments the harness ran: workspaces, sandboxes,
+    # patching, scoring, database writes in between.
+    timings["harness"] = max(0.0, total - timings.get("agent", 0.0) - experiment_seconds)
+    return timings
+
+
+def _agent(attempt: Attempt, task: dict):
+    """The run's agent, configured: budgets it has settings for, gold bodies for gold and mutant."""
+    run = attempt.run
+    factory = AGENTS.get(run.agent)
+    if factory is None:
+        raise InfrastructureFailure(f"agent {run.agent!r} is not registered in this worker (known: {', '.join(sorted(AGENTS))})")
+    settings_ = {"max_steps": run.max_steps, "max_seconds": run.max_seconds, "max_cost": run.max_cost}
+    settings_.update(run.agent_config or {})
+    if getattr(factory, "needs_gold_bodies", False):
+        from runs.agents.baselines import gold_bodies_for
+
+        hints = {
+            (f"{CODE_DIR}/{function.file}", function.name): function.line_hint
+            for function in attempt.sample.functions.all()
+        }
+        try:
+            settings_["gold_bodies"] = gold_bodies_for(
+                code_dir=Path(attempt.sample.paper.code_dir), missing_functions=task["missing_functions"], line_hints=hints
+            )
+        except Exception as error:
+            raise InfrastructureFailure(f"gold bodies could not be read: {error}") from error
+    if run.agent == "mutant":
+        # Each attempt of a run plants a different bug, reproducibly.
+        settings_.setdefault("seed", run.sample_seed * 1000 + attempt.index)
+    return construct_agent(run.agent, settings_, optional=("max_steps", "max_seconds", "max_cost"))
+
+
+def construct_agent(name: str, settings_: dict, *, optional: tuple[str, ...] = ()):
+    """agent_from_name, leaving out the budgets an agent has no setting for (the baselines only
+    have a time limit). A setting of the run's agent_config that the agent rejects is an error."""
+    settings_ = dict(settings_)
+    while True:
+        try:
+            return agent_from_name(name, **settings_)
+        except TypeError as error:
+            unknown = [key for key in optional if key in settings_ and f"'{key}'" in str(error)]
+            if not unknown:
+                raise InfrastructureFailure(f"agent {name!r} could not be configured: {error}") from error
+            for key in unknown:
+                settings_.pop(key)
+        except ValueError as error:
+            raise InfrastructureFailure(f"agent {name!r} could not be configured: {error}") from error
+
+
+def _model(run: Run):
+    if not run.model:
+        return None
+    try:
+        return model_from_name(run.model)
+    except (ModelError, ValueError) as error:
+        raise ModelProviderFailure(f"model {run.model!r} is not available: {error}") from error
+
+
+def _record(attempt: Attempt, result: _Result) -> str:
+    timings = result.timings
+    fields = dict(result.fields)
+    fields.update(
+        finished_at=timezone.now(),
+        timings=json_safe(timings),
+        harness_seconds=timings.get("harness"),
+        experiment_seconds=timings.get("experiments"),
+    )
+    written = Attempt.objects.filter(pk=attempt.pk, status=Attempt.RUNNING, tries=attempt.tries).update(**fields)
+    if not written:
+        logger.warning("attempt %s try %s: claim lost before the result was written", attempt.pk, attempt.tries)
+        return LOST
+    run_mark_finished(run_id=attempt.run_id)
+    return DONE if fields["status"] == Attempt.DONE else ERROR
+
+
+def _cleanup(attempt_id: int, try_number: int) -> None:
+    for directory in (attempt_workspace_dir(attempt_id, try_number), attempt_reexecution_dir(attempt_id, try_number)):
+        remove_tree(directory)
+

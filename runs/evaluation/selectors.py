@@ -1,0 +1,186 @@
+"""Reads of the benchmark tables: plain functions with keyword-only arguments."""
+
+from dataclasses import dataclass, field
+
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
+
+from runs.evaluation.queue import failed_jobs_get, failure_recorded, job_id_for, retry_in_seconds
+from runs.models import Attempt, Run
+from runs.visibility import runs_visible_to
+
+
+@dataclass
+class RunProgress:
+    """A run with its attempts counted by status, how far along it is and when it may end.
+
+    `eta_seconds` is the mean duration of the attempts finished so far, times the attempts left,
+    divided by how many run at once now (at least one); None before any attempt finished or while
+    nothing runs (no worker is taking the run's jobs).
+    """
+
+    run: Run
+    counts: dict[str, int] = field(default_factory=dict)
+    passed: int = 0
+    mismatches: int = 0
+    infrastructure_errors: int = 0
+    mean_seconds: float | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def queued(self) -> int:
+        return self.counts.get(Attempt.QUEUED, 0)
+
+    @property
+    def running(self) -> int:
+        return self.counts.get(Attempt.RUNNING, 0)
+
+    @property
+    def done(self) -> int:
+        return self.counts.get(Attempt.DONE, 0)
+
+    @property
+    def error(self) -> int:
+        return self.counts.get(Attempt.ERROR, 0)
+
+    @property
+    def cancelled(self) -> int:
+        return self.counts.get(Attempt.CANCELLED, 0)
+
+    @property
+    def remaining(self) -> int:
+        return self.queued + self.running
+
+    @property
+    def ended(self) -> int:
+        return self.total - self.remaining
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.ended / self.total if self.total else 100.0
+
+    @property
+    def status(self) -> str:
+        return Run.status_from_counts(self.counts, cancelled=self.run.cancelled_at is not None)
+
+    @property
+    def active(self) -> bool:
+        return self.remaining > 0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        return self.eta()
+
+    def eta(self, *, workers: int | None = None) -> float | None:
+        """Seconds until the run ends if `workers` (default: as many as run its attempts now) keep going."""
+        if not self.remaining:
+            return 0.0
+        workers = self.running if workers is None else workers
+        if self.mean_seconds is None or not workers:
+            return None
+        return self.mean_seconds * self.remaining / workers
+
+    @property
+    def counts_by_status(self) -> list[tuple[str, int]]:
+        return [(status, self.counts.get(status, 0)) for status, _ in Attempt.STATUSES]
+
+
+def _progress_for(runs: list[Run]) -> list[RunProgress]:
+    by_run = {run.pk: RunProgress(run=run) for run in runs}
+    if not by_run:
+        return []
+    grouped = Attempt.objects.filter(run_id__in=by_run).values("run_id", "status").annotate(count=Count("id"))
+    for row in grouped:
+        by_run[row["run_id"]].counts[row["status"]] = row["count"]
+    duration = ExpressionWrapper(F("finished_at") - F("claimed_at"), output_field=DurationField())
+    summaries = (
+        Attempt.objects.filter(run_id__in=by_run)
+        .values("run_id")
+        .annotate(
+            passed=Count("id", filter=Q(passed=True)),
+            mismatches=Count("id", filter=Q(mismatch=True)),
+            infrastructure=Count("id", filter=Q(status=Attempt.ERROR, failure_label=Attempt.INFRASTRUCTURE)),
+            mean=Avg(duration, filter=Q(status=Attempt.DONE, claimed_at__isnull=False, finished_at__isnull=False)),
+        )
+    )
+    for row in summaries:
+        progress = by_run[row["run_id"]]
+        progress.passed, progress.mismatches = row["passed"], row["mismatches"]
+        progress.infrastructure_errors = row["infrastructure"]
+        progress.mean_seconds = row["mean"].total_seconds() if row["mean"] is not None else None
+    return list(by_run.values())
+
+
+def run_progress(*, run: Run) -> RunProgress:
+    """Counts by status, progress and ETA of one run (fresh from the database)."""
+    run = Run.objects.select_related("suite", "created_by").get(pk=run.pk)
+    return _progress_for([run])[0]
+
+
+def run_list_progress(*, user, limit: int = 50) -> list[RunProgress]:
+    """The most recent runs `user` may see (runs.visibility), newest first, each with its progress
+    (three queries in all)."""
+    runs = runs_visible_to(user=user, queryset=Run.objects.select_related("suite", "created_by"))
+    return _progress_for(list(runs.order_by("-created_at", "-id")[:limit]))
+
+
+def run_get(*, pk: int) -> Run:
+    """The run with this id (Run.DoesNotExist otherwise)."""
+    return Run.objects.select_related("suite", "created_by").get(pk=pk)
+
+
+def run_attempts(*, run: Run):
+    """The run's attempts with their samples, in sample order; heavy JSON columns left out."""
+    return (
+        Attempt.objects.filter(run=run)
+        .select_related("sample")
+        .defer("trajectory", "reported_score", "reexecution_score", "reexecution_output", "final_patch")
+        .order_by("sample__sample_id", "index")
+    )
+
+
+def run_label_counts(*, run: Run) -> dict[str, int]:
+    """How many of the run's attempts carry each failure label (passed and unfinished ones left out)."""
+    rows = Attempt.objects.filter(run=run).exclude(failure_label="").values("failure_label").annotate(count=Count("id"))
+    return {row["failure_label"]: row["count"] for row in rows}
+
+
+@dataclass
+class AttemptWaiting:
+    """Why a queued attempt that already failed is waiting, for the run page."""
+
+    label: str  # "retrying": its failure is recorded and it is queued again; "could not start": see below
+    reason: str
+    retry_in: float | None = None  # seconds until its retry is due; None once due
+
+
+def run_waiting_notes(*, run: Run) -> dict[int, AttemptWaiting]:
+    """The run's queued attempts that already failed, by id, with why and when they are retried.
+
+    Either the attempt's last infrastructure failure with its retry time, or, for a job that
+    failed before it could claim its attempt and that no worker has recorded yet (none of them
+    reaches the database, say), the reason RQ's failed registry holds: the page shows it before
+    any worker can write it. With Redis unreachable, only what the database holds."""
+
+    queued = list(Attempt.objects.filter(run=run, status=Attempt.QUEUED).only("pk", "tries", "infra_history"))
+    if not queued:
+        return {}
+    notes = {}
+    for attempt in queued:
+        if attempt.infra_history:
+            last = attempt.infra_history[-1]
+            reason = (last.get("reason") or "").strip().splitlines()
+            notes[attempt.pk] = AttemptWaiting("retrying", reason[0] if reason else "", retry_in_seconds(last) or None)
+    by_job = {job_id_for(attempt): attempt for attempt in queued}
+    for job_id, failure in failed_jobs_get(job_ids=by_job, cleanup=False).items():
+        if failure_recorded(by_job[job_id].infra_history, failure):
+            continue  # recorded: the note above says when it is retried
+        where = f" on worker {failure.worker}" if failure.worker else ""
+        notes[by_job[job_id].pk] = AttemptWaiting(
+            "could not start",
+            f"its job failed{where} before claiming the attempt: {failure.reason}. "
+            "The next worker that reaches the database records it and retries the attempt.",
+        )
+    return notes

@@ -1,0 +1,222 @@
+"""Split from runs.attempts: TODO docstring."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+from runs.agents.base import (
+    COST_LIMIT,
+    HARNESS_ERROR,
+    MODEL_ERROR,
+    SANDBOX_ERROR,
+    STEP_LIMIT,
+    TIME_LIMIT,
+)
+from runs.benchmark.execution import ExperimentOutcome, run_experiment
+from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
+from runs.benchmark.scope import OutOfScopeEdit, restrict_to_scope
+from runs.benchmark.scoring import SampleScore, score_sample
+from runs.benchmark.text import json_safe
+from runs.benchmark.workspace import WorkspaceError, experiment_label
+from runs.evaluation.claims import InfrastructureFailure
+from runs.evaluation.workdirs import remove_tree
+from runs.models import Attempt, Experiment, Sample
+from runs.suites.selectors import experiment_spec, sample_experiments
+from runs.suites.services import workspace_build
+from sandbox import SandboxError, fs, open_sandbox
+
+LIMIT_EXITS = (STEP_LIMIT, TIME_LIMIT, COST_LIMIT)
+
+
+INFRASTRUCTURE_EXITS = (SANDBOX_ERROR, HARNESS_ERROR)
+
+
+# What the re-execution keeps of each experiment's output, and of all of them together.
+MAX_OUTPUT_PER_EXPERIMENT = 4_000
+
+
+MAX_REEXECUTION_OUTPUT = 20_000
+
+
+def failure_label(*, exit_status: str, final_answer_raw: str | None, answer_parsed: bool, passed: bool) -> str:
+    """The failure label of a scored attempt ("" when it passed).
+
+    Provider and infrastructure failures come first: whatever the agent managed before them is not
+    its result. A limit reached without an answer is the budget's doing, no answer otherwise is
+    the agent's, an answer that cannot be read is unparseable, and anything else that did not
+    pass (including reported numbers the re-executed code does not produce) is a wrong answer.
+    """
+    if passed:
+        return ""
+    if exit_status == MODEL_ERROR:
+        return Attempt.MODEL_PROVIDER
+    if exit_status in INFRASTRUCTURE_EXITS:
+        return Attempt.INFRASTRUCTURE
+    if final_answer_raw is None or not final_answer_raw.strip():
+        return Attempt.BUDGET_EXHAUSTED if exit_status in LIMIT_EXITS else Attempt.NO_ANSWER
+    if not answer_parsed:
+        return Attempt.UNPARSEABLE_ANSWER
+    return Attempt.WRONG_ANSWER
+
+
+def scoring_specs(experiments: list[Experiment]) -> list[tuple]:
+    """What score_sample needs, keyed by the labels the workspace gives the experiments."""
+    return [
+        (experiment_label(number), experiment.gold_result, experiment.rtol, experiment.atol)
+        for number, experiment in enumerate(experiments, start=1)
+    ]
+
+
+def score_dict(score: SampleScore, experiments: list[Experiment]) -> dict:
+    """SampleScore.to_dict with each experiment's database id next to its label."""
+    data = score.to_dict()
+    ids = {experiment_label(number): e.exp_id for number, e in enumerate(experiments, start=1)}
+    for item in data["experiments"]:
+        item["exp_id"] = ids.get(item["experiment_id"])
+    return json_safe(data)
+
+
+@dataclass
+class Reexecution:
+    """The harness's own run of an attempt's final code."""
+
+    score: dict | None
+    passed: bool
+    error: str = ""
+    output: str = ""
+    experiment_seconds: float = 0.0
+    timings: dict = field(default_factory=dict)
+    # What the harness left out of the final patch as outside the task (runs.benchmark.scope), as JSON.
+    out_of_scope_edits: list = field(default_factory=list)
+
+
+def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[OutOfScopeEdit]]:
+    """Apply a final patch (paths a/code/..., b/code/...) to a fresh masked workspace, keeping
+    only what the task allows: the masked functions' new bodies, plus new imports and new
+    definitions in the files that hold them (runs.benchmark.scope). Every other change is left out and
+    returned as an out-of-scope edit. Returns (why the patch is refused or does not apply, or
+    None; the out-of-scope edits).
+
+    The patch is applied in memory (runs.benchmark.patches, one parser for agents' and uploaders' patches)
+    and only the scoped files are written, through sandbox.fs: nothing of the patch can reach a
+    path outside them, a link, or anything but text.
+    """
+    try:
+        file_patches = parse_patch(patch)
+    except PatchError as error:
+        return f"the final patch is refused: {error}", []
+    task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
+    functions: dict[str, list[str]] = {}
+    for function in task["missing_functions"]:
+        functions.setdefault(function["file"], []).append(function["name"])
+    masked = {path: _workspace_text(workspace, path) for path in functions}
+    masked = {path: text for path, text in masked.items() if text is not None}
+    before: dict[str, str | None] = {}
+    patched: dict[str, str | None] = {}
+    for file_patch in file_patches:
+        original = masked.get(file_patch.path) if file_patch.path in masked else _workspace_text(workspace, file_patch.path)
+        before[file_patch.path] = original
+        try:
+            patched[file_patch.path] = apply_file_patch(original, file_patch)
+        except PatchError as error:
+            return f"the final patch does not apply to {file_patch.path}: {error}", []
+    scoped = restrict_to_scope(masked=masked, functions=functions, patched=patched, before=before)
+    for path, text in scoped.files.items():
+        fs.write_bytes(workspace, path, text.encode("utf-8", "surrogateescape"))
+    return None, scoped.out_of_scope
+
+
+def _workspace_text(workspace: Path, path: str) -> str | None:
+    """A harness-built workspace's file as text, None when it is absent (or not a regular file)."""
+    try:
+        data, _ = fs.read_bytes(workspace, path, limit=64 * 2**20)
+    except OSError:  # absent, a link or special file, a name too long (a patch may name anything)
+        return None
+    return data.decode("utf-8", "surrogateescape")
+
+
+def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str) -> Reexecution:
+    """Apply `patch` to a fresh masked workspace of `sample`, run its experiments in a fresh sandbox
+    and score what they print. Raises InfrastructureFailure when the workspace or sandbox breaks;
+    what the code does (crash, timeout, wrong numbers, a patch that does not apply) is the verdict."""
+    timings: dict[str, float] = {}
+    experiments = sample_experiments(sample=sample)
+    specs = scoring_specs(experiments)
+    started = time.monotonic()
+    remove_tree(dest)
+    try:
+        workspace_build(sample=sample, dest=dest, context=context)
+    except (WorkspaceError, OSError) as error:
+        raise InfrastructureFailure(f"re-execution workspace could not be built: {error}") from error
+    timings["workspace"] = time.monotonic() - started
+
+    started = time.monotonic()
+    error, out_of_scope = scoped_final_code(patch=patch, workspace=dest)
+    out_of_scope_edits = json_safe([dataclasses.asdict(edit) for edit in out_of_scope])
+    timings["patch"] = time.monotonic() - started
+    if error:
+        score = score_sample(experiments=specs, answer={})
+        return Reexecution(score=score_dict(score, experiments), passed=False, error=error, timings=timings)
+
+    outcomes: list[ExperimentOutcome] = []
+    started = time.monotonic()
+    try:
+        sandbox = open_sandbox(backend, dest, name=name, image=_image(backend))
+    except SandboxError as error:
+        raise InfrastructureFailure(f"re-execution sandbox could not be opened: {error}") from error
+    timings["sandbox_open"] = time.monotonic() - started
+    try:
+        for experiment in experiments:
+            outcomes.append(run_experiment(sandbox, experiment_spec(experiment)))
+    except SandboxError as error:
+        raise InfrastructureFailure(f"re-execution sandbox failed: {error}") from error
+    finally:
+        closing = time.monotonic()
+        sandbox.close()
+        timings["sandbox_close"] = time.monotonic() - closing
+    experiment_seconds = sum(outcome.duration for outcome in outcomes)
+    timings["experiments"] = experiment_seconds
+
+    started = time.monotonic()
+    answer = {
+        experiment_label(number): outcome.result
+        for number, outcome in enumerate(outcomes, start=1)
+        if outcome.result is not None
+    }
+    score = score_sample(experiments=specs, answer=answer)
+    timings["scoring"] = time.monotonic() - started
+    failures = [
+        f"{experiment_label(number)}: {outcome.error}" for number, outcome in enumerate(outcomes, start=1) if outcome.error
+    ]
+    return Reexecution(
+        score=score_dict(score, experiments),
+        passed=score.passed,
+        error="; ".join(failures),
+        output=_bounded_outputs(outcomes),
+        experiment_seconds=experiment_seconds,
+        timings=timings,
+        out_of_scope_edits=out_of_scope_edits,
+    )
+
+
+def _bounded_outputs(outcomes: list[ExperimentOutcome]) -> str:
+    parts = []
+    for number, outcome in enumerate(outcomes, start=1):
+        text = outcome.output
+        if len(text) > MAX_OUTPUT_PER_EXPERIMENT:
+            half = MAX_OUTPUT_PER_EXPERIMENT // 2
+            text = f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+        status = outcome.error or "ok"
+        parts.append(f"=== {experiment_label(number)} (exit {outcome.exit_code}, {outcome.duration:.2f} s, {status}) ===\n{text}\n")
+    output = "".join(parts)
+    return output if len(output) <= MAX_REEXECUTION_OUTPUT else output[:MAX_REEXECUTION_OUTPUT] + "\n[... cut ...]\n"
+
+
+def _image(backend: str) -> str | None:
+    return getattr(settings, "SANDBOX_IMAGE", None) if backend == "docker" else None

@@ -1,0 +1,52 @@
+"""Split from runs.attempts: TODO docstring."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+from django.conf import settings
+
+from sandbox import fs
+
+logger = logging.getLogger(__name__)
+
+
+def attempt_workspace_dir(attempt_id: int, try_number: int) -> Path:
+    """One directory per try: a worker presumed dead but still running keeps its own directory,
+    and the new try never builds into a half-deleted one."""
+    return Path(settings.WORKSPACE_ROOT) / f"attempt-{attempt_id}-try-{try_number}"
+
+
+def attempt_reexecution_dir(attempt_id: int, try_number: int) -> Path:
+    return Path(settings.WORKSPACE_ROOT) / f"attempt-{attempt_id}-try-{try_number}-reexecution"
+
+
+def attempt_sandbox_name(attempt_id: int, try_number: int, *, submission: bool = False) -> str:
+    """The name of a try's sandboxes (the re-execution's adds "-reexecution"). Containers, cgroups
+    and mount points carry it, so leftovers_sweep can tell a live try's from a dead one's. It
+    starts with this deployment's id: deployments (a demo and a test run, say) may share one Docker
+    engine and one machine, and each sweeps only its own."""
+    return f"{deployment_id()}-{'submission-' if submission else ''}attempt-{attempt_id}-try-{try_number}"
+
+
+def attempt_trajectory_path(attempt_id: int, try_number: int) -> Path:
+    """Outside every workspace, one file per try, so a crashed try's partial trajectory is kept."""
+    return Path(settings.WORKSPACE_ROOT) / "trajectories" / f"attempt-{attempt_id}-try-{try_number}.json"
+
+
+def remove_tree(path: Path) -> None:
+    """Removes a workspace the agent controlled, whatever it left in it (links, FIFOs, any names,
+    any depth). A failure is logged, never raised: it must not change the attempt's result, and
+    the sweep (leftovers_sweep) tries again later."""
+    try:
+        fs.remove_tree(path)
+    except OSError:
+        logger.exception("could not remove %s; the sweep will try again", path)
+
+def deployment_id() -> str:
+    """8 hex digits naming this deployment: its database and its workspace root."""
+    database = settings.DATABASES["default"]
+    key = f"{database.get('HOST')}:{database.get('PORT')}/{database.get('NAME')}|{settings.WORKSPACE_ROOT}"
+    return hashlib.sha256(key.encode()).hexdigest()[:8]

@@ -1,0 +1,181 @@
+"""The RQ worker class for evaluation workers.
+
+RQ forks a fresh work horse per job, and the horse imports the job's module if the parent has not:
+for attempts that means the agents, the LLM SDKs and the harness, over a second per job. This
+class's module imports them once in the parent, so every horse starts warm:
+
+    python manage.py rqworker --worker-class runs.evaluation.worker.EvaluationWorker
+
+(or settings `RQ = {"WORKER_CLASS": "runs.evaluation.worker.EvaluationWorker"}`, which makes it the default).
+
+Every evaluation worker also heals the deployment's runs, with no other process and no cron:
+
+- when it starts, one round of runs.evaluation.recovery.attempts_heal: attempts of dead workers re-queued,
+  jobs that failed before claiming their attempt recorded on it, leftovers of dead tries swept;
+- a long-running worker (not --burst) keeps a thread that runs attempts_heal again every
+  ATTEMPT_RECOVER_INTERVAL_SECONDS (one worker per host and interval, by a Redis lock; the round
+  is idempotent anyway), and drives RQ's scheduler, which puts retries delayed by back-off
+  (enqueue_in) on the queue when they are due. RQ's `--with-scheduler` would fork a process for
+  that which a SIGKILLed worker leaves behind; a thread dies with its worker. Both share RQ's
+  scheduler lock, so one scheduler works per queue whichever runs it;
+- a --burst worker does not quit while retries are scheduled on its queues: it waits for them.
+"""
+import logging
+import socket
+import threading
+import time
+
+from django.conf import settings
+from django.db import connection
+from rq import Worker
+from rq.registry import ScheduledJobRegistry
+from rq.scheduler import RQScheduler
+
+import runs.evaluation.jobs  # noqa: F401 - preloaded before the fork, see above
+from runs.evaluation.recovery import attempts_heal
+from runs.evaluation.workdirs import deployment_id
+
+logger = logging.getLogger(__name__)
+
+# How often the scheduler puts due jobs on the queue (RQ's own polls every second too).
+SCHEDULER_SECONDS = 1.0
+
+
+def recover_interval_seconds() -> float:
+    return float(getattr(settings, "ATTEMPT_RECOVER_INTERVAL_SECONDS", 30))
+
+
+def heal_round(when: str) -> None:
+    """One round of attempts_heal in this thread, logged; a failure (database or Redis away) is
+    logged and left to the next round."""
+    try:
+        report = attempts_heal()
+        if report.recovered or report.unstarted or report.reexecutions:
+            logger.warning(
+                "self-healing (%s): %d attempt(s) of dead workers settled, %d job failure(s) before a claim "
+                "recorded, %d re-execution(s) of submissions settled",
+                when, len(report.recovered), len(report.unstarted), len(report.reexecutions),
+            )
+    except Exception:  # noqa: BLE001 - a failed round must not stop the worker; the next one tries again
+        logger.exception("self-healing (%s) failed; the next round tries again", when)
+    finally:
+        connection.close()  # this thread's; forked work horses must not share the main thread's
+
+
+class _Upkeep(threading.Thread):
+    """A long-running worker's thread: RQ's scheduler every second, attempts_heal every interval."""
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(name="evaluation-upkeep", daemon=True)
+        self.worker = worker
+        self.interval = recover_interval_seconds()
+        self.scheduler = RQScheduler(worker.queues, connection=worker.connection, serializer=worker.serializer)
+        self.lock_key = f"autoexperiment:heal:{deployment_id()}:{socket.gethostname()}"
+        self._stopping = threading.Event()
+        self._scheduler_failing = False
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(timeout=60)
+
+    def run(self) -> None:
+        next_round = time.monotonic() + self.interval  # the worker healed once as it started
+        try:
+            while not self._stopping.wait(SCHEDULER_SECONDS):
+                self._schedule()
+                if time.monotonic() >= next_round:
+                    self._heal()
+                    next_round = time.monotonic() + self.interval
+        finally:
+            try:
+                if self.scheduler.acquired_locks:
+                    self.scheduler.release_locks()
+                    self.scheduler.register_death()
+            except Exception:  # noqa: BLE001 - the lock expires by itself
+                pass
+
+    def _schedule(self) -> None:
+        try:
+            if self.scheduler.acquired_locks:
+                self.scheduler.heartbeat()  # refreshes the lock, or drops it if another took it over
+            elif self.scheduler.acquire_locks():
+                self.scheduler.register_birth()
+            if self.scheduler.acquired_locks:
+                self.scheduler.enqueue_scheduled_jobs()
+            self._scheduler_failing = False
+        except Exception as error:  # noqa: BLE001 - Redis away: the worker itself reports it; try again
+            if not self._scheduler_failing:
+                logger.warning("scheduled jobs could not be moved to the queue (%s); retrying every second", error)
+            self._scheduler_failing = True
+
+    def _heal(self) -> None:
+        try:
+            # One round per host and interval, by whichever of the host's workers comes first.
+            mine = self.worker.connection.set(self.lock_key, self.worker.name, nx=True, px=int(self.interval * 900))
+        except Exception as error:  # noqa: BLE001 - Redis away: the database may still be reachable
+            logger.warning("self-healing lock unavailable (%s); healing without it", error)
+            mine = True
+        if mine:
+            heal_round(f"every {self.interval:g} s")
+
+
+class EvaluationWorker(Worker):
+    """rq.Worker whose work horses inherit the attempt code already imported, and which heals the
+    deployment's runs: at start, and every ATTEMPT_RECOVER_INTERVAL_SECONDS unless in burst mode
+    (see the module docstring)."""
+
+    _burst = True
+    _upkeep: _Upkeep | None = None
+    _burst_scheduler: RQScheduler | None = None
+    _waiting_for: float | None = None
+
+    def work(self, burst: bool = False, *args, **kwargs):
+        self._burst = burst
+        try:
+            return super().work(burst, *args, **kwargs)
+        finally:
+            if self._upkeep is not None:
+                self._upkeep.stop()
+
+    def bootstrap(self, *args, **kwargs):
+        super().bootstrap(*args, **kwargs)
+        heal_round("worker start")
+        if not self._burst:
+            self._upkeep = _Upkeep(self)
+            self._upkeep.start()
+
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        # No timeout is burst mode: an empty queue ends the worker, though retries delayed by
+        # back-off may still be scheduled on it (load_demo, the tests' workers). Wait for them.
+        while result is None and timeout is None and not self._stop_requested:
+            due = self._next_scheduled_at()
+            if due is None:
+                break
+            if due > time.time():
+                if due != self._waiting_for:
+                    self.log.info("Worker %s: waiting %.0f s for a retry scheduled on its queues", self.name, due - time.time())
+                    self._waiting_for = due
+                time.sleep(min(max(due - time.time(), 0.0), SCHEDULER_SECONDS))
+            self._enqueue_due_jobs()
+            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        return result
+
+    def _next_scheduled_at(self) -> float | None:
+        """When the earliest job scheduled on this worker's queues is due (a Unix time)."""
+        times = []
+        for queue in self.queues:
+            earliest = self.connection.zrange(ScheduledJobRegistry(queue=queue).key, 0, 0, withscores=True)
+            times += [score for _, score in earliest]
+        return min(times) if times else None
+
+    def _enqueue_due_jobs(self) -> None:
+        """What RQ's scheduler does in burst mode: move the due jobs under its lock, if no running
+        scheduler holds it (one that does moves them itself)."""
+        if self._burst_scheduler is None:
+            self._burst_scheduler = RQScheduler(self.queues, connection=self.connection, serializer=self.serializer)
+        if self._burst_scheduler.acquire_locks():
+            try:
+                self._burst_scheduler.enqueue_scheduled_jobs()
+            finally:
+                self._burst_scheduler.release_locks()

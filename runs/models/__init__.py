@@ -1,0 +1,13 @@
+"""The `runs` app's models, one module per area; Django loads them all from here.
+
+- `suites`: the benchmark (suites, papers, maskable functions, experiments, samples);
+- `evaluation`: runs and their attempts;
+- `submissions`: uploaded results and the API tokens that upload them.
+
+Models import only Django and each other.
+"""
+from runs.models.evaluation import Attempt, Run
+from runs.models.submissions import ApiToken, Submission
+from runs.models.suites import Experiment, Function, Paper, Sample, Suite
+
+__all__ = ["ApiToken", "Attempt", "Experiment", "Function", "Paper", "Run", "Sample", "Submission", "Suite"]

@@ -1,0 +1,157 @@
+"""Evaluation: runs (an agent on a suite's samples) and their attempts (one sample, one try at it)."""
+
+from django.conf import settings
+from django.db import models
+
+from runs.models.suites import Sample, Suite
+
+
+class Run(models.Model):
+    """One evaluation: an agent (and model) on a suite's samples for some n, k attempts each.
+
+    Its status is not stored: it follows from its attempts' statuses (see `Run.status_from_counts`
+    and runs.evaluation.selectors.run_progress), so it can never disagree with them.
+    """
+
+    CONTEXT_CHOICES = [("none", "No paper"), ("full", "Full paper"), ("oracle", "Oracle snippets")]
+
+    suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
+    agent = models.CharField(max_length=100, help_text="Registered agent name: react, agentless, gold, noop, mutant.")
+    agent_config = models.JSONField(default=dict, blank=True, help_text="Keyword settings for agent_from_name.")
+    model = models.CharField(max_length=500, blank=True, help_text="Model spec (provider:model); blank for baselines.")
+    context = models.CharField(max_length=10, choices=CONTEXT_CHOICES, default="full")
+    n_values = models.JSONField(default=list, help_text="Numbers of masked functions, e.g. [1, 2].")
+    sample_seed = models.IntegerField(default=0)
+    sample_cap = models.PositiveIntegerField(default=100, help_text="At most this many samples per paper and n.")
+    attempts_per_sample = models.PositiveSmallIntegerField(default=1, help_text="k of pass@k.")
+    max_steps = models.PositiveIntegerField(default=50)
+    max_seconds = models.FloatField(default=1800.0)
+    max_cost = models.FloatField(default=1.0, help_text="USD per attempt.")
+    sandbox_backend = models.CharField(max_length=20)
+    description = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="evaluation_runs",
+        help_text="Its owner (a submission's uploader); blank for runs started from the command line, which belong to staff.",
+    )
+    hidden = models.BooleanField(
+        default=False, help_text="Hidden runs (and their submission) are seen by their owner and staff only (runs.visibility)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="When the last attempt ended.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["hidden", "created_at"], name="run_hidden_created")]
+
+    def __str__(self):
+        model = f" {self.model}" if self.model else ""
+        return f"run {self.pk}: {self.agent}{model} on {self.suite.name} n={self.n_values} k={self.attempts_per_sample}"
+
+    @staticmethod
+    def status_from_counts(counts: dict[str, int], *, cancelled: bool) -> str:
+        """queued, running, cancelled, failed (finished, some attempts without a valid result) or finished."""
+        active = counts.get(Attempt.QUEUED, 0) + counts.get(Attempt.RUNNING, 0)
+        if counts.get(Attempt.RUNNING, 0):
+            return "running"
+        if cancelled and not counts.get(Attempt.QUEUED, 0):
+            return "cancelled"
+        if active:
+            started = sum(counts.get(s, 0) for s in (Attempt.DONE, Attempt.ERROR))
+            return "running" if started else "queued"
+        return "failed" if counts.get(Attempt.ERROR, 0) else "finished"
+
+
+class Attempt(models.Model):
+    """One try of an agent on one sample (index 0..k-1), and both of its verdicts.
+
+    `passed` is the leaderboard's verdict: the reported answer passes AND the harness's own
+    re-execution of the final code passes. `mismatch` flags reported numbers the code does not
+    produce. Status `error` means no valid result (infrastructure or model provider failure); such
+    attempts never count for or against the model.
+    """
+
+    QUEUED, RUNNING, DONE, ERROR, CANCELLED = "queued", "running", "done", "error", "cancelled"
+    STATUSES = [(QUEUED, "Queued"), (RUNNING, "Running"), (DONE, "Done"), (ERROR, "Error"), (CANCELLED, "Cancelled")]
+
+    INFRASTRUCTURE = "infrastructure"
+    MODEL_PROVIDER = "model_provider"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    NO_ANSWER = "no_answer"
+    UNPARSEABLE_ANSWER = "unparseable_answer"
+    WRONG_ANSWER = "wrong_answer"
+    FAILURE_LABELS = [
+        (INFRASTRUCTURE, "Sandbox or worker failure"),
+        (MODEL_PROVIDER, "Model provider error"),
+        (BUDGET_EXHAUSTED, "Budget exhausted"),
+        (NO_ANSWER, "No answer"),
+        (UNPARSEABLE_ANSWER, "Unparseable answer"),
+        (WRONG_ANSWER, "Wrong answer"),
+    ]
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    sample = models.ForeignKey(Sample, on_delete=models.PROTECT, related_name="attempts")
+    index = models.PositiveSmallIntegerField(help_text="0..k-1 among the run's attempts at this sample.")
+    status = models.CharField(max_length=10, choices=STATUSES, default=QUEUED)
+    exit_status = models.CharField(max_length=20, blank=True, help_text="How the agent run ended.")
+    exit_message = models.TextField(blank=True)
+    failure_label = models.CharField(max_length=20, choices=FAILURE_LABELS, blank=True, help_text="Blank when passed.")
+    failure_detail = models.TextField(blank=True)
+
+    # Execution bookkeeping: every claim increments `tries`, which fences later writes (a worker
+    # that lost its claim can no longer write); `infra_history` keeps each infrastructure failure.
+    tries = models.PositiveIntegerField(default=0)
+    infra_failures = models.PositiveSmallIntegerField(default=0)
+    infra_history = models.JSONField(default=list, blank=True)
+    job_id = models.CharField(max_length=100, blank=True, help_text="RQ job of the current or last try.")
+    claimed_by = models.CharField(max_length=200, blank=True, help_text="host:pid of the process executing it.")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    final_answer_raw = models.TextField(null=True, blank=True)
+    parsed_answer = models.JSONField(null=True, blank=True)
+    reported_score = models.JSONField(null=True, blank=True, help_text="SampleScore of the reported answer.")
+    reported_passed = models.BooleanField(null=True)
+    reexecution_score = models.JSONField(null=True, blank=True, help_text="SampleScore of what the re-run printed.")
+    reexecution_passed = models.BooleanField(null=True)
+    reexecution_error = models.TextField(blank=True, help_text="Why the re-execution could not run the code.")
+    reexecution_output = models.TextField(blank=True, help_text="The re-run experiments' output, bounded.")
+    out_of_scope_edits = models.JSONField(
+        default=list, blank=True,
+        help_text="What re-execution dropped from the final patch as outside the task: [{path, reason, diff}].",
+    )
+    passed = models.BooleanField(default=False)
+    mismatch = models.BooleanField(default=False, help_text="Reported numbers pass, the re-executed code does not.")
+
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost = models.FloatField(null=True, blank=True, help_text="USD; null when a price was unknown.")
+    agent_seconds = models.FloatField(null=True, blank=True)
+    reexecution_seconds = models.FloatField(null=True, blank=True)
+    harness_seconds = models.FloatField(null=True, blank=True, help_text="Workspaces, sandboxes, patching, scoring.")
+    experiment_seconds = models.FloatField(null=True, blank=True, help_text="The re-execution's experiment commands.")
+    timings = models.JSONField(default=dict, blank=True)
+    trajectory = models.JSONField(null=True, blank=True)
+    final_patch = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "sample", "index"], name="unique_attempt_per_run_sample_index")
+        ]
+        indexes = [
+            models.Index(fields=["run", "status"], name="attempt_run_status"),
+            models.Index(fields=["run", "passed"], name="attempt_run_passed"),
+            models.Index(fields=["status", "heartbeat_at"], name="attempt_status_heartbeat"),
+        ]
+        ordering = ["run", "sample", "index"]
+
+    def __str__(self):
+        return f"attempt {self.pk} (#{self.index}, {self.status})"
+
+    @property
+    def total_seconds(self) -> float | None:
+        if self.claimed_at and self.finished_at:
+            return (self.finished_at - self.claimed_at).total_seconds()
+        return None

@@ -1,0 +1,97 @@
+"""The benchmark: suites, papers, maskable functions, experiments and samples.
+
+Gold code never lives in the database: a paper only records where its gold codebase is on the
+server (`Paper.code_dir`), and workspaces are built from it by masking, never by copying blindly.
+"""
+
+from django.db import models
+
+
+class Suite(models.Model):
+    NATIVE = "native"
+    UPSTREAM = "upstream"
+    FORMATS = [(NATIVE, "Our suite format"), (UPSTREAM, "Upstream AutoExperiment metadata")]
+
+    name = models.SlugField(max_length=100, unique=True)
+    version = models.CharField(max_length=50, blank=True)
+    description = models.TextField(blank=True)
+    source_format = models.CharField(max_length=20, choices=FORMATS, default=NATIVE)
+    gold_root = models.CharField(max_length=1000, help_text="Directory holding the papers' gold code on this server.")
+    imported_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"{self.name} {self.version}".strip()
+
+
+class Paper(models.Model):
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="papers")
+    paper_id = models.CharField(max_length=100)
+    title = models.CharField(max_length=500)
+    text = models.TextField(blank=True, help_text="The paper without its numeric results.")
+    code_dir = models.CharField(max_length=1000, blank=True, help_text="Gold codebase; empty when none was found.")
+    source_url = models.URLField(max_length=500, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["suite", "paper_id"], name="unique_paper_per_suite")]
+        ordering = ["suite", "paper_id"]
+
+    def __str__(self):
+        return self.paper_id
+
+
+class Function(models.Model):
+    """A maskable function, found in its file by qualified name; the line is only a hint."""
+
+    paper = models.ForeignKey(Paper, on_delete=models.CASCADE, related_name="functions")
+    func_id = models.PositiveIntegerField()
+    file = models.CharField(max_length=500, help_text="Path relative to the paper's code directory.")
+    name = models.CharField(max_length=300, help_text="Qualified name, e.g. RRRBBMultipleLoss.__call__.")
+    description = models.TextField(blank=True, help_text="Becomes the masked stub's docstring.")
+    relevant_paper = models.TextField(blank=True, help_text="Paper excerpt given in the oracle context condition.")
+    line_hint = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["paper", "func_id"], name="unique_function_per_paper")]
+        ordering = ["paper", "func_id"]
+
+    def __str__(self):
+        return f"{self.paper.paper_id}#{self.func_id} {self.file}:{self.name}"
+
+
+class Experiment(models.Model):
+    paper = models.ForeignKey(Paper, on_delete=models.CASCADE, related_name="experiments")
+    exp_id = models.PositiveIntegerField()
+    description = models.TextField()
+    command = models.TextField(help_text="Shell command run from the code directory.")
+    answer_format = models.JSONField(default=dict)
+    gold_result = models.JSONField(null=True, blank=True, help_text="Produced by running the gold code.")
+    gold_spread = models.FloatField(
+        null=True, blank=True, help_text="Largest relative difference between repeated gold runs (noise)."
+    )
+    dependencies = models.ManyToManyField(Function, related_name="experiments", blank=True)
+    rtol = models.FloatField(null=True, blank=True, help_text="Overrides the default relative tolerance.")
+    atol = models.FloatField(null=True, blank=True, help_text="Overrides the default absolute tolerance.")
+    timeout_seconds = models.PositiveIntegerField(default=600)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["paper", "exp_id"], name="unique_experiment_per_paper")]
+        ordering = ["paper", "exp_id"]
+
+    def __str__(self):
+        return f"{self.paper.paper_id} experiment {self.exp_id}"
+
+
+class Sample(models.Model):
+    """A paper with a set of masked functions. Its experiments are those depending on any of them."""
+
+    paper = models.ForeignKey(Paper, on_delete=models.CASCADE, related_name="samples")
+    sample_id = models.CharField(max_length=300, help_text="{paper_id}_{sorted function ids}")
+    n = models.PositiveSmallIntegerField()
+    functions = models.ManyToManyField(Function, related_name="samples", blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["paper", "sample_id"], name="unique_sample_per_paper")]
+        ordering = ["paper", "n", "sample_id"]
+
+    def __str__(self):
+        return self.sample_id

@@ -1,0 +1,994 @@
+"""Trajectory replay: an Attempt's stored trajectory and scores turned into plain view data.
+
+Everything here returns text and flags, never HTML: templates render it with autoescaping, so
+whatever a model or an uploader wrote (thoughts, tool arguments, observations, file names, diffs,
+answers, patches) reaches the browser as text. Syntax highlighting is a list of {"c": css class,
+"t": text} segments per diff line, computed here and escaped by the template like any other text.
+
+Reading is one query for the attempt (with its run, sample and paper), one for the page of its
+trajectory (runs.replay.pages: the database slices the stored JSON) plus one small query for
+the other attempts at the same sample; nothing is queried per step. A page shows
+`REPLAY_STEPS_PER_PAGE` steps, each with its text cut and its diffs bounded (runs.limits), and the
+head of the final patch, so the work of one request is bounded whatever was stored; the whole
+patch is a plain-text download.
+
+Gold code: the `gold` and `mutant` baselines restore masked functions from the reference
+implementation, so their diffs, final patch, and the arguments of the steps that write code hold
+the gold bodies. `attempt_replay(show_gold_code=False)` (anonymous viewers) leaves those out.
+"""
+from __future__ import annotations
+
+import json
+import keyword
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.db.models.fields.json import KT
+from django.template.loader import render_to_string
+from django.urls import NoReverseMatch, reverse
+
+from runs.agents.trajectory import (
+    FileChange,
+    FinalAnswer,
+    Header,
+    Step,
+    Trajectory,
+    TrajectoryFormatError,
+)
+from runs.benchmark.patches import PatchError, parse_patch
+from runs.limits import ReplayBounds, cut_text, replay_bounds, trajectory_limits
+from runs.models import Attempt
+from runs.replay.pages import TrajectoryPage, error_kind, step_marks, trajectory_page
+from runs.visibility import runs_visible_q
+
+# Agents whose trajectories contain the reference implementation of masked functions.
+GOLD_CODE_AGENTS = frozenset({"gold", "mutant"})
+# Tools whose arguments carry source code, and tools whose observations show source code.
+CODE_WRITING_TOOLS = frozenset({"write_file", "edit_file"})
+CODE_READING_TOOLS = frozenset({"inspect_file_lines", "understand_file"})
+GOLD_CODE_NOTICE = "Code changes that contain the reference implementation are shown to members only (staff, where sign-up is open)."
+
+# Observations and diffs longer than this are collapsed (<details>) by default.
+COLLAPSE_CHARS = 1200
+COLLAPSE_LINES = 20
+# At most this many lines of one diff are put in the page (the harness already cuts diffs at
+# 50,000 characters; this bounds the DOM of a long trajectory). A step shows at most
+# runs.limits.PAGE_STEP_DIFF_LINES in all, and the final patch PAGE_PATCH_LINES.
+MAX_DIFF_LINES = 600
+# Changed lines token-highlighted per page (see HighlightBudget).
+HIGHLIGHT_LINES = 3000
+
+_TRUNCATION_MARKER = re.compile(r"\n?\[\.\.\. \d+ characters truncated \.\.\.\]\n?")
+# A Python traceback inside an observation: the header, indented frame lines, then the exception line.
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):\n(?:(?:[ \t].*)?\n)*[^\s].*")
+_SECRET_KEY = re.compile(r"key|token|secret|password|authorization", re.IGNORECASE)
+
+
+# --- tiny Python highlighter -----------------------------------------------------------------------
+
+_PY_KEYWORDS = frozenset(keyword.kwlist) | {"match", "case"}
+_PY_TOKEN = re.compile(
+    r"(?P<comment>#.*)"
+    r"|(?P<string>[rRbBuUfF]{0,2}(?:\"\"\"|'''|\"(?:\\.|[^\"\\\n])*\"?|'(?:\\.|[^'\\\n])*'?))"
+    r"|(?P<number>\b(?:0[xob][\da-fA-F_]+|\d[\d_]*\.?[\d_]*(?:[eE][+-]?\d+)?j?|\.\d[\d_]*(?:[eE][+-]?\d+)?)\b)"
+    r"|(?P<name>[A-Za-z_]\w*)"
+)
+_TOKEN_CLASSES = {"comment": "com", "string": "str", "number": "num"}
+
+
+def highlight_python(line: str) -> list[dict[str, str]]:
+    """`line` as segments {"c": css class, "t": text}, class "kw", "str", "num", "com" or "" (plain).
+
+    A line-at-a-time regex, not a parser: good enough to colour a diff, and it only ever splits
+    the text (joining the segments' "t" gives `line` back), so it cannot change what is shown.
+    Segments are dicts because the template looks them up thousands of times per page and a dict
+    is Django's cheapest lookup.
+    """
+    segments: list[dict[str, str]] = []
+    plain_start = 0
+    for match in _PY_TOKEN.finditer(line):
+        kind = match.lastgroup
+        if kind == "name":
+            if match.group() not in _PY_KEYWORDS:
+                continue
+            css = "kw"
+        else:
+            css = _TOKEN_CLASSES[kind]
+        if match.start() > plain_start:
+            segments.append({"c": "", "t": line[plain_start : match.start()]})
+        segments.append({"c": css, "t": match.group()})
+        plain_start = match.end()
+    if plain_start < len(line):
+        segments.append({"c": "", "t": line[plain_start:]})
+    return segments
+
+
+class HighlightBudget:
+    """How many more changed lines may be token-highlighted on one page.
+
+    Line colours (added, removed, hunk) are always there; token colours cost a few elements per
+    line, so a page stops adding them after `HIGHLIGHT_LINES` lines (the final patch is highlighted
+    first) and a 500-step trajectory stays quick to render and light in the browser.
+    """
+
+    def __init__(self, lines: int | None = None) -> None:
+        self.left = HIGHLIGHT_LINES if lines is None else lines
+
+    def take(self, count: int) -> bool:
+        if count > self.left:
+            self.left = 0
+            return False
+        self.left -= count
+        return True
+
+
+# --- diffs -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FileDiff:
+    """One file's change as display lines. `hidden` means the diff exists but is not shown.
+
+    Each line is a dict {"kind", "text", "segs"}: kind "add", "del", "hunk", "meta" (file headers),
+    "ctx" or "note" (a "\\ No newline at end of file" line); segs the highlighted segments or None.
+    """
+
+    path: str
+    change: str
+    note: str = ""
+    lines: list[dict] = field(default_factory=list)
+    additions: int = 0
+    deletions: int = 0
+    omitted_lines: int = 0
+    has_diff: bool = False
+    hidden: bool = False
+    collapsed: bool = True
+    omitted_hint: str = "the final patch holds the whole change"
+
+    @property
+    def line_count(self) -> int:
+        return len(self.lines) + self.omitted_lines
+
+
+_LINE_KINDS = {"+": "add", "-": "del", "\\": "note"}
+
+
+def _line_kind(raw: str) -> str:
+    if raw.startswith(("+++ ", "--- ", "diff ", "Binary files ")):
+        return "meta"
+    if raw.startswith("@@"):
+        return "hunk"
+    return _LINE_KINDS.get(raw[:1], "ctx")
+
+
+def diff_lines(
+    diff: str, *, python: bool, max_lines: int | None = MAX_DIFF_LINES, budget: HighlightBudget | None = None
+) -> tuple[list[dict], int, int, int]:
+    """(lines, additions, deletions, omitted) of a unified diff. Changed lines of Python files get
+    token segments while `budget` allows (no budget: always). In a multi-file patch, each
+    `+++ b/path` header decides whether the following lines are Python."""
+    raw_lines = diff.splitlines()
+    kinds = [_line_kind(raw) for raw in raw_lines]
+    additions, deletions = kinds.count("add"), kinds.count("del")
+    omitted = 0
+    if max_lines is not None and len(raw_lines) > max_lines:
+        omitted = len(raw_lines) - max_lines
+        raw_lines, kinds = raw_lines[:max_lines], kinds[:max_lines]
+    changed = sum(1 for kind in kinds if kind in ("add", "del"))
+    highlight = budget.take(changed) if budget is not None else True
+    lines: list[dict] = []
+    is_python = python
+    for raw, kind in zip(raw_lines, kinds):
+        segments = None
+        if kind == "meta" and raw.startswith("+++ "):
+            is_python = raw.rstrip().endswith(".py")
+        elif highlight and is_python and (kind == "add" or kind == "del"):
+            segments = [{"c": "", "t": raw[0]}, *highlight_python(raw[1:])]
+        lines.append({"kind": kind, "text": raw, "segs": segments})
+    return lines, additions, deletions, omitted
+
+
+_CHANGES = frozenset({"added", "modified", "deleted", "dropped"})
+
+
+def file_diff(
+    change: FileChange, *, hidden: bool = False, budget: HighlightBudget | None = None, max_lines: int | None = MAX_DIFF_LINES
+) -> FileDiff:
+    """One step's change to one file, at most `max_lines` of it shown. `hidden`: counted, never
+    kept (the lines hold gold code)."""
+    path = _text(change.path)
+    kind = _text(change.change)
+    view = FileDiff(path=path, change=kind if kind in _CHANGES else "changed", note=_text(change.note),
+                    has_diff=change.diff is not None)
+    if change.diff is None:
+        return view
+    if hidden:
+        _, view.additions, view.deletions, _ = diff_lines(_text(change.diff), python=False, max_lines=0)
+        view.hidden = True
+        return view
+    view.lines, view.additions, view.deletions, view.omitted_lines = diff_lines(
+        _text(change.diff), python=path.endswith(".py"), budget=budget, max_lines=max_lines
+    )
+    return view
+
+
+def patch_files(
+    patch: str, *, budget: HighlightBudget | None = None, max_lines: int | None = None, max_files: int | None = None
+) -> list[FileDiff]:
+    """A multi-file unified diff split per file, shown open; at most `max_lines` lines in all and
+    `max_files` files (None: all), then one entry saying how many more files there are.
+
+    Sections come from `runs.benchmark.patches.parse_patch`, the parser re-execution uses. Stored patches
+    predate it and may be malformed (or touch files outside code/), and a page must still show
+    them: on PatchError the text is split leniently at each "--- a/" or "--- /dev/null" line.
+    """
+    try:
+        sections = [(section.path, section.change, section.text) for section in parse_patch(patch)]
+    except PatchError:
+        sections = _patch_sections_lenient(patch)
+    files: list[FileDiff] = []
+    left = max_lines
+    for path, change, text in sections[:max_files]:
+        lines, additions, deletions, omitted = diff_lines(text, python=path.endswith(".py"), max_lines=left, budget=budget)
+        if left is not None:
+            left -= len(lines)
+        files.append(FileDiff(path=path, change=change, lines=lines, additions=additions, deletions=deletions,
+                              omitted_lines=omitted, has_diff=True, collapsed=False,
+                              omitted_hint="download the whole patch to read them"))
+    if max_files is not None and len(sections) > max_files:
+        files.append(_more_files(len(sections) - max_files, "in the patch: not listed here; download the whole patch"))
+    return files
+
+
+def _more_files(count: int, where: str) -> FileDiff:
+    return FileDiff(path="…", change="changed", note=f"{count:,} more file{'s' if count != 1 else ''} {where}")
+
+
+def _patch_sections_lenient(patch: str) -> list[tuple[str, str, str]]:
+    """(path, change, text) per "--- " header, guessed from the header lines; never raises."""
+    sections = []
+    for chunk in re.split(r"(?m)^(?=--- (?:a/|/dev/null))", patch):
+        if not chunk.strip():
+            continue
+        new = re.search(r"(?m)^\+\+\+ (?:b/)?(.*)$", chunk)
+        old = re.search(r"(?m)^--- (?:a/)?(.*)$", chunk)
+        path = (new.group(1) if new else old.group(1) if old else "patch").strip()
+        if path == "/dev/null" and old:
+            path = old.group(1).strip()
+        change = "added" if "--- /dev/null" in chunk else "deleted" if "+++ /dev/null" in chunk else "modified"
+        sections.append((path, change, chunk))
+    return sections
+
+
+# --- steps -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TextPart:
+    kind: str  # "" plain, "tb" a traceback, "cut" the truncation marker
+    text: str
+
+
+@dataclass
+class StepView:
+    number: int  # position in the trajectory, 1-based: the page's #step-N
+    index: Any  # as recorded
+    started_at: str
+    duration: str
+    model_seconds: str
+    thought: str
+    tool: str
+    arguments: str  # pretty JSON
+    observation: list[TextPart]
+    observation_chars: int
+    observation_lines: int
+    observation_collapsed: bool
+    truncated: bool
+    error_kind: str  # "" when the step went fine
+    traceback: str
+    files: list[FileDiff]
+    input_tokens: int
+    output_tokens: int
+    cost: str
+    notes: list[str]
+    summary: str
+    redacted: bool = False  # gold code left out for this viewer
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.error_kind)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def pretty_json(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def format_seconds(value: Any) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return "—"
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, seconds = divmod(round(value), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def format_cost(cost: Any, unknown: bool) -> str:
+    known = isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost)
+    if not known or (unknown and not cost):
+        return "unknown"
+    text = f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
+    return f"{text} + unknown" if unknown else text
+
+
+def observation_parts(text: str) -> list[TextPart]:
+    """The observation split into plain text, Python tracebacks and truncation markers."""
+    parts: list[TextPart] = []
+    position = 0
+    marks = sorted(
+        [(m.start(), m.end(), "tb") for m in _TRACEBACK.finditer(text)]
+        + [(m.start(), m.end(), "cut") for m in _TRUNCATION_MARKER.finditer(text)]
+    )
+    for start, end, kind in marks:
+        if start < position:
+            continue  # a marker inside a traceback: keep the traceback whole
+        if start > position:
+            parts.append(TextPart("", text[position:start]))
+        parts.append(TextPart(kind, text[start:end]))
+        position = end
+    if position < len(text):
+        parts.append(TextPart("", text[position:]))
+    return parts
+
+
+def step_error_kind(step: Step) -> str:
+    """Why a step counts as an error ("" when it does not), by the rule that also marks the steps
+    of other pages (runs.replay.pages.error_kind)."""
+    return error_kind(step_marks(0, step))
+
+
+# Set on each raw step by _trajectory (whatever the stored step says): how many files it changed
+# before its list was cut to the files a page shows.
+_FILES_TOTAL = "_replay_files_total"
+
+
+def _step_files(step: Step, *, hidden: bool, budget: HighlightBudget | None, bounds: ReplayBounds) -> list[FileDiff]:
+    """The step's changed files, at most `bounds.step_files` of them and `bounds.step_diff_lines`
+    diff lines in all (a step of an upload may change thousands of files)."""
+    changes = step.files_changed if isinstance(step.files_changed, list) else []
+    total = step.extra.get(_FILES_TOTAL, len(changes)) if isinstance(step.extra, dict) else len(changes)
+    files, left = [], bounds.step_diff_lines
+    for change in changes[: bounds.step_files]:
+        view = file_diff(change, hidden=hidden, budget=budget, max_lines=min(MAX_DIFF_LINES, left))
+        left -= len(view.lines)
+        files.append(view)
+    if total > bounds.step_files:
+        files.append(_more_files(total - bounds.step_files, "changed in this step: not listed here"))
+    return files
+
+
+def _cut(value: str, bounds: ReplayBounds) -> str:
+    # Only trajectories stored before the limits hold longer text; the marker says what was left out.
+    return cut_text(value, bounds.text_bytes)[0] if len(value) > bounds.text_bytes // 4 else value
+
+
+def _notes(notes: Any, bounds: ReplayBounds) -> list[str]:
+    notes = notes if isinstance(notes, list) else [notes] if notes else []
+    shown = [_cut(_text(note), bounds) for note in notes[: bounds.step_notes]]
+    if len(notes) > bounds.step_notes:
+        shown.append(f"... and {len(notes) - bounds.step_notes:,} more notes, not shown here")
+    return shown
+
+
+def step_view(
+    step: Step, number: int, *, hide_gold_code: bool, budget: HighlightBudget | None = None,
+    bounds: ReplayBounds | None = None,
+) -> StepView:
+    bounds = bounds or replay_bounds()
+    tool = _text(step.tool)
+    observation = _cut(_text(step.observation), bounds)
+    redacted = hide_gold_code and (tool in CODE_WRITING_TOOLS or tool in CODE_READING_TOOLS or bool(step.files_changed))
+    files = _step_files(step, hidden=hide_gold_code, budget=budget, bounds=bounds)
+    arguments = step.arguments
+    thought = _cut(_text(step.thought), bounds)
+    if redacted and tool in CODE_WRITING_TOOLS:
+        # The content is the gold body; a mutant's thought quotes the gold expression it breaks.
+        thought = ""
+        if isinstance(arguments, dict):
+            arguments = {key: value if key == "path" else "(hidden)" for key, value in arguments.items()}
+    if redacted and tool in CODE_READING_TOOLS:
+        observation = ""
+    lines = observation.count("\n") + 1 if observation else 0
+    return StepView(
+        number=number,
+        index=step.index,
+        started_at=_text(step.started_at),
+        duration=format_seconds(step.duration),
+        model_seconds=format_seconds(step.model_seconds) if step.model_seconds else "",
+        thought=thought,
+        tool=tool,
+        arguments=_cut(pretty_json(arguments), bounds) if arguments not in (None, {}) else "",
+        observation=observation_parts(observation),
+        observation_chars=len(observation),
+        observation_lines=lines,
+        observation_collapsed=len(observation) > COLLAPSE_CHARS or lines > COLLAPSE_LINES,
+        truncated=bool(step.truncated) or bool(_TRUNCATION_MARKER.search(observation)),
+        error_kind=step_error_kind(step),
+        traceback=_cut(_text(step.traceback), bounds),
+        files=files,
+        input_tokens=step.input_tokens if isinstance(step.input_tokens, int) else 0,
+        output_tokens=step.output_tokens if isinstance(step.output_tokens, int) else 0,
+        cost=format_cost(step.cost, bool(step.cost_unknown)),
+        notes=_notes(step.notes, bounds),
+        summary=_cut(_text(step.summary), bounds),
+        redacted=redacted,
+    )
+
+
+# --- final answer against gold -------------------------------------------------------------------
+
+
+@dataclass
+class ScoreCell:
+    """One reported (or re-executed) number against its gold number."""
+
+    predicted: str
+    predicted_full: str
+    relative_error: str
+    passed: bool
+    reason: str
+
+
+@dataclass
+class NumberRow:
+    key: str
+    gold: str
+    gold_full: str
+    reported: ScoreCell | None
+    reexecuted: ScoreCell | None
+
+    @property
+    def mismatch(self) -> bool:
+        """The reported number passes but the re-executed code does not print it."""
+        return bool(self.reported and self.reported.passed and self.reexecuted is not None and not self.reexecuted.passed)
+
+
+@dataclass
+class ExperimentRows:
+    label: str
+    exp_id: Any
+    tolerance: str
+    reported_passed: bool | None
+    reexecuted_passed: bool | None
+    reported_error: str
+    reexecuted_error: str
+    rows: list[NumberRow]
+
+
+def format_number(value: Any) -> tuple[str, str]:
+    """(short, full) display of a score's number: floats to 6 significant digits, full repr in
+    `full`; non-finite floats arrive as the strings "NaN"/"Infinity"."""
+    if value is None:
+        return "—", ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _text(value), _text(value)
+    if isinstance(value, int):
+        return str(value), str(value)
+    if not math.isfinite(value):
+        return repr(value), repr(value)
+    return f"{value:.6g}", repr(value)
+
+
+def format_relative_error(value: Any) -> str:
+    if value is None:
+        return "—"
+    if value in ("Infinity", "-Infinity") or (isinstance(value, float) and math.isinf(value)):
+        return "∞"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _text(value)
+    if value == 0:
+        return "0%"
+    if value < 0.0001:
+        return "<0.01%"
+    return f"{value:.2%}"
+
+
+def _score_cell(number: dict) -> ScoreCell:
+    predicted, full = format_number(number.get("predicted"))
+    if number.get("predicted") is None and number.get("predicted_text"):
+        predicted = full = _text(number.get("predicted_text"))
+    passed = number.get("passed") is True
+    return ScoreCell(
+        predicted=predicted,
+        predicted_full=full,
+        relative_error=format_relative_error(number.get("relative_error")),
+        passed=passed,
+        reason=_text(number.get("reason")) or ("ok" if passed else ""),
+    )
+
+
+def _experiments(score: Any) -> list[dict]:
+    if not isinstance(score, dict):
+        return []
+    return [item for item in score.get("experiments") or [] if isinstance(item, dict)]
+
+
+def score_table(reported: Any, reexecuted: Any) -> list[ExperimentRows]:
+    """Both verdicts side by side: one row per gold number of each experiment."""
+    table: dict[str, ExperimentRows] = {}
+    for side, score in (("reported", reported), ("reexecuted", reexecuted)):
+        for experiment in _experiments(score):
+            label = _text(experiment.get("experiment_id"))
+            rows = table.get(label)
+            if rows is None:
+                rtol, atol = experiment.get("rtol"), experiment.get("atol")
+                tolerance = f"rtol {rtol:g}" if isinstance(rtol, (int, float)) else ""
+                if isinstance(atol, (int, float)) and atol:
+                    tolerance += f", atol {atol:g}"
+                rows = table[label] = ExperimentRows(label, experiment.get("exp_id"), tolerance, None, None, "", "", [])
+            setattr(rows, f"{side}_passed", experiment.get("passed") is True)
+            setattr(rows, f"{side}_error", _text(experiment.get("error")))
+            by_key = {row.key: row for row in rows.rows}
+            for number in experiment.get("numbers") or []:
+                if not isinstance(number, dict):
+                    continue
+                key = _text(number.get("key"))
+                row = by_key.get(key)
+                if row is None:
+                    gold, gold_full = format_number(number.get("gold"))
+                    row = by_key[key] = NumberRow(key, gold, gold_full, None, None)
+                    rows.rows.append(row)
+                setattr(row, side, _score_cell(number))
+    return list(table.values())
+
+
+# --- the page's data -------------------------------------------------------------------------------
+
+
+@dataclass
+class AttemptReplay:
+    """Everything the attempt page shows, as text and flags."""
+
+    attempt: Attempt
+    sample_id: str
+    paper_id: str
+    agent: str
+    model: str
+    exit_status: str
+    exit_message: str
+    failure_label: str
+    started_at: str
+    ended_at: str
+    config: str
+    steps: list[StepView]  # this page's
+    pager: Pager
+    input_tokens: int
+    output_tokens: int
+    cost: str
+    agent_seconds: str
+    total_seconds: str
+    final_answer_raw: str | None  # cut to the page bounds (only answers stored before the limits are longer)
+    final_answer_parsed: str
+    final_answer_error: str
+    experiments: list[ExperimentRows]
+    reported_error: str
+    reexecuted_error: str
+    final_patch: list[FileDiff]
+    out_of_scope: list[FileDiff]  # what re-execution dropped from the final patch (runs.benchmark.scope)
+    patch_hidden: bool
+    gold_code_hidden: bool
+    patch_cut: bool = False  # only the head of the final patch is shown
+    patch_chars: int = 0  # the whole final patch's length
+    patch_url: str = ""  # the whole final patch as plain text
+    run_url: str = ""
+    trajectory_problem: str = ""
+    marks_note: str = ""  # why errors are marked in part of the trajectory only
+
+    @property
+    def step_count(self) -> int:
+        return self.pager.total
+
+    @property
+    def first_error(self) -> int | None:
+        return self.pager.errors[0] if self.pager.errors else None
+
+    @property
+    def error_count(self) -> int:
+        return len(self.pager.errors)
+
+
+class ReplayPageError(ValueError):
+    """A page of steps the trajectory does not have; the message says which pages there are."""
+
+
+@dataclass
+class Pager:
+    """Which steps one page shows and how to reach the others: `prefix` + a page number is the
+    URL of that page (a query string, relative to the page's own path)."""
+
+    page: int
+    per_page: int
+    total: int  # steps in the trajectory (the longer one, when comparing)
+    prefix: str
+    errors: list[int]  # the number of every step marked as an error, on any page
+
+    @property
+    def page_count(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+    @property
+    def first(self) -> int:
+        return (self.page - 1) * self.per_page + 1
+
+    @property
+    def last(self) -> int:
+        return min(self.total, self.page * self.per_page)
+
+    @property
+    def previous(self) -> int | None:
+        return self.page - 1 if self.page > 1 else None
+
+    @property
+    def next(self) -> int | None:
+        return self.page + 1 if self.page < self.page_count else None
+
+    def page_of(self, number: int) -> int:
+        return (number - 1) // self.per_page + 1
+
+    def href(self, number: int) -> str:
+        """A link to step `number`: its anchor on this page, or its page and anchor."""
+        if self.page_of(number) == self.page:
+            return f"#step-{number}"
+        return f"{self.prefix}{self.page_of(number)}#step-{number}"
+
+    @property
+    def first_error_href(self) -> str:
+        return self.href(self.errors[0]) if self.errors else ""
+
+    @property
+    def errors_attribute(self) -> str:
+        return " ".join(map(str, self.errors))
+
+    @property
+    def links(self) -> list[dict]:
+        """The page links to show: {"number", "current"} or {"ellipsis": True} (Django's elision)."""
+        paginator = Paginator(range(self.total), self.per_page, allow_empty_first_page=True)
+        return [
+            {"ellipsis": True} if number == Paginator.ELLIPSIS else {"number": number, "current": number == self.page}
+            for number in paginator.get_elided_page_range(self.page, on_each_side=2, on_ends=1)
+        ]
+
+    def check(self) -> None:
+        if self.page > self.page_count:
+            raise ReplayPageError(
+                f"there is no page {self.page} of steps: the trajectory has {self.total:,} step"
+                f"{'s' if self.total != 1 else ''}, shown {self.per_page} to a page on "
+                f"{self.page_count} page{'s' if self.page_count != 1 else ''}"
+            )
+
+
+def attempt_get_for_replay(*, pk: int, user=None) -> Attempt:
+    """The attempt with its run, suite, sample and paper, in one query (Attempt.DoesNotExist otherwise).
+
+    Attempts of a hidden run exist only for its owner and staff (runs.visibility).
+    """
+    return (
+        Attempt.objects.select_related("run", "run__suite", "sample", "sample__paper")
+        .filter(runs_visible_q(user=user, prefix="run__"))
+        # Read a page at a time by the replay (runs.replay.pages), never whole.
+        .defer("trajectory", "final_patch")
+        .get(pk=pk)
+    )
+
+
+def attempt_siblings(*, attempt: Attempt, user=None, limit: int = 50) -> QuerySet:
+    """Other attempts at the same sample that `user` may see (for the compare links), newest runs
+    first; light columns only."""
+    return (
+        Attempt.objects.filter(runs_visible_q(user=user, prefix="run__"), sample_id=attempt.sample_id)
+        .exclude(pk=attempt.pk)
+        .select_related("run")
+        .only("pk", "index", "status", "passed", "mismatch", "run__id", "run__agent", "run__model")
+        .order_by("-run__created_at", "-run_id", "index")[:limit]
+    )
+
+
+def shows_gold_code(attempt: Attempt, header: Header | None = None) -> bool:
+    """Whether the attempt's code changes contain the reference implementation."""
+    return attempt.run.agent in GOLD_CODE_AGENTS or (header is not None and header.agent in GOLD_CODE_AGENTS)
+
+
+def _trajectory(attempt: Attempt, window: TrajectoryPage, bounds: ReplayBounds) -> tuple[Trajectory | None, str]:
+    """The trajectory's header and this page's steps (its final patch is read apart, bounded)."""
+    if not window.exists:
+        if attempt.status in (Attempt.QUEUED, Attempt.RUNNING):
+            return None, "No trajectory yet: the attempt has not finished."
+        return None, "No trajectory was recorded for this attempt."
+    data = window.head
+    if isinstance(data, dict):
+        steps = []
+        for step in window.steps:
+            if isinstance(step, dict) and isinstance(step.get("files_changed"), list):
+                # Only the files a page lists become objects (an uploaded step may list thousands).
+                step = {**step, "files_changed": step["files_changed"][: bounds.step_files],
+                        _FILES_TOTAL: len(step["files_changed"])}
+            steps.append(step)
+        data = {**data, "steps": steps, "final_patch": None}
+    try:
+        return Trajectory.from_dict(data), ""
+    except TrajectoryFormatError as error:
+        return None, f"The stored trajectory cannot be read: {error}"
+
+
+def _first_lines(text: str, count: int) -> tuple[str, bool]:
+    """The first `count` lines of `text`, and whether anything was left out."""
+    position = -1
+    for _ in range(count):
+        position = text.find("\n", position + 1)
+        if position < 0:
+            return text, False
+    return text[: position + 1], position + 1 < len(text)
+
+
+def _patch_url(attempt_id: int) -> str:
+    try:
+        return reverse("replay:patch", args=[attempt_id])
+    except NoReverseMatch:
+        return ""
+
+
+def _run_url(run_id: int) -> str:
+    # The run pages belong to the runs app; the replay page must not break while they are absent.
+    try:
+        return reverse("runs:run_detail", args=[run_id])
+    except NoReverseMatch:
+        return ""
+
+
+def _safe_config(config: Any) -> str:
+    if not isinstance(config, dict):
+        return ""
+    return pretty_json({key: ("(hidden)" if _SECRET_KEY.search(str(key)) else value) for key, value in config.items()})
+
+
+def attempt_replay(*, attempt: Attempt, show_gold_code: bool, page: int = 1) -> AttemptReplay:
+    """The view data of one page of one attempt. `show_gold_code` is False for anonymous viewers:
+    then the code changes of gold-bearing agents (`GOLD_CODE_AGENTS`) are left out. Raises
+    ReplayPageError for a page the trajectory does not have."""
+    replay = _replay(attempt=attempt, show_gold_code=show_gold_code, page=page, prefix="?page=")
+    replay.pager.check()
+    return replay
+
+
+def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, per_page: int | None = None) -> AttemptReplay:
+    bounds = replay_bounds()
+    per_page = per_page or bounds.steps_per_page
+    marks_limit = trajectory_limits().steps
+    window = trajectory_page(
+        attempt_id=attempt.pk, first=(page - 1) * per_page + 1, count=per_page,
+        errors_limit=marks_limit, patch_chars=bounds.patch_chars,
+    )
+    trajectory, problem = _trajectory(attempt, window, bounds)
+    header = trajectory.header if trajectory else None
+    hide = not show_gold_code and shows_gold_code(attempt, header)
+    budget = HighlightBudget()
+    patch, lines_cut = _first_lines(window.patch_head, bounds.patch_lines)
+    final_patch = [] if hide else patch_files(patch, budget=budget, max_lines=bounds.patch_lines, max_files=bounds.step_files)
+    out_of_scope = [] if hide else _out_of_scope(attempt, budget, bounds, bounds.patch_lines - sum(len(f.lines) for f in final_patch))
+    steps = [
+        step_view(step, number, hide_gold_code=hide, budget=budget, bounds=bounds)
+        for number, step in enumerate(trajectory.steps if trajectory else [], start=window.first)
+    ]
+    errors = window.errors
+    marks_note = ""
+    if window.step_count > marks_limit:
+        marks_note = (f"This trajectory has {window.step_count:,} steps, more than the {marks_limit:,} this site now accepts; "
+                      f"errors are marked among the first {marks_limit:,} only.")
+
+    answer: FinalAnswer | None = trajectory.final_answer if trajectory else None
+    raw = attempt.final_answer_raw if attempt.final_answer_raw is not None else (answer.raw if answer else None)
+    parsed = attempt.parsed_answer if attempt.parsed_answer is not None else (answer.parsed if answer else None)
+
+    input_tokens = attempt.input_tokens or (header.input_tokens if header else 0)
+    output_tokens = attempt.output_tokens or (header.output_tokens if header else 0)
+    if attempt.cost is not None:
+        cost = format_cost(attempt.cost, False)
+    elif header is not None:
+        cost = format_cost(header.cost, header.cost_unknown)
+    else:
+        cost = "unknown"
+    reported = attempt.reported_score if isinstance(attempt.reported_score, dict) else {}
+    reexecuted = attempt.reexecution_score if isinstance(attempt.reexecution_score, dict) else {}
+    return AttemptReplay(
+        attempt=attempt,
+        sample_id=attempt.sample.sample_id,
+        paper_id=attempt.sample.paper.paper_id,
+        agent=attempt.run.agent,
+        model=attempt.run.model or (header.model if header else ""),
+        exit_status=attempt.exit_status or (header.exit_status if header else ""),
+        exit_message=attempt.exit_message or (header.exit_message if header else ""),
+        failure_label=attempt.get_failure_label_display() if attempt.failure_label else "",
+        started_at=header.started_at if header else "",
+        ended_at=(header.ended_at or "") if header else "",
+        config=_cut(_safe_config(header.config), bounds) if header else "",
+        steps=steps,
+        pager=Pager(page=page, per_page=per_page, total=window.step_count, prefix=prefix, errors=errors),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cost=cost,
+        agent_seconds=format_seconds(attempt.agent_seconds),
+        total_seconds=format_seconds(attempt.total_seconds),
+        final_answer_raw=_cut(_text(raw), bounds) if raw is not None else None,
+        final_answer_parsed=_cut(pretty_json(parsed), bounds) if parsed is not None else "",
+        final_answer_error=_text(answer.parse_error) if answer and parsed is None else "",
+        experiments=score_table(reported, reexecuted),
+        reported_error=_text(reported.get("error")),
+        reexecuted_error=attempt.reexecution_error or _text(reexecuted.get("error")),
+        final_patch=final_patch,
+        out_of_scope=out_of_scope,
+        patch_hidden=hide and window.patch_chars > 0,
+        gold_code_hidden=hide,
+        patch_cut=lines_cut or window.patch_chars > len(window.patch_head),
+        patch_chars=window.patch_chars,
+        patch_url=_patch_url(attempt.pk) if window.patch_chars else "",
+        run_url=_run_url(attempt.run_id),
+        trajectory_problem=problem,
+        marks_note=marks_note,
+    )
+
+
+def _out_of_scope(attempt: Attempt, budget: HighlightBudget, bounds: ReplayBounds, lines: int) -> list[FileDiff]:
+    """What re-execution dropped, within what is left of the page's patch lines."""
+    edits = [edit for edit in attempt.out_of_scope_edits or [] if isinstance(edit, dict)] \
+        if isinstance(attempt.out_of_scope_edits, list) else []
+    views = []
+    for edit in edits[: bounds.step_files]:
+        view = file_diff(FileChange(path=_text(edit.get("path")), change="dropped", diff=_text(edit.get("diff")) or None,
+                                    note=_text(edit.get("reason"))), budget=budget, max_lines=max(0, lines))
+        lines -= len(view.lines)
+        views.append(view)
+    if len(edits) > bounds.step_files:
+        views.append(_more_files(len(edits) - bounds.step_files, "dropped: not listed here"))
+    return views
+
+
+def attempt_patch_download(*, attempt: Attempt, show_gold_code: bool) -> str | None:
+    """The attempt's whole final patch (its own, else its trajectory's) for the plain-text
+    download, or None when it holds gold code this viewer may not see."""
+    patch, trajectory_patch, header_agent = Attempt.objects.values_list(
+        "final_patch", KT("trajectory__final_patch"), KT("trajectory__header__agent")
+    ).get(pk=attempt.pk)
+    if not show_gold_code and (attempt.run.agent in GOLD_CODE_AGENTS or header_agent in GOLD_CODE_AGENTS):
+        return None
+    return patch or trajectory_patch or ""
+
+
+# --- comparison ----------------------------------------------------------------------------------
+
+
+class ComparisonError(ValueError):
+    """Two attempts that cannot be compared (different samples)."""
+
+
+@dataclass
+class StepPair:
+    number: int
+    left: StepView | None
+    right: StepView | None
+
+    @property
+    def is_error(self) -> bool:
+        return bool((self.left and self.left.is_error) or (self.right and self.right.is_error))
+
+
+@dataclass
+class Comparison:
+    left: AttemptReplay
+    right: AttemptReplay
+    pairs: list[StepPair]  # this page's
+    pager: Pager
+
+    @property
+    def first_error(self) -> int | None:
+        return self.pager.errors[0] if self.pager.errors else None
+
+
+def attempts_compare(*, left: Attempt, right: Attempt, show_gold_code: bool, page: int = 1) -> Comparison:
+    """Two attempts at the same sample, steps aligned by position, one page of them. Raises
+    ComparisonError when the samples differ (their steps and scores would not be about the same
+    task) and ReplayPageError for a page neither trajectory reaches."""
+    if left.sample_id != right.sample_id:
+        raise ComparisonError(
+            f"attempt {left.pk} is at sample {left.sample.sample_id} and attempt {right.pk} at sample "
+            f"{right.sample.sample_id}: only attempts at the same sample can be compared"
+        )
+    prefix = f"?a={left.pk}&b={right.pk}&page="
+    # Half an attempt page's steps from each side: a comparison costs what one attempt's page does.
+    per_page = max(1, replay_bounds().steps_per_page // 2)
+    a = _replay(attempt=left, show_gold_code=show_gold_code, page=page, prefix=prefix, per_page=per_page)
+    b = _replay(attempt=right, show_gold_code=show_gold_code, page=page, prefix=prefix, per_page=per_page)
+    pager = Pager(page=page, per_page=a.pager.per_page, total=max(a.step_count, b.step_count), prefix=prefix,
+                  errors=sorted(set(a.pager.errors) | set(b.pager.errors)))
+    pager.check()
+    left_steps = {step.number: step for step in a.steps}
+    right_steps = {step.number: step for step in b.steps}
+    pairs = [StepPair(number, left_steps.get(number), right_steps.get(number)) for number in range(pager.first, pager.last + 1)]
+    return Comparison(a, b, pairs, pager)
+
+
+# --- benchmark hooks -----------------------------------------------------------------------------
+
+
+def synthetic_trajectory(*, steps: int = 500, diff_lines_per_step: int = 30, observation_chars: int = 4000,
+                         error_every: int = 7, sample_id: str = "bench_0", agent: str = "react",
+                         model: str = "fake:bench") -> dict:
+    """A trajectory dict in the stored format with `steps` steps, each with a Python diff and a long
+    observation (every `error_every`-th one a crash with a traceback): a worst case for the page."""
+    header = Header(sample_id=sample_id, agent=agent, model=model, config={"history": "full"},
+                    started_at="2025-01-01T00:00:00+00:00", ended_at="2025-01-01T00:30:00+00:00",
+                    exit_status="submitted")
+    trajectory = Trajectory(header=header)
+    filler = "".join(f"line {i}: loss={i / 7:.6f} accuracy={(i % 97) / 97:.4f}\n" for i in range(observation_chars // 40 + 1))
+    for index in range(1, steps + 1):
+        body = "".join(f"+    value_{index}_{i} = compute(x, {i}) * 0.5  # step {index}\n" for i in range(diff_lines_per_step))
+        diff = (f"--- a/code/model_{index % 5}.py\n+++ b/code/model_{index % 5}.py\n"
+                f"@@ -1,3 +1,{diff_lines_per_step + 3} @@\n def forward(x):\n-    return x\n{body}     pass\n")
+        crashed = error_every and index % error_every == 0
+        observation = filler[:observation_chars]
+        if crashed:
+            observation += ('Traceback (most recent call last):\n  File "run.py", line 3, in <module>\n'
+                            "    main()\nValueError: shapes do not match\n[exit code 1; 0.4 s; cwd code]")
+        else:
+            observation += "[exit code 0; 0.4 s; cwd code]"
+        step = Step(index=index, started_at="2025-01-01T00:00:00+00:00", duration=1.5, model_seconds=1.0,
+                    thought=f"Step {index}: implement part {index} of the method.", tool="command_line",
+                    arguments={"command": f"python run.py --step {index}"}, observation=observation,
+                    files_changed=[FileChange(f"code/model_{index % 5}.py", "modified", diff)],
+                    input_tokens=1000 + index, output_tokens=100, cost=0.001)
+        trajectory.steps.append(step)
+        header.input_tokens += step.input_tokens
+        header.output_tokens += step.output_tokens
+        header.cost += step.cost
+    trajectory.final_answer = FinalAnswer(raw='{"Experiment 1": {"loss": 0.5}}', parsed={"Experiment 1": {"loss": 0.5}}, parse_method="json")
+    trajectory.final_patch = "".join(step.files_changed[0].diff for step in trajectory.steps[:20])
+    return trajectory.to_dict()
+
+
+def attempt_replay_html(*, attempt: Attempt, show_gold_code: bool = True, page: int = 1) -> str:
+    """One page of the attempt's HTML without a request (for the benchmark scripts: time the
+    selector plus the template, without the client and middleware)."""
+    replay = attempt_replay(attempt=attempt, show_gold_code=show_gold_code, page=page)
+    return render_to_string("replay/attempt.html", {"replay": replay, "siblings": [], "notice": GOLD_CODE_NOTICE})
+
+
+__all__ = [
+    "GOLD_CODE_AGENTS",
+    "GOLD_CODE_NOTICE",
+    "AttemptReplay",
+    "Comparison",
+    "ComparisonError",
+    "ReplayPageError",
+    "attempt_get_for_replay",
+    "attempt_replay",
+    "attempt_replay_html",
+    "attempt_siblings",
+    "attempts_compare",
+    "attempt_patch_download",
+    "highlight_python",
+    "synthetic_trajectory",
+]

@@ -1,0 +1,11 @@
+"""Trajectory replay pages: one attempt, and two attempts at the same sample side by side."""
+from django.urls import path
+
+from runs.replay import views as replay_views
+
+app_name = "replay"
+urlpatterns = [
+    path("compare/", replay_views.attempt_compare, name="compare"),
+    path("<int:pk>/", replay_views.attempt_detail, name="attempt"),
+    path("<int:pk>/patch/", replay_views.attempt_patch, name="patch"),
+]

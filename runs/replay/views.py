@@ -1,0 +1,105 @@
+"""Trajectory replay pages. Public (the leaderboard links here); gold code is shown only to those
+runs.visibility.user_may_see_gold_code allows. Thin: runs.replay.presenters builds the data, templates escape all of it.
+
+Steps come a page at a time (`?page=N`, runs.limits.replay_bounds), so one request's work is
+bounded whatever was uploaded; the whole final patch is a plain-text download."""
+import re
+
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from runs.models import Attempt
+from runs.replay.presenters import (
+    GOLD_CODE_NOTICE,
+    ComparisonError,
+    ReplayPageError,
+    attempt_get_for_replay,
+    attempt_patch_download,
+    attempt_replay,
+    attempt_siblings,
+    attempts_compare,
+)
+from runs.visibility import user_may_see_gold_code
+
+
+class _BadPage(ValueError):
+    pass
+
+
+# ASCII digits, not too many: str.isdigit() also takes "²", which int() refuses, and int() refuses
+# more than 4,300 digits (sys.get_int_max_str_digits).
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+
+
+def _whole_number(value: str) -> int | None:
+    return int(value) if _WHOLE_NUMBER.fullmatch(value) else None
+
+
+def _page(request) -> int:
+    value = request.GET.get("page", "1").strip()
+    number = _whole_number(value)
+    if number is None or number < 1:
+        raise _BadPage(f"The page of steps must be a whole number from 1 up (?page=1), got {value[:40]!r}.")
+    return number
+
+
+def _page_error(request, message: str, status: int, first_page: str = "?page=1"):
+    return render(request, "replay/page_error.html", {"message": message, "first_page": first_page}, status=status)
+
+
+def _attempt_or_404(pk, user) -> Attempt:
+    try:
+        return attempt_get_for_replay(pk=pk, user=user)
+    except Attempt.DoesNotExist:
+        raise Http404(f"no attempt {pk}") from None
+
+
+@require_GET
+def attempt_detail(request, pk: int):
+    attempt = _attempt_or_404(pk, request.user)
+    try:
+        replay = attempt_replay(attempt=attempt, show_gold_code=user_may_see_gold_code(user=request.user), page=_page(request))
+    except _BadPage as error:
+        return _page_error(request, str(error), HttpResponseBadRequest.status_code)
+    except ReplayPageError as error:
+        return _page_error(request, f"Attempt {pk}: {error}.", 404)
+    return render(request, "replay/attempt.html", {"replay": replay, "siblings": attempt_siblings(attempt=attempt, user=request.user), "notice": GOLD_CODE_NOTICE})
+
+
+def _bad_request(request, message: str):
+    return render(request, "replay/compare_error.html", {"message": message}, status=HttpResponseBadRequest.status_code)
+
+
+@require_GET
+def attempt_compare(request):
+    ids = []
+    for name in ("a", "b"):
+        number = _whole_number(request.GET.get(name, "").strip())
+        if number is None:
+            return _bad_request(request, "Give two attempt ids to compare, as ?a=<id>&b=<id>.")
+        ids.append(number)
+    left, right = (_attempt_or_404(pk, request.user) for pk in ids)
+    try:
+        comparison = attempts_compare(
+            left=left, right=right, show_gold_code=user_may_see_gold_code(user=request.user), page=_page(request)
+        )
+    except ComparisonError as error:
+        return _bad_request(request, f"These attempts cannot be compared: {error}.")
+    except (_BadPage, ReplayPageError) as error:
+        status = 404 if isinstance(error, ReplayPageError) else HttpResponseBadRequest.status_code
+        message = f"Attempts {left.pk} and {right.pk}: {error}." if status == 404 else str(error)
+        return _page_error(request, message, status, first_page=f"?a={left.pk}&b={right.pk}&page=1")
+    return render(request, "replay/compare.html", {"comparison": comparison, "notice": GOLD_CODE_NOTICE})
+
+
+@require_GET
+def attempt_patch(request, pk: int):
+    """The whole final patch as plain text (the page shows its head)."""
+    attempt = _attempt_or_404(pk, request.user)
+    patch = attempt_patch_download(attempt=attempt, show_gold_code=user_may_see_gold_code(user=request.user))
+    if patch is None:
+        return HttpResponse(GOLD_CODE_NOTICE, status=403, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(patch, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'inline; filename="attempt-{attempt.pk}.patch"'
+    return response

@@ -1,0 +1,560 @@
+"""Import a suite in our own format (DESIGN.md section 4).
+
+Layout::
+
+    <suite>/suite.json          {"name", "version", "description", "papers": ["<paper dir>", ...]}
+    <suite>/<paper>/paper.md    "# Title" on the first line; the whole file is the paper text
+    <suite>/<paper>/paper.json  {"id", "title", "functions": [...], "experiments": [...]}
+    <suite>/<paper>/gold.json   optional, written by `make_gold`: {"results": {...}, "spread": {...}, ...}
+    <suite>/<paper>/code/       the gold codebase
+
+Our own format is strict, unlike the upstream importer: every problem found is collected and the
+import is refused with all of them listed (`<file>: <json path>: <what is wrong>`), so a suite author
+fixes everything in one round. Unknown keys in suite.json and paper.json are errors (a misspelt
+optional key would otherwise be silently ignored); gold.json is generated, so extra keys are allowed.
+
+Two things are not errors: a stale `line` hint (the real def line is stored and reported) and an
+experiment without a gold result yet (imported with `gold_result=None` and reported).
+
+The helpers shared with the upstream importer live in `runs.suites.importers.common`.
+"""
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from django.db import transaction
+
+from runs.benchmark.masking import MaskingError, locate_function
+from runs.models import Experiment, Function, Paper, Suite
+from runs.suites.importers.common import (
+    ImportReport,
+    SuiteFormatError,
+    answer_format_of,
+    delete_gone_experiments,
+    delete_gone_functions,
+    delete_gone_papers,
+    hint_repair,
+    json_type,
+    reject_json_constant,
+    relation_sync,
+    resolve_code_file,
+    upsert,
+    upsert_tracked,
+)
+
+# PositiveIntegerField is a 32-bit integer in Postgres; a larger id would crash the write.
+MAX_ID = 2**31 - 1
+SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
+PAPER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+DEFAULT_TIMEOUT = Experiment._meta.get_field("timeout_seconds").default
+REQUIRED = object()
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation of our format: checkers return what is wrong, or None.
+
+
+def _string(value):
+    return None if isinstance(value, str) else f"expected a string, got {json_type(value)}"
+
+
+def _text(value):
+    if not isinstance(value, str):
+        return f"expected a non-empty string, got {json_type(value)}"
+    return None if value.strip() else "must not be empty"
+
+
+def _slug(value):
+    if not isinstance(value, str) or not SLUG.match(value) or len(value) > 100:
+        return f"{value!r} is not a slug (letters, digits, '-' and '_', at most 100 characters)"
+    return None
+
+
+def _paper_id(value):
+    if not isinstance(value, str) or not PAPER_ID.match(value) or len(value) > 100:
+        return f"{value!r} is not a paper id (letters, digits, '.', '-', '_', at most 100 characters)"
+    return None
+
+
+def _id(value):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ID:
+        return f"expected a non-negative integer, got {value!r}"
+    return None
+
+
+def _line(value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
+        return f"expected null or a line number (integer >= 1), got {value!r}"
+    return None
+
+
+def _tolerance(value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return f"expected null or a non-negative number, got {value!r}"
+    return None
+
+
+def _timeout(value):
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
+        return f"expected a positive integer number of seconds, got {value!r}"
+    return None
+
+
+def _object(value):
+    return None if isinstance(value, dict) else f"expected an object, got {json_type(value)}"
+
+
+def _answer_format(value):
+    if not isinstance(value, dict):
+        return f"expected an object such as {{\"IoU\": 0.0}}, got {json_type(value)}"
+    return None if value else "must not be empty (it tells the agent which numbers to report)"
+
+
+def _array(value):
+    return None if isinstance(value, list) else f"expected an array, got {json_type(value)}"
+
+
+def _id_array(value):
+    if not isinstance(value, list):
+        return f"expected an array of function ids, got {json_type(value)}"
+    bad = [item for item in value if _id(item)]
+    if bad:
+        return f"expected function ids (non-negative integers), got {bad!r}"
+    if len(set(value)) != len(value):
+        return f"lists a function more than once: {value!r}"
+    return None
+
+
+def _dir_array(value):
+    if not isinstance(value, list) or not value:
+        return "expected a non-empty array of paper directory names"
+    bad = [item for item in value if not isinstance(item, str) or resolve_dir_error(item)]
+    if bad:
+        return f"expected relative directory names inside the suite, got {bad!r}"
+    if len(set(value)) != len(value):
+        return "lists a paper directory more than once"
+    return None
+
+
+def resolve_dir_error(relative: str) -> str | None:
+    pure = PurePosixPath(relative)
+    if not relative or pure.is_absolute() or ".." in pure.parts or "\\" in relative:
+        return f"{relative!r} is not a relative directory inside the suite"
+    return None
+
+
+Checker = Callable[[object], str | None]
+
+
+def _at_most(check: Checker, length: int) -> Checker:
+    """`check`, and no longer than the database column (a longer value would fail at write time)."""
+    def bounded(value):
+        error = check(value)
+        if error is None and len(value) > length:
+            return f"longer than {length} characters"
+        return error
+    return bounded
+
+
+SUITE_FIELDS: dict[str, tuple[Checker, object]] = {
+    "name": (_slug, REQUIRED),
+    "version": (_at_most(_string, Suite._meta.get_field("version").max_length), ""),
+    "description": (_string, ""),
+    "papers": (_dir_array, REQUIRED),
+}
+PAPER_FIELDS = {
+    "id": (_paper_id, REQUIRED),
+    "title": (_at_most(_text, Paper._meta.get_field("title").max_length), REQUIRED),
+    "functions": (_array, REQUIRED),
+    "experiments": (_array, REQUIRED),
+}
+FUNCTION_FIELDS = {
+    "id": (_id, REQUIRED),
+    "file": (_at_most(_text, Function._meta.get_field("file").max_length), REQUIRED),
+    "name": (_text, REQUIRED),
+    "description": (_text, REQUIRED),
+    "relevant_paper": (_string, ""),
+    "line": (_line, None),
+}
+EXPERIMENT_FIELDS = {
+    "id": (_id, REQUIRED),
+    "description": (_text, REQUIRED),
+    "command": (_text, REQUIRED),
+    "answer_format": (_answer_format, REQUIRED),
+    "depends_on": (_id_array, REQUIRED),
+    "rtol": (_tolerance, None),
+    "atol": (_tolerance, None),
+    "timeout": (_timeout, DEFAULT_TIMEOUT),
+}
+GOLD_FIELDS = {
+    "results": (_object, REQUIRED),
+    "spread": (_object, None),
+    "generated_by": (_string, ""),
+    "python": (_string, ""),
+    "numpy": (_string, ""),
+}
+
+
+class _Problems(list):
+    def add(self, file: str, path: str, message: str) -> None:
+        self.append(f"{file}: {path}: {message}" if path else f"{file}: {message}")
+
+
+def _read_object(obj, fields: dict, *, file: str, path: str, problems: _Problems,
+                 strict: bool = True) -> dict | None:
+    """The checked values of a JSON object (defaults filled in), or None if it is not an object.
+
+    Keys whose value is wrong are left out, so later checks only see sound values; the caller knows
+    the object is incomplete because `problems` grew.
+    """
+    if not isinstance(obj, dict):
+        problems.add(file, path, f"expected an object, got {json_type(obj)}")
+        return None
+    prefix = f"{path}." if path else ""
+    values = {}
+    for key, (check, default) in fields.items():
+        if key not in obj:
+            if default is REQUIRED:
+                problems.add(file, f"{prefix}{key}", "missing required key")
+            else:
+                values[key] = default
+            continue
+        error = check(obj[key])
+        if error:
+            problems.add(file, f"{prefix}{key}", error)
+        else:
+            values[key] = obj[key]
+    if strict:
+        for key in obj:
+            if key not in fields:
+                problems.add(file, f"{prefix}{key}", f"unknown key (expected one of: {', '.join(fields)})")
+    return values
+
+
+def _load_json(path: Path, *, file: str, problems: _Problems):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        problems.add(file, "", "file not found")
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        problems.add(file, "", f"cannot be read: {error}")
+        return None
+    try:
+        return json.loads(text, parse_constant=reject_json_constant)
+    except json.JSONDecodeError as error:
+        problems.add(file, "", f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}")
+    except ValueError as error:
+        problems.add(file, "", f"invalid JSON: {error}")
+    return None
+
+
+@dataclass
+class _FunctionSpec:
+    func_id: int
+    file: str
+    name: str
+    description: str
+    relevant_paper: str
+    line_hint: int
+
+
+@dataclass
+class _ExperimentSpec:
+    exp_id: int
+    description: str
+    command: str
+    answer_format: dict
+    depends_on: list[int]
+    rtol: float | None
+    atol: float | None
+    timeout: int
+    gold_result: dict | None = None
+    gold_spread: float | None = None
+
+
+@dataclass
+class _PaperSpec:
+    directory: str
+    paper_id: str
+    title: str
+    text: str
+    code_dir: str
+    functions: list[_FunctionSpec] = field(default_factory=list)
+    experiments: list[_ExperimentSpec] = field(default_factory=list)
+
+
+@dataclass
+class _SuiteSpec:
+    name: str
+    version: str
+    description: str
+    root: str
+    papers: list[_PaperSpec] = field(default_factory=list)
+
+
+def _check_paper_md(path: Path, *, file: str, title: str | None, problems: _Problems) -> str:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        problems.add(file, "", "file not found (the paper text is required)")
+        return ""
+    except (OSError, UnicodeDecodeError) as error:
+        problems.add(file, "", f"cannot be read: {error}")
+        return ""
+    first_line = text.splitlines()[0] if text else ""
+    if not first_line.startswith("# "):
+        problems.add(file, "line 1", 'must be the title as a heading: "# Title"')
+    elif title is not None and first_line[2:].strip() != title.strip():
+        # Two disagreeing copies of the title is exactly the kind of drift we refuse (DESIGN.md §2).
+        problems.add(file, "line 1", f"title {first_line[2:].strip()!r} differs from paper.json title {title!r}")
+    return text
+
+
+def _check_functions(raw: list, *, code_dir: Path, file: str, problems: _Problems,
+                     report: ImportReport) -> list[_FunctionSpec]:
+    functions: list[_FunctionSpec] = []
+    seen_ids: dict[int, int] = {}
+    seen_defs: dict[tuple, int] = {}
+    sources: dict[Path, str | None] = {}
+    for index, item in enumerate(raw):
+        path = f"functions[{index}]"
+        values = _read_object(item, FUNCTION_FIELDS, file=file, path=path, problems=problems)
+        if values is None:
+            continue
+        if "id" in values:
+            if values["id"] in seen_ids:
+                problems.add(file, f"{path}.id", f"duplicate id {values['id']} (also functions[{seen_ids[values['id']]}])")
+            seen_ids.setdefault(values["id"], index)
+        if "file" not in values:
+            continue
+        source_path, error = resolve_code_file(code_dir, values["file"])
+        if error:
+            problems.add(file, f"{path}.file", error)
+            continue
+        if source_path not in sources:
+            try:
+                sources[source_path] = source_path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as read_error:
+                sources[source_path] = None
+                problems.add(file, f"{path}.file", f"cannot be read: {read_error}")
+        source = sources[source_path]
+        if source is None or "name" not in values:
+            continue
+        hint = values.get("line")
+        try:
+            location = locate_function(source, values["name"], line_hint=hint)
+        except (MaskingError, SyntaxError, ValueError) as locate_error:
+            problems.add(file, f"{path}.name", f"{values['file']}: {locate_error}")
+            continue
+        if len(location.qualified_name) > Function._meta.get_field("name").max_length:
+            problems.add(file, f"{path}.name", "qualified name is longer than 300 characters")
+            continue
+        key = (values["file"], location.qualified_name, location.def_line)
+        if key in seen_defs:
+            problems.add(file, f"{path}.name", f"same function as functions[{seen_defs[key]}] "
+                         f"({location.qualified_name} at line {location.def_line})")
+            continue
+        seen_defs[key] = index
+        if hint is not None and hint != location.def_line:
+            report.repair(f"{file}: {path}.line", hint_repair(location, hint))
+        if location.qualified_name != values["name"]:
+            report.repair(f"{file}: {path}.name", f"{values['name']!r} resolved to the qualified name "
+                          f"{location.qualified_name!r}, which is stored")
+        if "id" in values and "description" in values:
+            functions.append(_FunctionSpec(
+                func_id=values["id"], file=values["file"], name=location.qualified_name,
+                description=values["description"], relevant_paper=values["relevant_paper"],
+                line_hint=location.def_line,
+            ))
+    return functions
+
+
+def _check_experiments(raw: list, *, function_ids: set[int], file: str,
+                       problems: _Problems) -> list[_ExperimentSpec]:
+    experiments: list[_ExperimentSpec] = []
+    seen: dict[int, int] = {}
+    for index, item in enumerate(raw):
+        path = f"experiments[{index}]"
+        values = _read_object(item, EXPERIMENT_FIELDS, file=file, path=path, problems=problems)
+        if values is None:
+            continue
+        if "id" in values:
+            if values["id"] in seen:
+                problems.add(file, f"{path}.id", f"duplicate id {values['id']} (also experiments[{seen[values['id']]}])")
+            seen.setdefault(values["id"], index)
+        unknown = [i for i in values.get("depends_on", []) if i not in function_ids]
+        if unknown:
+            problems.add(file, f"{path}.depends_on", f"unknown function id(s) {unknown} (functions have ids "
+                         f"{sorted(function_ids)})")
+        if len(values) == len(EXPERIMENT_FIELDS):
+            experiments.append(_ExperimentSpec(
+                exp_id=values["id"], description=values["description"], command=values["command"],
+                answer_format=values["answer_format"], depends_on=values["depends_on"],
+                rtol=values["rtol"], atol=values["atol"], timeout=values["timeout"],
+            ))
+    return experiments
+
+
+def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], suite_name: str,
+                problems: _Problems, report: ImportReport) -> None:
+    """Attach gold results and spreads to `experiments`; report those still without gold."""
+    by_id = {experiment.exp_id: experiment for experiment in experiments}
+    gold = {"results": {}, "spread": {}}
+    if path.exists():
+        raw = _load_json(path, file=file, problems=problems)
+        if raw is not None:
+            values = _read_object(raw, GOLD_FIELDS, file=file, path="", problems=problems, strict=False)
+            if values:
+                gold["results"] = values.get("results") or {}
+                gold["spread"] = values.get("spread") or {}
+    for section in ("results", "spread"):
+        for key, value in gold[section].items():
+            where = f"{section}.{key}"
+            if not re.fullmatch(r"0|[1-9][0-9]*", key) or int(key) not in by_id:
+                problems.add(file, where, f"no experiment with id {key!r} in paper.json")
+                continue
+            experiment = by_id[int(key)]
+            if section == "results":
+                if not isinstance(value, dict):
+                    problems.add(file, where, f"expected an object, got {json_type(value)}")
+                elif answer_format_of(value) != answer_format_of(experiment.answer_format):
+                    shape = json.dumps(answer_format_of(value))
+                    problems.add(file, where, f"has the shape {shape[:200]} but the experiment's answer_format is "
+                                 f"{json.dumps(experiment.answer_format)[:200]}")
+                else:
+                    experiment.gold_result = value
+            elif _tolerance(value):
+                problems.add(file, where, f"expected null or a non-negative number, got {value!r}")
+            elif value is not None and key not in gold["results"]:
+                problems.add(file, where, "a spread without a gold result")
+            elif value is not None:
+                experiment.gold_spread = float(value)
+    for experiment in experiments:
+        if experiment.gold_result is None:
+            report.skip(f"{file}: results.{experiment.exp_id}",
+                        f"no gold result yet: run `python manage.py make_gold {suite_name}`")
+
+
+def _check_paper(suite_dir: Path, directory: str, *, suite_name: str, problems: _Problems,
+                 report: ImportReport) -> _PaperSpec | None:
+    paper_dir = suite_dir / directory
+    file = f"{directory}/paper.json"
+    if not paper_dir.is_dir():
+        problems.add("suite.json", "papers", f"{directory!r}: no such directory in the suite")
+        return None
+    code_dir = paper_dir / "code"
+    if not code_dir.is_dir():
+        problems.add(f"{directory}/code", "", "directory not found (the gold codebase is required)")
+    raw = _load_json(paper_dir / "paper.json", file=file, problems=problems)
+    values = _read_object(raw, PAPER_FIELDS, file=file, path="", problems=problems) if raw is not None else None
+    text = _check_paper_md(paper_dir / "paper.md", file=f"{directory}/paper.md",
+                           title=(values or {}).get("title"), problems=problems)
+    if values is None:
+        return None
+    functions = []
+    if code_dir.is_dir():
+        functions = _check_functions(values.get("functions", []), code_dir=code_dir, file=file,
+                                     problems=problems, report=report)
+    # Dependencies are checked against every declared id, not only the sound functions, so a
+    # broken function is reported once (at the function) rather than again at each experiment.
+    declared_ids = {item.get("id") for item in values.get("functions", []) if isinstance(item, dict)}
+    experiments = _check_experiments(values.get("experiments", []), function_ids=declared_ids,
+                                     file=file, problems=problems)
+    _check_gold(paper_dir / "gold.json", file=f"{directory}/gold.json", experiments=experiments,
+                suite_name=suite_name, problems=problems, report=report)
+    if "id" not in values or "title" not in values:
+        return None
+    return _PaperSpec(directory=directory, paper_id=values["id"], title=values["title"], text=text,
+                      code_dir=str(code_dir.resolve()), functions=functions, experiments=experiments)
+
+
+def _check_suite(suite_dir: Path, *, report: ImportReport) -> _SuiteSpec:
+    """Read and validate the whole suite without touching the database; raise listing every problem."""
+    problems = _Problems()
+    raw = _load_json(suite_dir / "suite.json", file="suite.json", problems=problems)
+    values = _read_object(raw, SUITE_FIELDS, file="suite.json", path="", problems=problems) if raw is not None else None
+    if values is None or "papers" not in values:
+        _raise(suite_dir, problems)
+    name = values.get("name", suite_dir.name)
+    spec = _SuiteSpec(name=name, version=values.get("version", ""), description=values.get("description", ""),
+                      root=str(suite_dir.resolve()))
+    seen: dict[str, str] = {}
+    for directory in values["papers"]:
+        paper = _check_paper(suite_dir, directory, suite_name=name, problems=problems, report=report)
+        if paper is None:
+            continue
+        if paper.paper_id in seen:
+            problems.add(f"{directory}/paper.json", "id", f"paper id {paper.paper_id!r} is also used by "
+                         f"{seen[paper.paper_id]}/paper.json")
+        seen.setdefault(paper.paper_id, directory)
+        spec.papers.append(paper)
+    existing = Suite.objects.filter(name=name).exclude(source_format=Suite.NATIVE).first()
+    if existing is not None:
+        problems.add("suite.json", "name", f"a suite named {name!r} was imported from another format "
+                     f"({existing.source_format}); choose another name")
+    if problems:
+        _raise(suite_dir, problems)
+    return spec
+
+
+def _raise(suite_dir: Path, problems: _Problems):
+    listing = "\n".join(f"  {problem}" for problem in problems)
+    raise SuiteFormatError(f"{suite_dir}: the suite cannot be imported ({len(problems)} problem(s)):\n{listing}")
+
+
+def _write_paper(suite: Suite, spec: _PaperSpec, *, report: ImportReport) -> None:
+    file = f"{spec.directory}/paper.json"
+    paper = upsert(Paper, lookup={"suite": suite, "paper_id": spec.paper_id}, report=report, kind="paper",
+                   values={"title": spec.title, "text": spec.text, "code_dir": spec.code_dir, "source_url": ""})
+    functions = {}
+    for function in spec.functions:
+        functions[function.func_id] = upsert(
+            Function, lookup={"paper": paper, "func_id": function.func_id}, report=report, kind="function",
+            values={"file": function.file, "name": function.name, "description": function.description,
+                    "relevant_paper": function.relevant_paper, "line_hint": function.line_hint},
+        )
+    delete_gone_functions(paper=paper, keep=set(functions), report=report, where=f"{file}: functions")
+    for experiment in spec.experiments:
+        row, created = upsert_tracked(
+            Experiment, lookup={"paper": paper, "exp_id": experiment.exp_id}, report=report, kind="experiment",
+            values={"description": experiment.description, "command": experiment.command,
+                    "answer_format": experiment.answer_format, "gold_result": experiment.gold_result,
+                    "gold_spread": experiment.gold_spread, "rtol": experiment.rtol, "atol": experiment.atol,
+                    "timeout_seconds": experiment.timeout},
+        )
+        relation_sync(row.dependencies, [functions[i] for i in experiment.depends_on], created=created,
+                      report=report, kind="experiment dependencies")
+    delete_gone_experiments(paper=paper, keep={e.exp_id for e in spec.experiments}, report=report,
+                            where=f"{file}: experiments")
+
+
+def import_native_suite(path: Path) -> tuple[Suite, ImportReport]:
+    """Import (or re-import) the suite in directory `path`; return the suite and what was done.
+
+    Everything is validated before anything is written, and the writes happen in one transaction:
+    on SuiteFormatError (whose message lists every problem) the database is unchanged. Re-importing
+    an unchanged suite writes nothing. Papers, functions and experiments that are gone from the
+    source are deleted, together with the samples masking a deleted function.
+    """
+    suite_dir = Path(path)
+    if not suite_dir.is_dir():
+        raise SuiteFormatError(f"{suite_dir}: not a directory")
+    report = ImportReport()
+    spec = _check_suite(suite_dir, report=report)
+    with transaction.atomic():
+        suite = upsert(Suite, lookup={"name": spec.name}, report=report, kind="suite",
+                       values={"version": spec.version, "description": spec.description,
+                               "source_format": Suite.NATIVE, "gold_root": spec.root})
+        for paper in spec.papers:
+            _write_paper(suite, paper, report=report)
+        delete_gone_papers(suite=suite, keep={paper.paper_id for paper in spec.papers}, report=report,
+                           where="suite.json: papers")
+    return suite, report

@@ -1,0 +1,100 @@
+"""Split from runs.selectors: TODO docstring."""
+
+from pathlib import Path
+
+from runs.benchmark.sampling import sample_id as make_sample_id
+from runs.benchmark.workspace import ExperimentSpec, MaskedFunctionSpec, WorkspaceSpec
+from runs.models import Experiment, Paper, Sample, Suite
+
+
+class SampleNotFound(Exception):
+    pass
+
+
+def sample_get(*, sample_id: str, suite: str | None = None) -> Sample:
+    """The sample with this id; `suite` (a name) is needed only when two suites share the id."""
+    samples = Sample.objects.filter(sample_id=sample_id).select_related("paper__suite")
+    if suite:
+        samples = samples.filter(paper__suite__name=suite)
+    found = list(samples[:2])
+    if not found:
+        where = f" in suite {suite!r}" if suite else ""
+        raise SampleNotFound(
+            f"no sample {sample_id!r}{where}; samples are created by import_suite --samples N "
+            "or when a run needs them"
+        )
+    if len(found) > 1:
+        suites = ", ".join(sorted(sample.paper.suite.name for sample in found))
+        raise SampleNotFound(f"sample {sample_id!r} exists in several suites ({suites}); name one")
+    return found[0]
+
+
+def sample_experiments(*, sample: Sample) -> list[Experiment]:
+    """The experiments that depend on at least one masked function; all of them for n=0 (reproduction)."""
+    experiments = Experiment.objects.filter(paper=sample.paper)
+    if sample.n:
+        experiments = experiments.filter(dependencies__in=sample.functions.all()).distinct()
+    return list(experiments.order_by("exp_id"))
+
+
+def workspace_spec(*, sample: Sample, context: str = "full") -> WorkspaceSpec:
+    """What the workspace of `sample` holds: its masked functions and the experiments that need them."""
+    return _paper_workspace_spec(
+        paper=sample.paper,
+        sample_id=sample.sample_id,
+        functions=sample.functions.order_by("func_id"),
+        experiments=sample_experiments(sample=sample),
+        context=context,
+    )
+
+
+def gold_workspace_spec(*, paper: Paper) -> WorkspaceSpec:
+    """A workspace with nothing masked and every experiment: the gold code as the harness runs it."""
+    return _paper_workspace_spec(
+        paper=paper,
+        sample_id=make_sample_id(paper.paper_id, []),
+        functions=[],
+        experiments=list(paper.experiments.order_by("exp_id")),
+        context="full",
+    )
+
+
+def experiment_spec(experiment: Experiment) -> ExperimentSpec:
+    return ExperimentSpec(
+        exp_id=experiment.exp_id,
+        description=experiment.description,
+        command=experiment.command,
+        answer_format=experiment.answer_format,
+        timeout_seconds=experiment.timeout_seconds,
+    )
+
+
+def _paper_workspace_spec(*, paper: Paper, sample_id: str, functions, experiments, context: str) -> WorkspaceSpec:
+    masked = [
+        MaskedFunctionSpec(
+            func_id=function.func_id,
+            file=function.file,
+            name=function.name,
+            description=function.description,
+            relevant_paper=function.relevant_paper,
+            line_hint=function.line_hint,
+        )
+        for function in functions
+    ]
+    return WorkspaceSpec(
+        sample_id=sample_id,
+        paper_title=paper.title,
+        paper_text=paper.text,
+        code_dir=Path(paper.code_dir),
+        masked=masked,
+        experiments=[experiment_spec(experiment) for experiment in experiments],
+        context=context,
+    )
+
+
+def suite_get(*, name: str) -> Suite:
+    try:
+        return Suite.objects.get(name=name)
+    except Suite.DoesNotExist:
+        known = ", ".join(Suite.objects.order_by("name").values_list("name", flat=True)) or "none"
+        raise Suite.DoesNotExist(f"no suite named {name!r} (imported suites: {known})") from None

@@ -1,0 +1,840 @@
+"""Re-execution runs only what the task allows: masked bodies, plus new imports and helpers in their files.
+
+Each test attacks the scope as an agent would and checks what the harness would run.
+"""
+import ast
+import contextlib
+import io
+import json
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runs.benchmark.masking import MaskTarget, function_body_source, list_functions, mask_source, replace_function_body
+from runs.benchmark.scope import MAX_FILE_CHARS, OutOfScopeEdit, restrict_to_scope
+
+PATH = "code/model.py"
+SUITE = Path(__file__).resolve().parents[2] / "runs" / "suites" / "builtin"
+
+
+def src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def scope_one(masked: str, names: list[str], agent: str | None, path: str = PATH) -> tuple[str, list[OutOfScopeEdit]]:
+    """What the harness runs of one file with masked functions, and what it listed as dropped."""
+    result = restrict_to_scope(masked={path: masked}, functions={path: names}, patched={path: agent})
+    assert set(result.files) <= {path}
+    text = result.files.get(path, masked)
+    compile(text, path, "exec")  # whatever the agent did, the harness's file is valid Python
+    assert all(edit.path == path for edit in result.out_of_scope)
+    return text, result.out_of_scope
+
+
+def run_module(text: str, name: str = "model") -> dict:
+    namespace = {"__name__": name}
+    exec(compile(text, f"{name}.py", "exec"), namespace)  # noqa: S102 - the test's own code
+    return namespace
+
+
+def body(text: str, name: str) -> str:
+    return function_body_source(text, name)
+
+
+MASKED = src(
+    '''
+    """A toy model."""
+    import math
+
+    SCALE = 3
+
+
+    class Loss:
+        """Scaled squares."""
+
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self, x):
+            """Returns factor * x ** 2."""
+            raise NotImplementedError
+
+        def describe(self):
+            return f"loss x{self.factor}"
+
+
+    def train(steps):
+        return [Loss(SCALE)(step) for step in range(steps)]
+
+
+    if __name__ == "__main__":
+        print(train(3))
+    '''
+)
+STUB = '        """Returns factor * x ** 2."""\n        raise NotImplementedError\n'
+IMPLEMENTED = MASKED.replace(STUB, STUB.replace("raise NotImplementedError", "return self.factor * x ** 2"))
+assert IMPLEMENTED != MASKED
+
+
+def test_the_implementation_alone_is_kept_as_written():
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], IMPLEMENTED)
+    assert text == IMPLEMENTED
+    assert dropped == []
+    assert run_module(text)["train"](3) == [0, 3, 12]
+
+
+def test_masked_files_the_patch_did_not_touch_are_not_in_the_result():
+    result = restrict_to_scope(
+        masked={PATH: MASKED, "code/other.py": "def f():\n    raise NotImplementedError\n"},
+        functions={PATH: ["Loss.__call__"], "code/other.py": ["f"]},
+        patched={PATH: IMPLEMENTED},
+    )
+    assert set(result.files) == {PATH}
+    assert result.out_of_scope == []
+
+
+# --- files without masked functions never run ------------------------------------------------------
+
+
+def test_an_edited_experiment_script_is_dropped():
+    original = "from model import train\nprint(train(3))\n"
+    forged = 'print(\'{"loss": 0.123}\')\n'
+    result = restrict_to_scope(
+        masked={PATH: MASKED},
+        functions={PATH: ["Loss.__call__"]},
+        patched={"code/run.py": forged},
+        before={"code/run.py": original},
+    )
+    assert result.files == {}
+    [edit] = result.out_of_scope
+    assert edit.path == "code/run.py"
+    assert edit.reason == "not a file with masked functions"
+    # From the agent's version to what runs: the forged line goes, the original comes back.
+    assert "-print('{\"loss\": 0.123}')\n" in edit.diff
+    assert "+from model import train\n" in edit.diff
+    assert edit.diff.startswith("--- a/code/run.py\n+++ b/code/run.py\n")
+
+
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("code/numpy/__init__.py", "def mean(values):\n    return 0.5\n"),
+        ("code/sitecustomize.py", "import builtins\nbuiltins.print = lambda *a, **k: None\n"),
+        ("code/usercustomize.py", "import os\n"),
+        ("code/evil.pth", "import sitecustomize\n"),
+        ("code/data/gold.json", '{"loss": 0.123}\n'),
+    ],
+)
+def test_new_files_are_dropped(path, text):
+    result = restrict_to_scope(
+        masked={PATH: MASKED}, functions={PATH: ["Loss.__call__"]}, patched={path: text, PATH: IMPLEMENTED}
+    )
+    assert result.files == {PATH: IMPLEMENTED}
+    [edit] = result.out_of_scope
+    assert edit.path == path
+    assert edit.reason == "not a file with masked functions (a new file)"
+    assert edit.diff.startswith(f"--- a/{path}\n+++ /dev/null\n")
+
+
+def test_a_deleted_file_without_masked_functions_stays():
+    result = restrict_to_scope(
+        masked={PATH: MASKED},
+        functions={PATH: ["Loss.__call__"]},
+        patched={"code/config.py": None},
+        before={"code/config.py": "SEED = 0\n"},
+    )
+    [edit] = result.out_of_scope
+    assert edit.reason == "not a file with masked functions (deleted)"
+    assert edit.diff == "--- /dev/null\n+++ b/code/config.py\n@@ -0,0 +1 @@\n+SEED = 0\n"
+
+
+def test_a_touched_but_unchanged_file_is_not_listed():
+    result = restrict_to_scope(
+        masked={PATH: MASKED},
+        functions={PATH: ["Loss.__call__"]},
+        patched={"code/config.py": "SEED = 0\n", PATH: MASKED},
+        before={"code/config.py": "SEED = 0\n"},
+    )
+    assert result.files == {} and result.out_of_scope == []
+
+
+# --- in a file with masked functions, everything but the bodies and new definitions is dropped ---
+
+
+def test_an_edited_function_that_is_not_masked_is_dropped():
+    agent = IMPLEMENTED.replace(
+        "    return [Loss(SCALE)(step) for step in range(steps)]", "    return [0.123, 0.456, 0.789]"
+    )
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED
+    assert body(text, "Loss.__call__") == body(IMPLEMENTED, "Loss.__call__")
+    assert edit.reason == "changes `train`, which is not masked"
+    assert "-    return [0.123, 0.456, 0.789]\n" in edit.diff
+    assert "+    return [Loss(SCALE)(step) for step in range(steps)]\n" in edit.diff
+
+
+def test_an_edited_method_next_to_the_masked_one_is_dropped():
+    agent = IMPLEMENTED.replace('return f"loss x{self.factor}"', 'return "forged"')
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED
+    assert edit.reason == "changes `Loss.describe`, which is not masked"
+
+
+def test_redefining_a_function_that_is_not_masked_later_in_the_file_is_dropped():
+    agent = IMPLEMENTED.replace(
+        'if __name__ == "__main__":', 'def train(steps):\n    return [0.123] * steps\n\n\nif __name__ == "__main__":'
+    )
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED
+    assert "`def train(steps):` (line 25) re-binds `train`, which the file already defines (not masked)" in edit.reason
+    assert run_module(text)["train"](2) == [0, 3]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "math.sqrt = lambda x: 0.123",
+        "builtins.print = lambda *a, **k: None",
+        "setattr(math, 'sqrt', abs)",
+        "SCALE = 1000",
+        "SCALE += 1",
+        "Loss.__call__ = lambda self, x: 0.123",
+        "train = lambda steps: [0.123]",
+        "for SCALE in range(3):\n    pass",
+        "if True:\n    SCALE = 7",
+        "try:\n    import forged\nexcept ImportError:\n    pass",
+        "del SCALE",
+    ],
+)
+def test_module_level_statements_and_monkeypatching_are_dropped(statement):
+    agent = IMPLEMENTED.replace("import math\n", "import math\nimport builtins\n").replace(
+        'if __name__ == "__main__":', statement + '\n\n\nif __name__ == "__main__":'
+    )
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED.replace("import math\n", "import math\nimport builtins\n")
+    first_line = statement.split("\n")[0]
+    assert f"`{first_line}`" in edit.reason
+    assert run_module(text)["train"](2) == [0, 3]
+
+
+def test_changes_to_the_main_block_and_deleted_statements_are_dropped():
+    agent = IMPLEMENTED.replace("SCALE = 3\n", "").replace("    print(train(3))", "    print('{\"loss\": 0.1}')")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED
+    assert "removes or changes `SCALE = 3` at module level" in edit.reason
+    assert "`if __name__ == \"__main__\":`" in edit.reason
+
+
+def test_layout_and_comments_outside_the_functions_are_not_listed():
+    agent = IMPLEMENTED.replace("SCALE = 3\n", "# the scale\nSCALE = 3  # three\n\n\n").replace(
+        "class Loss:", "class Loss:  # a class"
+    )
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED
+    assert dropped == []
+
+
+# --- what is kept besides the bodies --------------------------------------------------------------
+
+
+def test_a_new_import_is_kept_after_the_file_imports():
+    # The agent put the import right above the function it implements; it is moved up.
+    agent = IMPLEMENTED.replace("class Loss:", "import statistics\n\n\nclass Loss:").replace(
+        "return self.factor * x ** 2", "return statistics.fmean([self.factor * x ** 2])"
+    )
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert dropped == []
+    assert text.startswith('"""A toy model."""\nimport math\nimport statistics\n\nSCALE = 3\n')
+    assert run_module(text)["train"](3) == [0, 3, 12]
+
+
+def test_a_new_import_among_the_file_imports_stays_where_it_is():
+    masked = "import math\nimport os\n\n\ndef f(x):\n    raise NotImplementedError\n"
+    agent = "import math\nimport statistics\nimport os\n\n\ndef f(x):\n    return statistics.fmean([x])\n"
+    text, dropped = scope_one(masked, ["f"], agent)
+    assert text == agent and dropped == []
+
+
+def test_new_imports_in_a_file_without_imports_follow_the_docstring_and_future_imports():
+    masked = '"""Doc."""\nfrom __future__ import annotations\n\nX = 1\n\n\ndef f(x):\n    raise NotImplementedError\n'
+    agent = masked.replace("    raise NotImplementedError\n", "    return math.floor(x)\n") + "\n\nimport math\n"
+    text, dropped = scope_one(masked, ["f"], agent)
+    assert dropped == []
+    assert text.startswith('"""Doc."""\nfrom __future__ import annotations\nimport math\n\nX = 1\n')
+    assert run_module(text)["f"](2.5) == 2
+
+
+def test_an_import_that_rebinds_a_name_of_the_file_is_dropped():
+    agent = IMPLEMENTED.replace("import math\n", "import math\nfrom statistics import fmean as SCALE\nimport os.path\n")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert "re-binds `SCALE`" in edit.reason
+    assert "SCALE = 3" in text and "fmean" not in text
+    assert "import os.path" in text  # a new module is fine
+
+
+def test_a_star_import_is_dropped():
+    agent = IMPLEMENTED.replace("import math\n", "import math\nfrom statistics import *\n")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED
+    assert "could re-bind any name of the file" in edit.reason
+
+
+def test_a_new_helper_function_is_kept_and_usable_from_the_masked_body():
+    agent = IMPLEMENTED.replace("return self.factor * x ** 2", "return _scaled_square(self.factor, x)").replace(
+        "def train(steps):", "def _scaled_square(factor, x):\n    return factor * _square(x)\n\n\n_square = lambda x: x * x\n\n\ndef train(steps):"
+    )
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert dropped == []
+    assert text == agent
+    assert run_module(text)["train"](3) == [0, 3, 12]
+
+
+def test_a_new_helper_is_placed_before_the_main_block_that_calls_the_masked_function():
+    masked = src(
+        """
+        def score(x):
+            raise NotImplementedError
+
+
+        if __name__ == "__main__":
+            print(score(4))
+        """
+    )
+    # The agent also wrote its helper just above the main block, after a constant it added.
+    agent = masked.replace("    raise NotImplementedError", "    return _halve(x) + OFFSET").replace(
+        'if __name__ == "__main__":', "OFFSET = 1\n\n\ndef _halve(x):\n    return x / 2\n\n\nif __name__ == \"__main__\":"
+    )
+    text, dropped = scope_one(masked, ["score"], agent)
+    assert dropped == []
+    tree = ast.parse(text)
+    names = [getattr(node, "name", None) or getattr(getattr(node, "targets", [None])[0], "id", None) for node in tree.body]
+    assert names.index("OFFSET") < names.index("_halve") < len(tree.body) - 1
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        run_module(text, name="__main__")
+    assert output.getvalue() == "3.0\n"
+
+
+@pytest.mark.parametrize(
+    "definition, problem",
+    [
+        ("def len(x):\n    return 0", "binds `len`, which would shadow the builtin"),
+        ("def __getattr__(name):\n    return 0", "binds the special name `__getattr__`"),
+        ("_hook = (math := None)", "re-binds `math`"),
+        ("_hooks = [(SCALE := 9) for _ in range(1)]", "re-binds `SCALE`"),
+        ("def _helper():\n    global math\n    import cmath as math", "re-binds `math`"),
+        ("def _helper():\n    global SCALE\n    SCALE = 0", "re-binds `SCALE`"),
+        ("@print\ndef describe():\n    pass", "re-binds `describe`"),
+        ("class Loss:\n    pass", "re-binds `Loss`"),
+        ("math.tau, _x = 1, 2", "only new definitions are kept"),
+    ],
+)
+def test_new_definitions_may_not_touch_names_the_file_has(definition, problem):
+    masked = MASKED.replace("    print(train(3))", "    print(train(3), describe())") + "\n\ndef describe():\n    return 1\n"
+    implemented = masked.replace(STUB, STUB.replace("raise NotImplementedError", "return self.factor * x ** 2"))
+    agent = implemented.replace("def train(steps):", definition + "\n\n\ndef train(steps):")
+    text, [edit] = scope_one(masked, ["Loss.__call__"], agent)
+    assert problem in edit.reason
+    assert text == implemented
+
+
+def test_a_name_used_by_the_file_but_bound_elsewhere_is_not_shadowed():
+    masked = "from math import *\n\n\ndef area(r):\n    return pi * r * r\n\n\ndef f(x):\n    raise NotImplementedError\n"
+    agent = masked.replace("    raise NotImplementedError", "    return x") + "\n\npi = 3\n"
+    text, [edit] = scope_one(masked, ["f"], agent)
+    assert "binds `pi`, which the file's own code already uses" in edit.reason
+    assert run_module(text)["area"](1) == pytest.approx(3.14159, rel=1e-5)
+
+
+def test_a_new_method_in_the_class_of_a_masked_method_is_kept():
+    agent = IMPLEMENTED.replace("return self.factor * x ** 2", "return self._scale(x * x)").replace(
+        "    def describe(self):", "    def _scale(self, value):\n        return self.factor * value\n\n    BIAS = 0\n\n    def describe(self):"
+    )
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert dropped == []
+    assert text == agent
+    assert run_module(text)["train"](3) == [0, 3, 12]
+
+
+def test_a_new_member_is_placed_after_the_class_docstring_when_the_agent_put_it_first():
+    agent = IMPLEMENTED.replace('    """Scaled squares."""\n', '    """Scaled squares."""\n\n    OFFSET = 0\n')
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert dropped == []
+    assert '    """Scaled squares."""\n\n    OFFSET = 0\n' in text
+    assert run_module(text)["Loss"].OFFSET == 0
+
+
+@pytest.mark.parametrize(
+    "member, problem",
+    [
+        ("def describe(self):\n        return 'forged'", "redefines `Loss.describe`"),
+        ("factor = 0", "already uses as a name or attribute"),  # `self.factor` is read by the file
+        ("def __eq__(self, other):\n        return True", "defines the special member `__eq__`"),
+        ("math.pi = 3", "only new definitions are kept"),
+        ("print('class body')", "only new definitions are kept"),
+    ],
+)
+def test_class_members_that_change_what_the_class_already_does_are_dropped(member, problem):
+    agent = IMPLEMENTED.replace("        return f\"loss x{self.factor}\"\n", "        return f\"loss x{self.factor}\"\n\n    " + member + "\n")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED
+    assert problem in edit.reason
+
+
+def test_members_added_to_a_class_without_masked_methods_are_dropped():
+    masked = MASKED + "\n\nclass Plain:\n    def go(self):\n        return 1\n"
+    agent = IMPLEMENTED + "\n\nclass Plain:\n    def go(self):\n        return 1\n\n    def extra(self):\n        return 2\n"
+    text, [edit] = scope_one(masked, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED + "\n\nclass Plain:\n    def go(self):\n        return 1\n"
+    assert edit.reason == "changes class `Plain`, which has no masked methods"
+
+
+def test_a_changed_signature_or_decorator_is_dropped_but_the_body_is_taken():
+    agent = IMPLEMENTED.replace("    def __call__(self, x):", "    @staticmethod\n    def __call__(x, y=1):").replace(
+        "return self.factor * x ** 2", "return 2 * x ** 2"
+    )
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert "changes the decorators of `Loss.__call__`; the original ones are kept" in edit.reason
+    assert "changes the signature of `Loss.__call__`; the original one is kept" in edit.reason
+    assert text == IMPLEMENTED.replace("return self.factor * x ** 2", "return 2 * x ** 2")
+
+
+def test_a_changed_class_header_is_dropped():
+    agent = IMPLEMENTED.replace("class Loss:", "@dataclass_forged\nclass Loss(dict):")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == IMPLEMENTED
+    assert edit.reason == "changes the decorators or bases of class `Loss`; the original ones are kept"
+
+
+NESTED = src(
+    '''
+    class Outer:
+        LIMIT = 2
+
+        class Inner:
+            def method(self, x):
+                """Twice x."""
+                raise NotImplementedError
+
+        def other(self):
+            return self.LIMIT
+    '''
+)
+
+
+def test_a_nested_class_method_by_qualified_name():
+    agent = NESTED.replace(
+        '            """Twice x."""\n            raise NotImplementedError\n',
+        '            """Twice x."""\n            return self._twice(x)\n\n        def _twice(self, x):\n            return 2 * x\n',
+    ).replace("return self.LIMIT", "return 99").replace("    LIMIT = 2\n", "    LIMIT = 2\n    EXTRA = 1\n")
+    text, [edit] = scope_one(NESTED, ["Outer.Inner.method"], agent)
+    namespace = run_module(text)
+    assert namespace["Outer"].Inner().method(4) == 8
+    assert namespace["Outer"]().other() == 2
+    assert not hasattr(namespace["Outer"], "EXTRA")  # Outer holds no masked method itself
+    assert "changes `Outer.other`, which is not masked" in edit.reason
+    assert "`EXTRA = 1` (line 3) in class `Outer`" in edit.reason
+
+
+def test_a_nested_function_is_taken_from_its_enclosing_function():
+    masked = "def outer(x):\n    def inner(y):\n        raise NotImplementedError\n    return inner(x) + 1\n"
+    agent = "def outer(x):\n    def inner(y):\n        return y * 10\n    return inner(x) + 1000\n"
+    text, [edit] = scope_one(masked, ["outer.inner"], agent)
+    assert run_module(text)["outer"](2) == 21
+    assert edit.reason == "changes `outer` outside its masked functions"
+
+
+def test_a_property_setter_by_qualified_name():
+    masked = src(
+        """
+        class Box:
+            def __init__(self):
+                self._size = 0
+
+            @property
+            def size(self):
+                return self._size
+
+            @size.setter
+            def size(self, value):
+                raise NotImplementedError
+        """
+    )
+    agent = masked.replace("        raise NotImplementedError", "        self._size = self._clip(value)").replace(
+        "    @property", "    def _clip(self, value):\n        return max(0, value)\n\n    @property"
+    )
+    text, dropped = scope_one(masked, ["Box.size.setter"], agent)
+    assert dropped == [] and text == agent
+    box = run_module(text)["Box"]()
+    box.size = -3
+    assert box.size == 0
+
+
+def test_a_masked_function_the_agent_moved_or_defined_twice():
+    moved = IMPLEMENTED.replace(
+        '    def __call__(self, x):\n        """Returns factor * x ** 2."""\n        return self.factor * x ** 2\n\n', ""
+    ).replace(
+        '    def describe(self):\n        return f"loss x{self.factor}"\n',
+        '    def describe(self):\n        return f"loss x{self.factor}"\n\n    def __call__(self, x):\n        return -x\n',
+    )
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], moved)
+    assert dropped == []
+    assert text == MASKED.replace('        raise NotImplementedError', "        return -x").replace('        """Returns factor * x ** 2."""\n', "")
+
+    twice = IMPLEMENTED + "\n\nclass Loss:\n    def __call__(self, x):\n        return 0.123\n"
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], twice)
+    assert "`Loss.__call__` is defined 2 times in the agent's file; the last one's body is used" in edit.reason
+    assert "re-binds `Loss`" in edit.reason
+    assert body(text, "Loss.__call__") == "return 0.123"
+
+
+def test_a_deleted_masked_function_keeps_its_stub():
+    agent = IMPLEMENTED.replace(
+        '    def __call__(self, x):\n        """Returns factor * x ** 2."""\n        return self.factor * x ** 2\n\n', ""
+    )
+    assert "__call__" not in agent
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == MASKED
+    assert "the masked function `Loss.__call__` is missing from the agent's file; its stub stays" in edit.reason
+
+
+def test_a_deleted_file_with_masked_functions_keeps_its_masked_text():
+    result = restrict_to_scope(masked={PATH: MASKED}, functions={PATH: ["Loss.__call__"]}, patched={PATH: None})
+    assert result.files == {}
+    [edit] = result.out_of_scope
+    assert edit.reason == "the file was deleted; its masked functions keep their stubs"
+    assert edit.diff.startswith("--- /dev/null\n+++ b/code/model.py\n")
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        IMPLEMENTED + "\ndef broken(:\n",
+        IMPLEMENTED + "\n\x00\n",
+        IMPLEMENTED.replace("    def describe", "  def describe"),
+    ],
+)
+def test_a_file_that_does_not_parse_keeps_its_masked_text(agent):
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == MASKED
+    assert edit.reason.startswith("the file does not parse after the patch")
+    assert edit.reason.endswith("its masked functions keep their stubs")
+
+
+def test_the_masked_body_that_breaks_compilation_is_left_out():
+    # `await` outside an async function parses but does not compile.
+    agent = IMPLEMENTED.replace("return self.factor * x ** 2", "return await x")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == MASKED
+    assert "does not compile" in edit.reason
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "-" * 5000 + "1",  # too deep for the parser
+        "(" * 5000 + "1" + ")" * 5000,
+        "+".join(["x"] * 1500),  # parses, but too deep for ast.dump
+        "f" + "(x)" * 1500,
+    ],
+    ids=["unary-5000", "parentheses-5000", "sum-1500", "calls-1500"],
+)
+@pytest.mark.parametrize("where", ["body", "module", "helper", "method"])
+def test_deeply_nested_code_does_not_crash(expression, where):
+    agent = IMPLEMENTED
+    if where == "body":
+        agent = agent.replace("return self.factor * x ** 2", f"return {expression}")
+    elif where == "module":
+        agent = agent.replace("SCALE = 3\n", f"SCALE = 3\nFORGED = {expression}\nmath.pi = {expression}\n")
+    elif where == "helper":
+        agent = agent.replace("def train(steps):", f"def _deep(x):\n    return {expression}\n\n\ndef train(steps):")
+    else:
+        agent = agent.replace("    def describe(self):", f"    @decorate({expression})\n    def describe(self):")
+    started = time.monotonic()
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert time.monotonic() - started < 10
+    if len(expression) > 5000:
+        assert text == MASKED
+        [edit] = dropped
+        assert edit.reason.startswith("the file does not parse after the patch")
+    elif where in ("body", "helper"):
+        assert expression in text and dropped == []
+    elif where == "module":
+        assert f"FORGED = {expression}\n" in text and "math.pi" not in text  # a new name; a monkeypatch
+        assert "`math.pi = " in dropped[0].reason
+    else:
+        assert text == IMPLEMENTED
+        assert dropped[0].reason == "changes `Loss.describe`, which is not masked"
+
+
+def test_a_huge_file_is_not_merged():
+    agent = IMPLEMENTED + "#" * MAX_FILE_CHARS
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert text == MASKED
+    assert "more than" in edit.reason
+
+
+def test_many_statements_are_bounded():
+    started = time.monotonic()
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], IMPLEMENTED + "SCALE = 3\n" * 20_000)
+    assert text == MASKED
+    assert "more than 5000" in edit.reason
+    # Just under the bound, every statement a copy of one the masked file has.
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], IMPLEMENTED + "import math\nSCALE = 3\n" * 2_450)
+    assert text == IMPLEMENTED
+    assert time.monotonic() - started < 30
+
+
+def test_diffs_of_many_scattered_changes_are_bounded():
+    original = "".join(f"print({i})\n" for i in range(30_000))
+    forged = "".join(f"print({i})\n" if i % 2 else f"print({-i})\n" for i in range(30_000))
+    started = time.monotonic()
+    result = restrict_to_scope(
+        masked={PATH: MASKED},
+        functions={PATH: ["Loss.__call__"]},
+        patched={"code/run.py": forged, PATH: IMPLEMENTED + "".join(f"print({i})\n" for i in range(4_000))},
+        before={"code/run.py": original},
+    )
+    assert time.monotonic() - started < 10
+    model, run = result.out_of_scope
+    assert run.diff.startswith("--- a/code/run.py\n+++ b/code/run.py\n@@ -1,30000 +1,30000 @@\n-print(0)\n")
+    assert run.diff.endswith("characters in all]\n")
+    assert model.reason.startswith("adds or changes `print(0)` (line 27) at module level")
+    assert model.reason.endswith("; and 3990 more")
+    assert model.diff.startswith("--- a/code/model.py\n+++ b/code/model.py\n@@ -24,4003 +24,3 @@\n")
+    assert result.files == {PATH: IMPLEMENTED}
+
+
+# --- line breaks, tabs, strings -------------------------------------------------------------------
+
+
+def test_crlf_files_keep_their_line_breaks():
+    masked = MASKED.replace("\n", "\r\n")
+    agent = (
+        IMPLEMENTED.replace("return self.factor * x ** 2", "return _sq(self.factor, x)")
+        .replace("def train(steps):", "def _sq(f, x):\n    return f * x * x\n\n\ndef train(steps):")
+        .replace("import math\n", "import math\nimport statistics\n")
+        .replace("\n", "\r\n")
+    )
+    text, dropped = scope_one(masked, ["Loss.__call__"], agent)
+    assert dropped == []
+    assert text == agent
+    assert "\n" not in text.replace("\r\n", "")
+    assert run_module(text)["train"](3) == [0, 3, 12]
+
+
+def test_an_agent_file_with_other_line_breaks_gets_the_masked_file_line_breaks():
+    masked = MASKED.replace("\n", "\r\n")
+    agent = IMPLEMENTED.replace("def train(steps):", "def _sq(f, x):\n    return f * x * x\n\n\ndef train(steps):")
+    text, dropped = scope_one(masked, ["Loss.__call__"], agent)
+    assert dropped == []
+    assert "\n" not in text.replace("\r\n", "")
+    assert text.replace("\r\n", "\n") == agent
+
+
+def test_tab_indented_files():
+    masked = MASKED.replace("    ", "\t")
+    agent = (
+        IMPLEMENTED.replace("return self.factor * x ** 2", "return self._sq(x)")
+        .replace("    def describe(self):", "    def _sq(self, x):\n        return self.factor * x * x\n\n    def describe(self):")
+        .replace("    ", "\t")
+    )
+    text, dropped = scope_one(masked, ["Loss.__call__"], agent)
+    assert dropped == []
+    assert text == agent
+    assert run_module(text)["train"](3) == [0, 3, 12]
+
+
+def test_a_multi_line_string_in_the_body_keeps_its_indentation():
+    implementation = (
+        'template = """\\\n'
+        "header\n"
+        "    indented\n"
+        "\t\ttabbed\n"
+        "        \n"
+        '"""\n'
+        "return template + str(x)"
+    )
+    agent = IMPLEMENTED.replace(
+        "        return self.factor * x ** 2",
+        textwrap.indent(implementation, "        ", lambda line: not line.startswith(("header", " ", "\t", '"""'))),
+    )
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert dropped == []
+    value = run_module(text)["Loss"](1)(7)
+    assert value == "header\n    indented\n\t\ttabbed\n        \n7"
+
+
+def test_a_body_written_on_the_def_line():
+    masked = "def f(x):\n    raise NotImplementedError\n\n\ndef g():\n    return 1\n"
+    agent = "def f(x): return x + 1\n\n\ndef g():\n    return 1\n"
+    text, dropped = scope_one(masked, ["f"], agent)
+    assert dropped == []
+    assert run_module(text)["f"](1) == 2
+
+
+def test_non_ascii_text_around_new_definitions():
+    masked = '"""Modèle."""\nimport math\n\nÉCHELLE = 2\n\n\ndef f(x):\n    raise NotImplementedError\n'
+    agent = masked.replace("    raise NotImplementedError", "    return _carré(x) * ÉCHELLE") + "\n\ndef _carré(x):  # é\n    return x * x\n"
+    text, dropped = scope_one(masked, ["f"], agent)
+    assert dropped == []
+    assert run_module(text)["f"](3) == 18
+
+
+# --- the built-in suite: the gold code still passes, and hostile edits around it are removed ------
+
+
+def _suite_functions() -> list[tuple[str, dict]]:
+    found = []
+    for paper in json.loads((SUITE / "suite.json").read_text())["papers"]:
+        for function in json.loads((SUITE / paper / "paper.json").read_text())["functions"]:
+            found.append((paper, function))
+    return found
+
+
+def _masked(paper: str, functions: list[dict]) -> tuple[str, str, list[str]]:
+    gold = (SUITE / paper / "code" / functions[0]["file"]).read_text(encoding="utf-8")
+    targets = [MaskTarget(f["name"], f.get("description", ""), f.get("line")) for f in functions]
+    masked = mask_source(gold, targets, filename=functions[0]["file"])
+    return gold, masked.text, [location.qualified_name for location in masked.locations]
+
+
+def _by_file() -> list[tuple[str, list[dict]]]:
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for paper, function in _suite_functions():
+        groups.setdefault((paper, function["file"]), []).append(function)
+    return [(paper, functions) for (paper, _), functions in groups.items()]
+
+
+SUITE_FUNCTIONS = _suite_functions()
+SUITE_FILES = _by_file()
+
+
+def test_the_builtin_suite_is_there():
+    assert len(SUITE_FUNCTIONS) == 28
+
+
+@pytest.mark.parametrize(
+    "paper, functions",
+    [(paper, [f]) for paper, f in SUITE_FUNCTIONS] + SUITE_FILES,
+    ids=[f"{paper}:{f['name']}" for paper, f in SUITE_FUNCTIONS] + [f"{p}:{fs[0]['file']}" for p, fs in SUITE_FILES],
+)
+def test_the_gold_file_as_the_agent_file_runs_unchanged(paper, functions):
+    gold, masked, names = _masked(paper, functions)
+    path = f"code/{functions[0]['file']}"
+    text, dropped = scope_one(masked, names, gold, path=path)
+    assert dropped == []
+    assert text == gold
+
+
+@pytest.mark.parametrize("paper, functions", SUITE_FILES, ids=[f"{p}:{fs[0]['file']}" for p, fs in SUITE_FILES])
+def test_gold_bodies_survive_hostile_edits_around_them(paper, functions):
+    gold, masked, names = _masked(paper, functions)
+    path = f"code/{functions[0]['file']}"
+    agent = masked
+    for name in names:
+        agent = replace_function_body(agent, name, function_body_source(gold, name))
+    assert agent == gold
+    # Edit every function that is not masked, and add what an agent that forges would add.
+    others = [name for name, _ in list_functions(gold) if not any(name == n or name.startswith(n + ".") for n in names)]
+    for name in others:
+        agent = replace_function_body(agent, name, "return 0.123")
+    agent += "\n\nimport builtins\nbuiltins.print = lambda *a, **k: None\nnp.mean = lambda *a, **k: 0.123\n"
+    agent += "\n\ndef _agent_helper():\n    return 1\n"
+    text, [edit] = scope_one(masked, names, agent, path=path)
+    for name in names:
+        assert body(text, name) == body(gold, name)
+    for name in others:
+        assert body(text, name) == body(gold, name)
+    assert "builtins.print" not in text and "np.mean =" not in text
+    # The new import went up to the file's imports; the helper stays where the agent put it.
+    tree = ast.parse(text)
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert ast.unparse(imports[-1]) == "import builtins"
+    assert tree.body.index(imports[-1]) == len(imports) - 1 + (ast.get_docstring(tree) is not None)
+    assert text.endswith("\n\n\ndef _agent_helper():\n    return 1\n")
+
+    def code_lines(text: str) -> list[str]:
+        return [line for line in text.split("\n") if line.strip() and line != "import builtins"]
+
+    assert code_lines(text) == code_lines(gold + "def _agent_helper():\n    return 1\n")
+    for name in others:
+        assert f"`{name}`" in edit.reason or len(others) > 8
+
+
+# --- nothing the agent writes makes it raise ------------------------------------------------------
+
+_SNIPPETS = [
+    "",
+    "import os",
+    "from math import *",
+    "def train(steps):\n    return 0",
+    "class Loss:\n    pass",
+    "    def extra(self):\n        return 1",
+    "        return 1",
+    "SCALE = 9",
+    "x = (",
+    '"""',
+    "@decorator",
+    "if __name__ == '__main__':\n    print(1)",
+    "\tdef tabbed(self): pass",
+    "def __call__(self, x):",
+    "lambda: (yield)",
+    "nonlocal q",
+    "return 5",
+    "async def train(steps):\n    await steps",
+    "\r\n",
+    "é = 1",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=40), st.sampled_from(["insert", "delete", "duplicate"]), st.sampled_from(_SNIPPETS)),
+        max_size=6,
+    )
+)
+def test_random_edits_never_raise_and_always_give_valid_python(edits):
+    lines = IMPLEMENTED.split("\n")
+    for position, action, snippet in edits:
+        position = min(position, len(lines))
+        if action == "insert":
+            lines[position:position] = snippet.split("\n")
+        elif action == "delete" and position < len(lines):
+            del lines[position]
+        elif position < len(lines):
+            lines.insert(position, lines[position])
+    agent = "\n".join(lines)
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    # Nothing is dropped silently but layout, comments, the order of definitions and repeated imports.
+    if text != agent and not dropped:
+        assert set(map(ast.dump, ast.parse(text).body)) == set(map(ast.dump, ast.parse(agent).body))
+
+
+@pytest.mark.parametrize(
+    "masked, agent",
+    [
+        # The body lands on line 2, where Python looks for a source encoding.
+        ("def f(x):\n    raise NotImplementedError\n", "def f(x):\n    # -*- coding: utf-7 -*-\n    return x\n"),
+        # A comment the agent wrote above its new import comes with it, to line 2.
+        ('"""Doc."""\n\n\ndef f(x):\n    raise NotImplementedError\n', '"""Doc."""\n# coding: utf-7\nimport math\n\n\ndef f(x):\n    return math.floor(x)\n'),
+        # A new helper inserted at the top, its comment on line 2.
+        ("def f(x):\n    raise NotImplementedError\n", "def _h():\n    # vim: set fileencoding=utf-7 :\n    return 1\n\n\ndef f(x):\n    return _h()\n"),
+    ],
+)
+def test_a_source_encoding_declaration_cannot_be_slipped_in(masked, agent):
+    text, [edit] = scope_one(masked, ["f"], agent)
+    assert "coding" not in "\n".join(text.splitlines()[:2])
+    assert "would declare a source encoding" in edit.reason
+
+
+def test_text_that_cannot_be_written_as_utf8_is_left_out():
+    masked = "def f(x):\n    raise NotImplementedError\n"
+    text, [edit] = scope_one(masked, ["f"], "def f(x):\n    return '\udc80'\n")
+    assert text == masked
+    assert edit.reason.startswith("the file does not parse after the patch: 'utf-8' codec can't encode")
