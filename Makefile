@@ -10,13 +10,14 @@ PORT ?= 8000
 SECRET_KEY_FILE ?= $(CURDIR)/var/secret_key
 RQ_WORKERS ?= 1
 
-.PHONY: install system-packages services sandbox-images test test-fast demo serve bench clean
+.PHONY: install system-packages services sandbox-images lint test test-fast demo serve bench clean
 
 install: system-packages $(VENV)/.installed
 
-# The sandboxes' Debian packages, and Chromium for the page tests.
+# The sandboxes' Debian packages, Chromium for the page tests, and patch(1), with which tests check
+# that final patches apply with the standard tool.
 system-packages:
-	@sandbox/images/install_host_packages.sh chromium
+	@sandbox/images/install_host_packages.sh chromium patch
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,12 +32,17 @@ sandbox-images: install
 	@sandbox/images/start_docker_engine.sh
 	@sandbox/images/build_base_image.sh
 
+# Style (ruff) and the architecture contracts (import-linter, [tool.importlinter] in pyproject.toml).
+# test and test-fast depend on it, so a violation fails the build before any test runs.
+lint: install
+	$(BIN)/ruff check runs leaderboard sandbox autoexperiment_site tests scripts
+	$(BIN)/lint-imports
 
-test: install services sandbox-images
+test: lint services sandbox-images
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest
 
 # Everything but the tests marked slow, for a quick loop while developing.
-test-fast: install services
+test-fast: lint services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest -m "not slow"
 
 # The demo keeps its data in Postgres (RQ workers write concurrently, which SQLite serialises badly).

@@ -71,7 +71,7 @@ def client_ip(request) -> str:
     are whatever the client sent, so trusting them would let anyone choose their own address);
     see `counted_address` for what of it counts."""
     remote = request.META.get("REMOTE_ADDR") or "0.0.0.0"
-    proxies = int(getattr(settings, "TRUSTED_PROXY_COUNT", 0))
+    proxies = settings.TRUSTED_PROXY_COUNT
     if proxies > 0:
         forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
         if len(forwarded) >= proxies:
@@ -234,7 +234,7 @@ def lockout_response(request, original_response=None, credentials=None):
 
 def password_reset_enabled() -> bool:
     """Password reset needs a mail server (EMAIL_HOST); without one it would only log SMTP errors."""
-    return bool(getattr(settings, "PASSWORD_RESET_ENABLED", False))
+    return settings.PASSWORD_RESET_ENABLED
 
 
 def requires_mail(view):

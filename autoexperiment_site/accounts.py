@@ -30,7 +30,7 @@ class SignupForm(UserCreationForm):
 
 
 def signup_enabled() -> bool:
-    return bool(getattr(settings, "SIGNUP_ENABLED", False))
+    return settings.SIGNUP_ENABLED
 
 
 def _next_url(request) -> str:

@@ -10,6 +10,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from autoexperiment_site.env import env_bool, env_choice, env_int, env_list, env_rate, env_str, env_url
+from sandbox import BACKEND_NAMES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("AUTOEXPERIMENT_DATA_DIR", str(BASE_DIR / "var")))
@@ -149,8 +150,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes={"redis", "rediss", "unix"})
+# The RQ queue evaluation jobs (attempts, re-executions) go on; workers listen on it (the Procfile's
+# worker line reads this variable too).
+EVALUATION_QUEUE = env_str("EVALUATION_QUEUE", "default")
 RQ_QUEUES = {
-    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": env_int("RQ_JOB_TIMEOUT", 3600, minimum=1)},
+    EVALUATION_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": env_int("RQ_JOB_TIMEOUT", 3600, minimum=1)},
 }
 # Imports the agents and SDKs once in the worker, not in every forked job (about 1.4 s each).
 RQ = {"WORKER_CLASS": "runs.evaluation.worker.EvaluationWorker"}
@@ -158,9 +162,7 @@ RQ = {"WORKER_CLASS": "runs.evaluation.worker.EvaluationWorker"}
 # no worker is taking jobs, or far too few for the load.
 HEALTHZ_QUEUE_MAX_AGE_SECONDS = env_int("HEALTHZ_QUEUE_MAX_AGE_SECONDS", 3600, minimum=1)
 
-SANDBOX_BACKEND = env_choice(
-    "SANDBOX_BACKEND", "bubblewrap", {"bubblewrap": "bubblewrap", "bwrap": "bubblewrap", "docker": "docker"}
-)
+SANDBOX_BACKEND = env_choice("SANDBOX_BACKEND", "bubblewrap", BACKEND_NAMES)
 SANDBOX_IMAGE = env_str("SANDBOX_IMAGE", "autoexperiment-base:bookworm")
 # Where workspaces are built. Kept apart from the gold code so nothing of it is ever copied in.
 WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(DATA_DIR / "workspaces")))
@@ -191,11 +193,35 @@ REPLAY_STEPS_PER_PAGE = env_int("REPLAY_STEPS_PER_PAGE", _limits.DEFAULT_STEPS_P
 ATTEMPT_STALE_SECONDS = env_int("ATTEMPT_STALE_SECONDS", 60, minimum=1)
 ATTEMPT_OVERRUN_GRACE_SECONDS = env_int("ATTEMPT_OVERRUN_GRACE_SECONDS", 300, minimum=0)
 ATTEMPT_SWEEP_UNNAMED_SECONDS = env_int("ATTEMPT_SWEEP_UNNAMED_SECONDS", 86400, minimum=0)
+# A worker running an attempt beats this often; several beats fit in ATTEMPT_STALE_SECONDS, or live
+# workers would be taken for dead between two beats.
+ATTEMPT_HEARTBEAT_SECONDS = env_int("ATTEMPT_HEARTBEAT_SECONDS", 5, minimum=1)
+if ATTEMPT_HEARTBEAT_SECONDS >= ATTEMPT_STALE_SECONDS:
+    raise ImproperlyConfigured(
+        f"ATTEMPT_HEARTBEAT_SECONDS={ATTEMPT_HEARTBEAT_SECONDS} must be less than ATTEMPT_STALE_SECONDS={ATTEMPT_STALE_SECONDS}."
+    )
 # Every long-running evaluation worker (runs.evaluation.worker) runs that recovery, and the sweep, this often.
 ATTEMPT_RECOVER_INTERVAL_SECONDS = env_int("ATTEMPT_RECOVER_INTERVAL_SECONDS", 30, minimum=1)
+# An infrastructure failure (sandbox, database) is retried this many times before the attempt ends
+# as an error labelled `infrastructure`: an outage should not cost a model its score, a broken
+# deployment should not retry forever.
+ATTEMPT_MAX_INFRA_RETRIES = env_int("ATTEMPT_MAX_INFRA_RETRIES", 2, minimum=0)
 # An infrastructure failure is retried after this many seconds, doubled with each failure, at most the maximum.
 ATTEMPT_RETRY_BACKOFF_SECONDS = env_int("ATTEMPT_RETRY_BACKOFF_SECONDS", 10, minimum=0)
 ATTEMPT_RETRY_BACKOFF_MAX_SECONDS = env_int("ATTEMPT_RETRY_BACKOFF_MAX_SECONDS", 300, minimum=0)
+
+# --- uploaded submissions (README, "Configuration") ---
+# An upload is read and checked inside a web request, so these bound its memory and time: the file
+# or zip as sent, what a zip's members decompress to (parsed JSON takes several times its size),
+# its members and its records. At most SUBMISSION_MAX_PROBLEMS problems are listed, the rest counted.
+SUBMISSION_MAX_BYTES = env_int("SUBMISSION_MAX_BYTES", 20 * 2**20, minimum=1024)
+SUBMISSION_MAX_UNCOMPRESSED_BYTES = env_int("SUBMISSION_MAX_UNCOMPRESSED_BYTES", 50 * 2**20, minimum=1024)
+SUBMISSION_MAX_ZIP_MEMBERS = env_int("SUBMISSION_MAX_ZIP_MEMBERS", 2000, minimum=1)
+SUBMISSION_MAX_RECORDS = env_int("SUBMISSION_MAX_RECORDS", 10_000, minimum=1)
+SUBMISSION_MAX_PROBLEMS = env_int("SUBMISSION_MAX_PROBLEMS", 200, minimum=1)
+# RQ kills a re-execution job after this many seconds; a claim this old (plus ten minutes) belongs
+# to a dead worker and is taken over.
+SUBMISSION_REEXECUTION_TIMEOUT = env_int("SUBMISSION_REEXECUTION_TIMEOUT", 2 * 3600, minimum=60)
 
 # --- abuse limits (README, "Abuse limits") ---
 # The cache is where django-ratelimit counts: it must be shared by every gunicorn worker, so Redis.

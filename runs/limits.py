@@ -5,14 +5,14 @@ Two kinds of bound, both read here from settings (which read the environment; RE
 
 - Stored limits (`trajectory_limits()`): what an upload may carry and what our own workers record.
   `trajectory_problems` lists what is over them (the upload validator reports it, naming the step
-  and the limit); `runs.agents.trajectory.TrajectoryWriter` trims its own steps to them and says so
+  and the limit); `runs.agents.recorder.TrajectoryWriter` trims its own steps to them and says so
   in a note on the step.
 - Page bounds (`replay_bounds()`): what one replay request reads and renders, whatever is stored.
   Trajectories stored before these limits existed may be far larger, so the page never relies on
   the stored limits alone.
 
 Sizes are UTF-8 bytes of text (of compact JSON for a field that is not text); lines are
-newline-separated lines. Nothing here imports the trajectory module, which imports this one.
+newline-separated lines. Nothing here imports runs.agents (its recorder imports this module).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.template.defaultfilters import filesizeformat
 
 # Defaults. Our built-in runs stop at 50 steps (Run.max_steps, run_eval --max-steps) and agents in
 # the literature at a few hundred; our tools cut an observation at 10,000 characters, and a model's
@@ -110,17 +111,16 @@ def replay_bounds() -> ReplayBounds:
 
 
 def human_bytes(count: int) -> str:
-    """1536 -> "1.5 KiB"."""
-    value = float(count)
-    for unit in ("bytes", "KiB", "MiB"):
-        if value < 1024:
-            return f"{int(value)} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
+    """1536 -> "1.5 KB" (Django's filesizeformat: 1 KB is 1,024 bytes; needs configured settings).
+
+    With a plain space: these sizes go into messages read as plain text too (API errors, logs),
+    where filesizeformat's no-break space would be a surprise.
+    """
+    return filesizeformat(count).replace("\xa0", " ")
 
 
 def sized(count: int) -> str:
-    """"64.0 KiB (65,536 bytes)": readable, and exact where a limit is checked."""
+    """"64.0 KB (65,536 bytes)": readable, and exact where a limit is checked."""
     return f"{human_bytes(count)} ({count:,} bytes)" if count >= 1024 else f"{count:,} bytes"
 
 

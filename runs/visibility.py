@@ -65,7 +65,7 @@ def user_may_see_gold_code(*, user) -> bool:
     code is what the benchmark measures agents on."""
     if not _signed_in(user):
         return False
-    return user.is_staff or not getattr(settings, "SIGNUP_ENABLED", False)
+    return user.is_staff or not settings.SIGNUP_ENABLED
 
 
 def submission_can_manage(*, submission: Submission, user) -> bool:

@@ -26,10 +26,13 @@ from .base import (
 )
 
 BACKENDS = ("docker", "bubblewrap")
-_ALIASES = {"bwrap": "bubblewrap"}
+# Every accepted spelling of a backend and the backend it names: the settings, the commands' --backend
+# and open_sandbox all accept "bwrap", the name of bubblewrap's program, for bubblewrap.
+BACKEND_NAMES = {"docker": "docker", "bubblewrap": "bubblewrap", "bwrap": "bubblewrap"}
 
 __all__ = [
     "BACKENDS",
+    "BACKEND_NAMES",
     "DISK_QUOTA_EXIT_CODE",
     "TIMEOUT_EXIT_CODE",
     "ExecResult",
@@ -37,16 +40,18 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "backend_problem",
+    "canonical_backend",
     "open_sandbox",
     "sandbox_env",
 ]
 
 
-def _canonical(backend: str) -> str:
-    name = _ALIASES.get(backend, backend)
-    if name not in BACKENDS:
-        raise SandboxError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    return name
+def canonical_backend(backend: str) -> str:
+    """The backend `backend` names ("bwrap" -> "bubblewrap"); SandboxError for an unknown name."""
+    try:
+        return BACKEND_NAMES[backend]
+    except KeyError:
+        raise SandboxError(f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}") from None
 
 
 def open_sandbox(
@@ -71,7 +76,7 @@ def open_sandbox(
     gpus: pass GPUs through: "all", a count, or comma-separated device ids. Docker uses device
         requests (needs the NVIDIA container toolkit); bubblewrap binds /dev/nvidia*.
     """
-    backend = _canonical(backend)
+    backend = canonical_backend(backend)
     if backend == "docker":
         from .docker_backend import DockerSandbox
 
@@ -84,7 +89,7 @@ def open_sandbox(
 def backend_problem(backend: str, image: str | None = None) -> str | None:
     """None when the backend can run sandboxes on this machine, else what is missing and how to
     provide it (for health checks, tests and the benchmark script)."""
-    backend = _canonical(backend)
+    backend = canonical_backend(backend)
     if backend == "docker":
         from .docker_backend import probe
 

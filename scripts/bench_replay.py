@@ -5,7 +5,7 @@ Builds the worst trajectory runs.limits accepts and checks it with the upload va
 (`check_trajectory`, the function uploads go through): the most steps; the first page's steps
 each at the step limit, with the most files and diff lines a step may hold and long text in every
 text field (thought, observation, arguments, traceback, summary, notes); every other step a failed
-command, so that the error scan finds one per step and reads the end of each observation; as
+command (exit code 1), so that the error scan finds one per step and reads every observation; as
 much as the trajectory's byte limit allows. The attempt also gets the
 largest final patch (bytes and lines) and the longest final answer an upload may carry. Then it
 times requests through Django's test Client (in process: server time only, no network) for the
@@ -87,7 +87,7 @@ def largest_trajectory(sample_id: str, limits, per_page: int) -> dict:
              "ValueError: shapes do not match\n[exit code 1; 0.4 s; cwd code]")
     for index in range(1, limits.steps + 1):
         trajectory.steps.append(Step(index=index, started_at="2026-01-01T00:00:00+00:00", duration=1.5, tool="command_line",
-                                     arguments={"command": "python run.py"}, observation=crash,
+                                     arguments={"command": "python run.py"}, observation=crash, exit_code=1,
                                      input_tokens=1000, output_tokens=100, cost=0.001))
     # The first page: each step at the step limit, with the most files and diff lines it may hold
     # (while the attempt's diff lines last) in about half of it and text fields in the rest.
@@ -109,7 +109,7 @@ def largest_trajectory(sample_id: str, limits, per_page: int) -> dict:
     trajectory.final_patch = diff(min(limits.patch_lines, limits.patch_bytes // 48), "code/final.py")
     trajectory.final_answer = FinalAnswer(raw="x", parsed={"Experiment 1": {"loss": 0.5}}, parse_method="json")
     # The other steps share what the trajectory's byte limit leaves, each one a failed command
-    # without a traceback: the error scan then reads the end of every observation too.
+    # without a traceback: the error scan then finds each one by its exit code.
     failed = "error: shapes do not match\n[exit code 1; 0.4 s; cwd code]"
     rest = trajectory.steps[per_page:]
     room = limits.trajectory_bytes - len(json.dumps(trajectory.to_dict())) - 64 * 1024

@@ -135,7 +135,7 @@ def report_check_costs(attempts, *, scratch: Path) -> None:
     workspace: descriptor-based snapshots (sandbox.fs) against a plain os.walk that follows links,
     the scoped final patch (runs.benchmark.patches + runs.benchmark.scope) against GNU patch applying it whole, and the
     link-safe iterative removal against shutil.rmtree."""
-    from runs.agents.trajectory import snapshot
+    from runs.agents.recorder import snapshot
     from runs.evaluation.verdicts import scoped_final_code
     from runs.suites.services import workspace_build
     from sandbox import fs

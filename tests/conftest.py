@@ -1,4 +1,5 @@
-"""Shared fixtures: a small suite in our format, and fake gold code for the upstream fixture's papers."""
+"""Shared fixtures: a clean environment for every test, the built-in suite, a small suite in our
+format, and fake gold code for the upstream fixture's papers."""
 import copy
 import csv
 import json
@@ -7,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import redis_test_client, redis_test_url, require
+from runs.agents.llm import pricing
+from tests.support import import_builtin_suite, redis_test_client, redis_test_url, require
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
@@ -25,6 +27,38 @@ def isolated_cache(settings):
             "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
         }
     }
+
+
+@pytest.fixture(autouse=True)
+def clean_llm_environment(monkeypatch):
+    """No key, endpoint or price file leaks in from the developer's shell."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LLM_PRICES_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    pricing.reload_prices()
+    yield
+    pricing.reload_prices()
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Users' passwords hashed with a fast hasher: the real one takes a noticeable time per user."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def workspace_root(tmp_path, settings) -> Path:
+    """Workspaces and trajectories of this test only, in bubblewrap sandboxes."""
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    settings.WORKSPACE_ROOT = root
+    settings.SANDBOX_BACKEND = "bubblewrap"
+    return root
+
+
+@pytest.fixture
+def builtin(db):
+    """The built-in suite (4 papers, 28 functions) with its n=1 samples."""
+    return import_builtin_suite()
 
 
 @pytest.fixture

@@ -1,8 +1,13 @@
 """Helpers for tests that need a component of the machine (a sandbox backend, a browser, fixtures)."""
 import functools
 import os
+import shutil
+from io import StringIO
+from pathlib import Path
 
 import pytest
+
+BUILTIN_SUITE_DIR = Path(__file__).resolve().parents[1] / "runs" / "suites" / "builtin"
 
 
 def require(condition: bool, how_to_fix: str) -> None:
@@ -31,6 +36,34 @@ def require_backend(backend: str) -> None:
     """Skip, or fail under CI, when a sandbox backend cannot run here."""
     problem = _backend_problem(backend)
     require(problem is None, f"{backend} sandbox unavailable: {problem}. To provide it: {_BACKEND_HINTS[backend]}")
+
+
+def require_patch() -> None:
+    """Skip, or fail under CI, when patch(1) is missing: tests check with it that a final patch
+    applies with the standard tool, as a submitter's or a reader's would."""
+    require(shutil.which("patch") is not None, "patch(1) is not installed: run `make system-packages` (apt-get install patch)")
+
+
+def import_builtin_suite(samples: str = "1"):
+    """The built-in suite imported into the test database, with its samples at each n of `samples`
+    ("1", "1,2"); returns the Suite."""
+    from django.core.management import call_command
+
+    from runs.models import Suite
+
+    call_command("import_suite", str(BUILTIN_SUITE_DIR), "--samples", samples, stdout=StringIO())
+    return Suite.objects.get(name="builtin")
+
+
+def shared_database_url() -> str:
+    """The test database as a URL other processes (workers, gunicorn) can use. They need Postgres:
+    fails in CI, or skips, under any other database."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    require(db["ENGINE"].endswith("postgresql"), "tests that start other processes need Postgres: set DATABASE_URL=postgres://...")
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def redis_test_url() -> str:

@@ -1,10 +1,14 @@
-"""A malformed environment variable stops start-up with a message naming it."""
+"""Settings: a malformed environment variable stops start-up with a message naming it, and every
+setting the product reads is declared in autoexperiment_site/settings.py and documented in the README."""
+import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from django.conf import global_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,6 +36,7 @@ def start_django(**env):
         ("SANDBOX_BACKEND", "chroot"),
         ("ALLOWED_HOSTS", "example.org,,"),
         ("RQ_JOB_TIMEOUT", "soon"),
+        ("ATTEMPT_HEARTBEAT_SECONDS", "60"),  # not less than ATTEMPT_STALE_SECONDS: live workers taken for dead
     ],
 )
 def test_malformed_value_names_the_variable(variable, value):
@@ -52,3 +57,111 @@ def test_valid_values_are_used():
     result = start_django(DEBUG="yes", SANDBOX_BACKEND="bwrap")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "bubblewrap"
+
+
+# --- every setting read is declared, every variable documented ---------------------------------------
+
+PRODUCT_PACKAGES = ("runs", "leaderboard", "sandbox", "autoexperiment_site")
+# runs/limits.py serves agents that also run in scripts without Django settings: its `_setting(NAME,
+# default)` falls back to the default there, so it reads settings by a computed name (the names are
+# the literal first arguments of its calls).
+READERS_BY_NAME = {"runs/limits.py": "_setting"}
+
+
+def _parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _settings_names(tree: ast.Module) -> set[str]:
+    """The names `django.conf.settings` is imported under in this module."""
+    return {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "django.conf"
+        for alias in node.names
+        if alias.name == "settings"
+    }
+
+
+def _literal(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def settings_reads() -> tuple[list[tuple[str, str]], list[str]]:
+    """(where, NAME) for every setting the product code reads, and where it reads one through
+    getattr/hasattr (with a default, or by a computed name) instead of plainly."""
+    reads, indirect = [], []
+    for package in PRODUCT_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            tree = _parse(path)
+            names = _settings_names(tree)
+            reader = READERS_BY_NAME.get(relative)
+            for node in ast.walk(tree):
+                where = f"{relative}:{getattr(node, 'lineno', '?')}"
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
+                    if node.attr.isupper():
+                        reads.append((where, node.attr))
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+                    if node.func.id == reader and _literal(node.args[0]):
+                        reads.append((where, _literal(node.args[0])))
+                    elif node.func.id in {"getattr", "hasattr"} and isinstance(node.args[0], ast.Name) and node.args[0].id in names:
+                        if len(node.args) > 1 and _literal(node.args[1]):
+                            reads.append((where, _literal(node.args[1])))
+                        if not _inside_function(tree, node, reader):
+                            indirect.append(where)
+    return reads, indirect
+
+
+def _inside_function(tree: ast.Module, target: ast.AST, function: str) -> bool:
+    return any(
+        isinstance(node, ast.FunctionDef) and node.name == function and any(child is target for child in ast.walk(node))
+        for node in ast.walk(tree)
+    )
+
+
+def declared_settings() -> set[str]:
+    """Every name settings.py assigns (under any condition), and Django's own defaults."""
+    tree = _parse(ROOT / "autoexperiment_site" / "settings.py")
+    assigned = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name) and target.id.isupper()
+    }
+    return assigned | {name for name in dir(global_settings) if name.isupper()}
+
+
+def environment_variables() -> set[str]:
+    """The variables the site reads through autoexperiment_site.env (settings and gunicorn's)."""
+    return {
+        _literal(node.args[0])
+        for path in (ROOT / "autoexperiment_site").glob("*.py")
+        for node in ast.walk(_parse(path))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith("env_")
+        and node.args and _literal(node.args[0])
+    }
+
+
+def test_settings_are_read_plainly():
+    """A getattr default would hide a setting from settings.py and the README, and could disagree
+    with the default declared there."""
+    _, indirect = settings_reads()
+    assert indirect == [], "read these as settings.NAME (declare them in autoexperiment_site/settings.py)"
+
+
+def test_every_setting_read_is_declared():
+    reads, _ = settings_reads()
+    assert len(reads) > 20  # the scan sees the reads
+    declared = declared_settings()
+    undeclared = sorted(f"{where}: {name}" for where, name in reads if name not in declared)
+    assert undeclared == [], "declare these in autoexperiment_site/settings.py, from an environment variable"
+
+
+def test_every_environment_variable_is_in_a_readme_table():
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("|")]
+    documented = {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", row)}
+    variables = environment_variables()
+    assert {"DEBUG", "SANDBOX_BACKEND", "WEB_CONCURRENCY"} <= variables  # the scan sees them
+    assert sorted(variables - documented) == [], "add these to a table in the README (Configuration)"

@@ -1,7 +1,10 @@
 """How the leaderboard writes numbers: a dash for "nothing measured", never a misleading 0."""
 from django import template
 
+from runs.benchmark.text import format_seconds
+
 register = template.Library()
+register.filter("duration", format_seconds)
 DASH = "—"
 
 
@@ -18,14 +21,6 @@ def usd(value):
     if value is None:
         return DASH
     return f"${value:.4f}" if value < 0.01 else f"${value:.2f}"
-
-
-@register.filter
-def duration(value):
-    """Seconds as "42 s" or "3.5 min"."""
-    if value is None:
-        return DASH
-    return f"{value:.0f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
 @register.filter

@@ -10,6 +10,18 @@ Every agent has a `name` and `run(*, model, sandbox, workspace, trajectory_path,
 on_step=None) -> AgentResult`. Agents added later (agentless, gold, noop, mutant) register a
 factory with `register_agent`; they reuse `tools.run_tool` / `TrajectoryWriter.tool_step` for
 their actions and `base.Budget` for their limits.
+
+- `base`: exit statuses, budgets and the result; `react`, `agentless`, `baselines`: the agents;
+- `tools`: the tools an agent calls, run through the sandbox against the workspace;
+  `tool_arguments`: their arguments as pydantic models, which give the schemas the model is shown;
+- `trajectory`: the trajectory document format (no tools, no sandbox); `recorder`: writing one
+  while an agent runs;
+- `retrieval`, `verifier`: retrieval for agentless, and choosing one of k candidates;
+- `llm`: the provider-neutral chat interface and its SDK adapters.
+
+Under `runs.models` in the layers: it may import `runs.benchmark`, `runs.limits` and `sandbox`,
+never the ORM (`runs.models`, `runs.suites`, `runs.evaluation`, psycopg, RQ: contract "runs.agents
+imports no ORM"). Callers hand it plain objects: a workspace directory, a sandbox, a model.
 """
 
 from __future__ import annotations
@@ -26,14 +38,10 @@ from .baselines import (
     NoopAgent,
     gold_bodies_for,
 )
-from .react import AgentConfig, ReActAgent, run_agent
+from .react import AgentConfig, ReActAgent
+from .recorder import TrajectoryWriter
 from .trajectory import FORMAT as TRAJECTORY_FORMAT
-from .trajectory import (
-    Trajectory,
-    TrajectoryFormatError,
-    TrajectoryWriter,
-    load_trajectory,
-)
+from .trajectory import Trajectory, TrajectoryFormatError, load_trajectory
 
 __all__ = [
     "AGENTS",
@@ -57,7 +65,6 @@ __all__ = [
     "gold_bodies_for",
     "load_trajectory",
     "register_agent",
-    "run_agent",
 ]
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from runs.benchmark.scoring import ParsedAnswer
 
-if TYPE_CHECKING:
-    from .trajectory import Trajectory
+from .trajectory import Trajectory
 
 SUBMITTED = "submitted"
 STEP_LIMIT = "step_limit"
@@ -26,8 +24,6 @@ MODEL_ERROR = "model_error"
 SANDBOX_ERROR = "sandbox_error"
 # A bug in the harness itself: the trajectory is still written, then the exception propagates.
 HARNESS_ERROR = "harness_error"
-# Written in the header while the run is going, so a reader can tell an unfinished trajectory.
-RUNNING = "running"
 
 EXIT_STATUSES = (SUBMITTED, STEP_LIMIT, TIME_LIMIT, COST_LIMIT, MODEL_ERROR, SANDBOX_ERROR, HARNESS_ERROR)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import re
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -49,6 +48,7 @@ from .base import (
     Submitted,
 )
 from .llm import ChatModel
+from .recorder import TrajectoryWriter
 from .tools import (
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_MAX_OBSERVATION_CHARS,
@@ -56,7 +56,7 @@ from .tools import (
     ToolResult,
     run_tool,
 )
-from .trajectory import Header, Step, TrajectoryWriter
+from .trajectory import Header, Step
 
 __all__ = [
     "BaselineConfig",
@@ -72,10 +72,6 @@ __all__ = [
 
 # (workspace file such as "code/optim/adam.py", qualified name) -> the function's original body.
 GoldBodies = Mapping[tuple[str, str], str]
-
-# The status line `command_line` appends to its output (see tools._execute).
-_STATUS_LINE = re.compile(r"\n\[(exit code (?P<code>-?\d+)|timed out[^;\]]*);[^\n]*\]\s*\Z")
-
 
 def load_task(workspace: Path) -> dict:
     """The workspace's task.json. Raises ValueError when `workspace` is not a built workspace."""
@@ -118,16 +114,17 @@ def gold_bodies_for(
     return bodies
 
 
-def command_result(observation: str) -> dict | None:
+def command_result(result: ToolResult) -> dict | None:
     """The JSON object an experiment printed, if its command ran to completion with exit code 0.
 
     A command that crashed or timed out gives None even if it printed a JSON line before dying:
     the harness's re-execution would not count that output either (runs.benchmark.execution.run_experiment).
+    The exit status is the result's field: the program's own output may print anything, a status
+    line included. The status line the tool appends is not a JSON object, so it is never read as one.
     """
-    status = _STATUS_LINE.search(observation)
-    if status is None or status.group("code") != "0":
+    if result.exit_code != 0 or result.timed_out:
         return None
-    return printed_result(observation[: status.start()])
+    return printed_result(result.observation)
 
 
 @dataclass
@@ -261,8 +258,7 @@ class PipelineRun:
         for experiment in self.task.get("experiments", []):
             label = experiment["label"]
             summary = " ".join(experiment.get("description", "").split())[:200]
-            observation = self.call("command_line", {"command": experiment["command"]}, thought=f"Run {label}: {summary}").observation
-            value = command_result(observation)
+            value = command_result(self.call("command_line", {"command": experiment["command"]}, thought=f"Run {label}: {summary}"))
             if value is not None:
                 results[label] = value
         return results

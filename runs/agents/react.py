@@ -1,7 +1,7 @@
 """The ReAct agent of the paper: a thought, then exactly one tool call, per step, until it submits.
 
-    result = run_agent(agent_config=AgentConfig(history="window", window=5), model=model,
-                       sandbox=sandbox, workspace=workspace, trajectory_path=path)
+    result = ReActAgent(AgentConfig(history="window", window=5)).run(
+        model=model, sandbox=sandbox, workspace=workspace, trajectory_path=path)
 
 The loop (`ReActAgent.run`) is the whole agent: check the budget, build the prompt from the
 history, ask the model, run its tool call, record the step. Everything that ends a run raises an
@@ -47,6 +47,7 @@ from .base import (
     Submitted,
 )
 from .llm import ChatModel, Completion, Message, ModelError
+from .recorder import TrajectoryWriter
 from .tools import (
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_MAX_OBSERVATION_CHARS,
@@ -56,7 +57,7 @@ from .tools import (
     tool_specs,
     truncate,
 )
-from .trajectory import Header, Step, TrajectoryWriter
+from .trajectory import Header, Step
 
 HISTORY_STRATEGIES = ("full", "window", "summary")
 # The paper in the first message is cut (head and tail) beyond this; the whole file stays in the
@@ -167,22 +168,6 @@ class ReActAgent:
         reports); an exception it raises ends the run as a harness error.
         """
         return _Run(self, model, sandbox, Path(workspace), Path(trajectory_path), clock, on_step).run()
-
-
-def run_agent(
-    *,
-    agent_config: AgentConfig,
-    model: ChatModel,
-    sandbox: Sandbox,
-    workspace: Path,
-    trajectory_path: Path,
-    clock: Callable[[], float] = time.monotonic,
-    on_step: Callable[[Step], None] | None = None,
-) -> AgentResult:
-    """Run the ReAct agent once (see ReActAgent.run)."""
-    return ReActAgent(agent_config).run(
-        model=model, sandbox=sandbox, workspace=workspace, trajectory_path=trajectory_path, clock=clock, on_step=on_step
-    )
 
 
 class _Run:

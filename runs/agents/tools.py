@@ -1,7 +1,8 @@
 """The paper's agent tools, each run through the sandbox against the workspace.
 
-A tool is a `ToolSpec` (what the model sees) plus a function `(ToolContext, arguments) ->
-ToolResult`. Call them through `run_tool`, which checks the arguments against the schema, turns
+A tool is a `ToolSpec` (what the model sees), the pydantic model of its arguments (the spec's
+schema is that model's: runs.agents.tool_arguments) and a function `(ToolContext, arguments) ->
+ToolResult`. Call them through `run_tool`, which checks the arguments with that model, turns
 every mistake of the agent (bad JSON, unknown tool, a path leaving the workspace, a missing file)
 into an error observation the model can read, and truncates observations to a bounded size. Only
 two things escape `run_tool` as exceptions: `SandboxFailed` (the sandbox itself broke) and
@@ -14,7 +15,6 @@ under /workspace; nothing resolving outside the workspace (symlinks included) is
 
 from __future__ import annotations
 
-import difflib
 import json
 import shlex
 import traceback
@@ -23,12 +23,31 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from runs.benchmark.patches import unified_diff
 from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from sandbox import Sandbox, SandboxError, fs
 from sandbox.base import WORKSPACE_MOUNT
 
 from .base import ModelFailed, SandboxFailed
 from .llm import ChatModel, Message, ModelError, ToolCall, ToolSpec, Usage
+from .tool_arguments import (
+    DEFAULT_COMMAND_TIMEOUT,
+    ArgumentsError,
+    BashScriptArguments,
+    ChangeDirectoryArguments,
+    CommandLineArguments,
+    EditFileArguments,
+    FinalAnswerArguments,
+    InspectFileLinesArguments,
+    ListFilesArguments,
+    MoveArguments,
+    PythonScriptArguments,
+    ToolArguments,
+    UnderstandFileArguments,
+    WriteFileArguments,
+    parse_arguments,
+    tool_schema,
+)
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
@@ -43,11 +62,9 @@ __all__ = [
     "run_tool",
     "tool_specs",
     "truncate",
-    "unified_diff",
 ]
 
 DEFAULT_MAX_OBSERVATION_CHARS = 10_000
-DEFAULT_COMMAND_TIMEOUT = 600.0
 # How many lines inspect_file_lines shows at most; longer ranges are cut with a note.
 MAX_INSPECT_LINES = 400
 # What understand_file / edit_file hand the helper model at most, in characters (~25k tokens).
@@ -85,11 +102,16 @@ class ToolResult:
     `observation` is what the model is shown (already truncated by `run_tool`; `truncated` says
     so). `error` marks a call that failed (bad arguments, command not found, non-zero exit does
     *not* count: that is information, not a tool failure), with a `traceback` when the harness
-    itself raised. `usage` / `cost` / `model_calls` account for helper-model calls (cost None:
-    price unknown). `answer` is set by an accepted final_answer.
+    itself raised. `exit_code` and `timed_out` are the outcome of the command a tool ran (None and
+    False for tools that run none): callers read them here, never from the status line that
+    repeats them at the end of `observation` for the model. `usage` / `cost` / `model_calls`
+    account for helper-model calls (cost None: price unknown). `answer` is set by an accepted
+    final_answer.
     """
 
     observation: str
+    exit_code: int | None = None
+    timed_out: bool = False
     error: bool = False
     truncated: bool = False
     traceback: str | None = None
@@ -110,8 +132,12 @@ class ToolError(Exception):
 
 @dataclass(frozen=True)
 class Tool:
+    """A tool: what the model is shown (`spec`, whose schema is `arguments`'), the model its
+    arguments are checked with, and the function run with them."""
+
     spec: ToolSpec
-    run: Callable[[ToolContext, dict[str, Any]], ToolResult]
+    arguments: type[ToolArguments]
+    run: Callable[[ToolContext, Any], ToolResult]
 
     @property
     def name(self) -> str:
@@ -161,36 +187,6 @@ def resolve_path(context: ToolContext, path: str) -> str:
 def display_path(relative: str) -> str:
     """How a workspace-relative path is shown to the agent: absolute inside the sandbox."""
     return WORKSPACE_MOUNT if relative == "." else f"{WORKSPACE_MOUNT}/{relative}"
-
-
-def unified_diff(path: str, old: str | None, new: str | None) -> str:
-    """A git-style unified diff of one file (None: the file does not exist on that side)."""
-    # Lines end at "\n" only, as diff(1) and runs.benchmark.patches read them: str.splitlines would also
-    # split at "\r", "\x0c", "\u2028" and others, which are content to a diff.
-    old_lines = _lines(old or "")
-    new_lines = _lines(new or "")
-    lines = list(
-        difflib.unified_diff(
-            old_lines,
-            new_lines,
-            fromfile="/dev/null" if old is None else f"a/{path}",
-            tofile="/dev/null" if new is None else f"b/{path}",
-        )
-    )
-    out = []
-    for line in lines:
-        if line.endswith("\n"):
-            out.append(line)
-        else:
-            # What diff(1) and git print, so that patch(1) reproduces the missing final newline.
-            out.append(line + "\n\\ No newline at end of file\n")
-    return "".join(out)
-
-
-def _lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    last = lines.pop()
-    return [line + "\n" for line in lines] + ([last] if last else [])
 
 
 def _check_open(context: ToolContext) -> None:
@@ -254,7 +250,12 @@ def _execute(context: ToolContext, command: str, timeout: Any) -> ToolResult:
         status = f"timed out after {timeout:.0f} s{why} and was killed"
     header = f"[{status}; {result.duration:.1f} s; cwd {display_path(context.cwd)}]"
     output = result.output if result.output else "(no output)\n"
-    return ToolResult(observation=f"{output.rstrip()}\n{header}", truncated=result.truncated)
+    return ToolResult(
+        observation=f"{output.rstrip()}\n{header}",
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        truncated=result.truncated,
+    )
 
 
 # --- helper-model calls --------------------------------------------------------------------------
@@ -302,12 +303,12 @@ def _fenced_body(text: str) -> str | None:
 # --- the tools -----------------------------------------------------------------------------------
 
 
-def list_files(context: ToolContext, args: dict[str, Any]) -> ToolResult:
-    relative = resolve_path(context, args.get("path", "."))
+def list_files(context: ToolContext, args: ListFilesArguments) -> ToolResult:
+    relative = resolve_path(context, args.path)
     if _kind(context, relative) != "dir":
         raise ToolError(f"{display_path(relative)} is not a directory")
     try:
-        entries = context.sandbox.list_files(relative, recursive=bool(args.get("recursive", False)))
+        entries = context.sandbox.list_files(relative, recursive=args.recursive)
     except SandboxError as error:
         raise ToolError(str(error)) from None
     prefix = "" if relative == "." else relative + "/"
@@ -316,12 +317,12 @@ def list_files(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     return ToolResult(observation=f"{display_path(relative)}:\n{listing}")
 
 
-def inspect_file_lines(context: ToolContext, args: dict[str, Any]) -> ToolResult:
-    relative = resolve_path(context, args["path"])
+def inspect_file_lines(context: ToolContext, args: InspectFileLinesArguments) -> ToolResult:
+    relative = resolve_path(context, args.path)
     text = _read_text(context, relative)
     lines = text.splitlines()
-    start = args.get("start_line", 1)
-    end = args.get("end_line", start + MAX_INSPECT_LINES - 1)
+    start = args.start_line
+    end = start + MAX_INSPECT_LINES - 1 if args.end_line is None else args.end_line
     if start < 1 or end < start:
         raise ToolError(f"need 1 <= start_line <= end_line; got start_line={start}, end_line={end}")
     if not lines:
@@ -338,8 +339,8 @@ def inspect_file_lines(context: ToolContext, args: dict[str, Any]) -> ToolResult
     return ToolResult(observation=f"{display_path(relative)} lines {start}-{end} of {len(lines)}:\n{body}{note}")
 
 
-def understand_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
-    relative = resolve_path(context, args["path"])
+def understand_file(context: ToolContext, args: UnderstandFileArguments) -> ToolResult:
+    relative = resolve_path(context, args.path)
     text, cut = truncate(_read_text(context, relative), MAX_LLM_FILE_CHARS)
     system = (
         "You help a research engineer understand a codebase. You are given one file with line "
@@ -348,15 +349,15 @@ def understand_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
     user = (
         f"File {display_path(relative)}{' (truncated in the middle)' if cut else ''}:\n"
-        f"```\n{_numbered(text)}\n```\n\nQuestion: {args['question']}"
+        f"```\n{_numbered(text)}\n```\n\nQuestion: {args.question}"
     )
     answer, accounting = _helper_completion(context, system, user, max_tokens=2048)
     accounting.observation = answer.strip() or "(the helper model gave no answer)"
     return accounting
 
 
-def edit_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
-    relative = resolve_path(context, args["path"])
+def edit_file(context: ToolContext, args: EditFileArguments) -> ToolResult:
+    relative = resolve_path(context, args.path)
     old = _read_text(context, relative) if _kind(context, relative) is not None else None
     if old is not None and len(old) > MAX_LLM_FILE_CHARS:
         raise ToolError(
@@ -370,7 +371,7 @@ def edit_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
         "instruction asks for."
     )
     shown = "(the file does not exist yet; write its full content)" if old is None else f"```\n{old}```"
-    user = f"File {display_path(relative)}:\n{shown}\n\nInstruction: {args['instruction']}"
+    user = f"File {display_path(relative)}:\n{shown}\n\nInstruction: {args.instruction}"
     reply, accounting = _helper_completion(context, system, user, max_tokens=8192)
     new = _fenced_body(reply)
     if new is None:
@@ -385,43 +386,41 @@ def edit_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     return accounting
 
 
-def write_file(context: ToolContext, args: dict[str, Any]) -> ToolResult:
-    relative = resolve_path(context, args["path"])
+def write_file(context: ToolContext, args: WriteFileArguments) -> ToolResult:
+    relative = resolve_path(context, args.path)
     existed = _kind(context, relative) is not None
-    _write_text(context, relative, args["content"])
+    _write_text(context, relative, args.content)
     verb = "Overwrote" if existed else "Created"
-    return ToolResult(observation=f"{verb} {display_path(relative)} ({len(args['content'])} characters)")
+    return ToolResult(observation=f"{verb} {display_path(relative)} ({len(args.content)} characters)")
 
 
-def _run_script(context: ToolContext, args: dict[str, Any], interpreter: str) -> ToolResult:
-    relative = resolve_path(context, args["path"])
-    content = args.get("content")
-    if content is not None:
-        _write_text(context, relative, content)
+def _run_script(context: ToolContext, args: PythonScriptArguments, interpreter: str) -> ToolResult:
+    relative = resolve_path(context, args.path)
+    if args.content is not None:
+        _write_text(context, relative, args.content)
     elif _kind(context, relative) != "file":
         raise ToolError(f"{display_path(relative)} does not exist; pass `content` to create it")
-    extra = args.get("arguments", "")
-    command = f"{interpreter} {shlex.quote(display_path(relative))}" + (f" {extra}" if extra else "")
-    return _execute(context, command, args.get("timeout"))
+    command = f"{interpreter} {shlex.quote(display_path(relative))}" + (f" {args.arguments}" if args.arguments else "")
+    return _execute(context, command, args.timeout)
 
 
-def execute_python_script(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+def execute_python_script(context: ToolContext, args: PythonScriptArguments) -> ToolResult:
     return _run_script(context, args, "python3")
 
 
-def execute_bash_script(context: ToolContext, args: dict[str, Any]) -> ToolResult:
+def execute_bash_script(context: ToolContext, args: BashScriptArguments) -> ToolResult:
     return _run_script(context, args, "bash")
 
 
-def command_line(context: ToolContext, args: dict[str, Any]) -> ToolResult:
-    if not args["command"].strip():
+def command_line(context: ToolContext, args: CommandLineArguments) -> ToolResult:
+    if not args.command.strip():
         raise ToolError("command is empty")
-    return _execute(context, args["command"], args.get("timeout"))
+    return _execute(context, args.command, args.timeout)
 
 
-def move(context: ToolContext, args: dict[str, Any]) -> ToolResult:
-    source = resolve_path(context, args["source"])
-    destination = resolve_path(context, args["destination"])
+def move(context: ToolContext, args: MoveArguments) -> ToolResult:
+    source = resolve_path(context, args.source)
+    destination = resolve_path(context, args.destination)
     if source == ".":
         raise ToolError("cannot move the workspace itself")
     if _kind(context, source) is None:
@@ -436,8 +435,8 @@ def move(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     return ToolResult(observation=f"Moved {display_path(source)} to {display_path(destination)}")
 
 
-def change_directory(context: ToolContext, args: dict[str, Any]) -> ToolResult:
-    relative = resolve_path(context, args["path"])
+def change_directory(context: ToolContext, args: ChangeDirectoryArguments) -> ToolResult:
+    relative = resolve_path(context, args.path)
     kind = _kind(context, relative)
     if kind == "symlink":
         raise ToolError(f"{display_path(relative)} is a symbolic link; the file tools never follow links")
@@ -447,8 +446,8 @@ def change_directory(context: ToolContext, args: dict[str, Any]) -> ToolResult:
     return ToolResult(observation=f"Current directory is now {display_path(relative)}")
 
 
-def final_answer(context: ToolContext, args: dict[str, Any]) -> ToolResult:
-    answer = args["answer"]
+def final_answer(context: ToolContext, args: FinalAnswerArguments) -> ToolResult:
+    answer = args.answer
     raw = answer if isinstance(answer, str) else json.dumps(answer)
     parsed = parse_answer(answer if isinstance(answer, str) else dict(answer))
     if not parsed.ok:
@@ -459,147 +458,84 @@ def final_answer(context: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 # --- specs ---------------------------------------------------------------------------------------
 
-_PATH = {"type": "string", "description": "A path relative to the current directory, or absolute under /workspace."}
-_TIMEOUT = {
-    "type": "number",
-    "description": f"Seconds before the command is killed (default {DEFAULT_COMMAND_TIMEOUT:g}; never beyond the time left).",
-}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required}
+def _tool(name: str, description: str, arguments: type[ToolArguments], run: Callable[[ToolContext, Any], ToolResult]) -> Tool:
+    """A tool whose spec shows the model exactly the schema its arguments are checked with."""
+    return Tool(ToolSpec(name, description, tool_schema(arguments)), arguments, run)
 
 
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in [
-        Tool(
-            ToolSpec(
-                "list_files",
-                "List the files and directories in a directory (directories end in '/').",
-                _schema(
-                    {
-                        "path": {**_PATH, "description": "The directory; default: the current directory."},
-                        "recursive": {"type": "boolean", "description": "List subdirectories too (default false)."},
-                    },
-                    [],
-                ),
-            ),
+        _tool(
+            "list_files",
+            "List the files and directories in a directory (directories end in '/').",
+            ListFilesArguments,
             list_files,
         ),
-        Tool(
-            ToolSpec(
-                "inspect_file_lines",
-                f"Show lines start_line..end_line of a text file, numbered (at most {MAX_INSPECT_LINES} lines per call).",
-                _schema(
-                    {
-                        "path": _PATH,
-                        "start_line": {"type": "integer", "description": "First line, from 1 (default 1)."},
-                        "end_line": {"type": "integer", "description": "Last line, inclusive."},
-                    },
-                    ["path"],
-                ),
-            ),
+        _tool(
+            "inspect_file_lines",
+            f"Show lines start_line..end_line of a text file, numbered (at most {MAX_INSPECT_LINES} lines per call).",
+            InspectFileLinesArguments,
             inspect_file_lines,
         ),
-        Tool(
-            ToolSpec(
-                "understand_file",
-                "Ask an assistant model a question about one file; it reads the whole file and answers. "
-                "Useful for long files.",
-                _schema({"path": _PATH, "question": {"type": "string", "description": "What you want to know."}}, ["path", "question"]),
-            ),
+        _tool(
+            "understand_file",
+            "Ask an assistant model a question about one file; it reads the whole file and answers. "
+            "Useful for long files.",
+            UnderstandFileArguments,
             understand_file,
         ),
-        Tool(
-            ToolSpec(
-                "edit_file",
-                "Have an assistant model apply an edit instruction to a file (created if missing); returns the "
-                "unified diff of what changed.",
-                _schema(
-                    {"path": _PATH, "instruction": {"type": "string", "description": "The edit to make, precisely."}},
-                    ["path", "instruction"],
-                ),
-            ),
+        _tool(
+            "edit_file",
+            "Have an assistant model apply an edit instruction to a file (created if missing); returns the "
+            "unified diff of what changed.",
+            EditFileArguments,
             edit_file,
         ),
-        Tool(
-            ToolSpec(
-                "write_file",
-                "Write text to a file, replacing it if it exists (parent directories are created).",
-                _schema({"path": _PATH, "content": {"type": "string", "description": "The complete file content."}}, ["path", "content"]),
-            ),
+        _tool(
+            "write_file",
+            "Write text to a file, replacing it if it exists (parent directories are created).",
+            WriteFileArguments,
             write_file,
         ),
-        Tool(
-            ToolSpec(
-                "execute_python_script",
-                "Run a Python file with python3 in the current directory; with `content`, first write it to `path`. "
-                "Returns the output and exit code.",
-                _schema(
-                    {
-                        "path": {**_PATH, "description": "The script file (e.g. check.py)."},
-                        "content": {"type": "string", "description": "Script source to write to `path` before running."},
-                        "arguments": {"type": "string", "description": "Command-line arguments, as shell words."},
-                        "timeout": _TIMEOUT,
-                    },
-                    ["path"],
-                ),
-            ),
+        _tool(
+            "execute_python_script",
+            "Run a Python file with python3 in the current directory; with `content`, first write it to `path`. "
+            "Returns the output and exit code.",
+            PythonScriptArguments,
             execute_python_script,
         ),
-        Tool(
-            ToolSpec(
-                "execute_bash_script",
-                "Run a bash script file in the current directory; with `content`, first write it to `path`. "
-                "Returns the output and exit code.",
-                _schema(
-                    {
-                        "path": {**_PATH, "description": "The script file (e.g. run.sh)."},
-                        "content": {"type": "string", "description": "Script text to write to `path` before running."},
-                        "arguments": {"type": "string", "description": "Arguments, as shell words."},
-                        "timeout": _TIMEOUT,
-                    },
-                    ["path"],
-                ),
-            ),
+        _tool(
+            "execute_bash_script",
+            "Run a bash script file in the current directory; with `content`, first write it to `path`. "
+            "Returns the output and exit code.",
+            BashScriptArguments,
             execute_bash_script,
         ),
-        Tool(
-            ToolSpec(
-                "command_line",
-                "Run one shell command (bash) in the current directory; returns the output and exit code. "
-                "There is no network.",
-                _schema({"command": {"type": "string"}, "timeout": _TIMEOUT}, ["command"]),
-            ),
+        _tool(
+            "command_line",
+            "Run one shell command (bash) in the current directory; returns the output and exit code. "
+            "There is no network.",
+            CommandLineArguments,
             command_line,
         ),
-        Tool(
-            ToolSpec(
-                "move",
-                "Move or rename a file or directory inside the workspace.",
-                _schema({"source": _PATH, "destination": _PATH}, ["source", "destination"]),
-            ),
+        _tool(
+            "move",
+            "Move or rename a file or directory inside the workspace.",
+            MoveArguments,
             move,
         ),
-        Tool(
-            ToolSpec(
-                "change_directory",
-                "Change the current directory (inside /workspace) for later tools and commands.",
-                _schema({"path": _PATH}, ["path"]),
-            ),
+        _tool(
+            "change_directory",
+            "Change the current directory (inside /workspace) for later tools and commands.",
+            ChangeDirectoryArguments,
             change_directory,
         ),
-        Tool(
-            ToolSpec(
-                "final_answer",
-                "Submit your final answer and end the task: a JSON object with one entry per experiment, "
-                "in the answer format of the task. Call it once, with the numbers the experiments printed.",
-                _schema(
-                    {"answer": {"type": "object", "description": 'e.g. {"Experiment 1": {"accuracy": 0.91}}'}},
-                    ["answer"],
-                ),
-            ),
+        _tool(
+            "final_answer",
+            "Submit your final answer and end the task: a JSON object with one entry per experiment, "
+            "in the answer format of the task. Call it once, with the numbers the experiments printed.",
+            FinalAnswerArguments,
             final_answer,
         ),
     ]
@@ -612,45 +548,6 @@ def tool_specs(names: list[str] | None = None) -> list[ToolSpec]:
 
 
 # --- dispatch ------------------------------------------------------------------------------------
-
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "object": lambda v: isinstance(v, dict),
-}
-
-
-def check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The arguments the tool accepts, and the names of unknown ones (ignored).
-
-    Raises ToolError for a missing required argument or one of the wrong type. Integral floats are
-    accepted as integers and, for final_answer, a JSON string as the answer object: models send both.
-    """
-    properties = spec.parameters.get("properties", {})
-    missing = [name for name in spec.parameters.get("required", []) if name not in arguments]
-    if missing:
-        raise ToolError(f"missing required argument(s) for {spec.name}: {', '.join(missing)}")
-    accepted, unknown = {}, []
-    for name, value in arguments.items():
-        if name not in properties:
-            unknown.append(name)
-            continue
-        kind = properties[name].get("type")
-        if value is None and name not in spec.parameters.get("required", []):
-            continue  # an explicit null means "use the default"
-        if kind == "integer" and isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if kind == "object" and isinstance(value, str):
-            accepted[name] = value  # final_answer parses it
-            continue
-        if kind in _TYPES and not _TYPES[kind](value):
-            article = "an" if kind[0] in "aeiou" else "a"
-            raise ToolError(f"argument {name!r} of {spec.name} must be {article} {kind}; got {json.dumps(value)[:100]}")
-        accepted[name] = value
-    return accepted, unknown
-
 
 def run_tool(context: ToolContext, call: ToolCall | tuple[str, dict[str, Any]]) -> ToolResult:
     """Run one tool call and return its (truncated) observation. Never raises for the agent's
@@ -671,10 +568,10 @@ def _dispatch(context: ToolContext, name: str, arguments: dict[str, Any], *, inv
             observation=f"Error: the arguments of {name} are not a JSON object: {invalid[:500]!r}. Call it again with valid JSON.",
             error=True,
         )
+    unknown = set(arguments) - set(tool.arguments.model_fields)
     try:
-        accepted, unknown = check_arguments(tool.spec, arguments)
-        result = tool.run(context, accepted)
-    except ToolError as error:
+        result = tool.run(context, parse_arguments(name, tool.arguments, arguments))
+    except (ArgumentsError, ToolError) as error:
         return ToolResult(observation=f"Error: {error}", error=True)
     except (SandboxFailed, ModelFailed):
         raise

@@ -49,7 +49,7 @@ __all__ = [
 
 STUB_STATEMENT = "raise NotImplementedError"
 _ACCESSORS = ("getter", "setter", "deleter")
-_NEWLINE = re.compile(r"\r\n|\r|\n")
+NEWLINE = re.compile(r"\r\n|\r|\n")
 _DEFAULT_UNIT = "    "
 
 
@@ -108,14 +108,14 @@ class MaskedFile:
     text: str
     locations: list[FunctionLocation]
     spans: list[tuple[int, int]]
+    replacements: list[str]
     notes: list[str] = field(default_factory=list)
-    replacements: list[str] = field(default_factory=list)
 
 
 # --- source bookkeeping -------------------------------------------------------------------------
 
 
-class _Lines:
+class SourceLines:
     """Line starts and ends of a source, and conversion of `ast` positions to offsets."""
 
     def __init__(self, text: str):
@@ -123,7 +123,7 @@ class _Lines:
         self.starts = [0]
         self.ends = []  # offset of each line's end, before its line break
         self.breaks = []  # each line's line break ("" for a last line without one)
-        for match in _NEWLINE.finditer(text):
+        for match in NEWLINE.finditer(text):
             self.ends.append(match.start())
             self.breaks.append(match.group())
             self.starts.append(match.end())
@@ -167,7 +167,7 @@ class _Lines:
 def _split_keepends(text: str) -> list[str]:
     """Physical lines with their breaks, split the way Python splits them (not str.splitlines)."""
     lines, start = [], 0
-    for match in _NEWLINE.finditer(text):
+    for match in NEWLINE.finditer(text):
         lines.append(text[start : match.end()])
         start = match.end()
     if start < len(text) or not lines:
@@ -311,7 +311,7 @@ def functions_by_name(tree: ast.Module) -> dict[str, list[tuple[tuple[str, ...],
 @dataclass(frozen=True)
 class _Analysis:
     source: str
-    lines: _Lines
+    lines: SourceLines
     tree: ast.Module
     functions: tuple[_Function, ...]
 
@@ -320,7 +320,7 @@ class _Analysis:
 def _parse(source: str) -> _Analysis:
     tree = python_ast.parse(source)
     functions = tuple(sorted(_collect(tree), key=lambda f: (f.def_line, f.node.col_offset)))
-    return _Analysis(source=source, lines=_Lines(source), tree=tree, functions=functions)
+    return _Analysis(source=source, lines=SourceLines(source), tree=tree, functions=functions)
 
 
 def _analyse(source: str) -> _Analysis:
@@ -425,7 +425,7 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None) -> tuple[_Fun
     return function, "stale", note
 
 
-def _header_colon(lines: _Lines, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int]:
+def _header_colon(lines: SourceLines, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int]:
     """(line, character column) of the colon that ends the signature."""
     first = node.body[0]
     fragment = lines.text[lines.starts[node.lineno - 1] : lines.ends[first.lineno - 1]]
@@ -547,7 +547,7 @@ def _dedent_body(text: str, indent: str, *, inline: bool) -> str:
         # The span starts right after the colon: drop the blank (and any backslash continuation)
         # in front of the first statement.
         text = re.sub(r"^(?:[ \t\f]*\\(?:\r\n|\r|\n))*[ \t\f]*", "", text)
-    lines = [_NEWLINE.sub("", line) for line in _split_keepends(text)]
+    lines = [NEWLINE.sub("", line) for line in _split_keepends(text)]
     in_string = _string_rows(text)
     out = []
     for row, line in enumerate(lines):
@@ -577,7 +577,7 @@ def _indent_body(body: str, indent: str, newline: str) -> str:
 
 
 def _prepare_body(new_body: str) -> str:
-    body = _NEWLINE.sub("\n", new_body)
+    body = NEWLINE.sub("\n", new_body)
     first_code = next((line for line in body.split("\n") if line.strip()), "")
     if first_code[:1].isspace():
         # Handed an indented body after all. Only then dedent: textwrap also blanks
@@ -603,7 +603,7 @@ def _stub(description: str, indent: str, newline: str) -> str:
     An empty description gives no docstring: the benchmark's text is the only information the
     agent should get, and a generic sentence would read as if it were a real description.
     """
-    description = _NEWLINE.sub("\n", description or "").strip()
+    description = NEWLINE.sub("\n", description or "").strip()
     lines = []
     if description:
         doc_lines = [line.rstrip() for line in _escape_docstring(description).split("\n")]
@@ -658,7 +658,7 @@ def replace_function_body(source: str, name: str, new_body: str, *, line_hint: i
 
 
 def _count_breaks(text: str) -> int:
-    return len(_NEWLINE.findall(text))
+    return len(NEWLINE.findall(text))
 
 
 def _is_stub(node: ast.AST) -> bool:
@@ -683,11 +683,12 @@ def _first_difference(a: str, b: str) -> int:
 
 
 def verify_masked(original: str, masked: MaskedFile) -> None:
-    """Check that a masked file parses and equals the original outside the replaced spans.
-
-    With `replacements` recorded (as `mask_source` does) the check is exact, and each masked
-    function must be found at its shifted line with a stub body. Raises MaskingError otherwise.
+    """Check that a masked file parses, equals the original with each span replaced by its
+    replacement, and has each masked function at its shifted line with a stub body. Raises
+    MaskingError otherwise.
     """
+    if len(masked.replacements) != len(masked.spans):
+        raise MaskingError(f"{len(masked.spans)} masked spans but {len(masked.replacements)} replacements")
     order = sorted(range(len(masked.spans)), key=lambda i: masked.spans[i])
     previous_end = 0
     for i in order:
@@ -696,46 +697,30 @@ def verify_masked(original: str, masked: MaskedFile) -> None:
             raise MaskingError(f"masked spans overlap or fall outside the original: {sorted(masked.spans)}")
         previous_end = end
 
-    if len(masked.replacements) == len(masked.spans):
-        pieces, cursor = [], 0
-        for i in order:
-            start, end = masked.spans[i]
-            pieces += [original[cursor:start], masked.replacements[i]]
-            cursor = end
-        rebuilt = "".join(pieces) + original[cursor:]
-        if rebuilt != masked.text:
-            line = _Lines(masked.text).line_of(_first_difference(rebuilt, masked.text))
-            raise MaskingError(f"the masked text differs from the original outside the masked bodies (line {line})")
-    else:
-        # Without the replacements, the kept pieces must at least appear in order.
-        cursor, position = 0, 0
-        for i in order:
-            start, end = masked.spans[i]
-            piece = original[cursor:start]
-            found = masked.text.find(piece, position) if cursor else (0 if masked.text.startswith(piece) else -1)
-            if found < 0:
-                raise MaskingError(f"the masked text lost original text before offset {start}")
-            position, cursor = found + len(piece), end
-        if not masked.text.endswith(original[cursor:]) or len(masked.text) - len(original[cursor:]) < position:
-            raise MaskingError("the masked text lost original text at its end")
+    pieces, cursor = [], 0
+    for i in order:
+        start, end = masked.spans[i]
+        pieces += [original[cursor:start], masked.replacements[i]]
+        cursor = end
+    rebuilt = "".join(pieces) + original[cursor:]
+    if rebuilt != masked.text:
+        line = SourceLines(masked.text).line_of(_first_difference(rebuilt, masked.text))
+        raise MaskingError(f"the masked text differs from the original outside the masked bodies (line {line})")
 
     try:
         tree = python_ast.parse(masked.text)
     except SyntaxError as error:
         raise MaskingError(f"the masked file does not parse: {error.msg} at line {error.lineno}") from None
 
-    if len(masked.replacements) == len(masked.spans) and masked.locations:
-        stubs_at = {node.lineno for node in _statements(tree) if _is_stub(node)}
-        for location in masked.locations:
-            shift = sum(
-                _count_breaks(masked.replacements[i]) - _count_breaks(original[slice(*masked.spans[i])])
-                for i in order
-                if masked.spans[i][0] < location.body_start
-            )
-            if location.def_line + shift not in stubs_at:
-                raise MaskingError(
-                    f"`{location.qualified_name}` (line {location.def_line}) is not a stub after masking"
-                )
+    stubs_at = {node.lineno for node in _statements(tree) if _is_stub(node)}
+    for location in masked.locations:
+        shift = sum(
+            _count_breaks(masked.replacements[i]) - _count_breaks(original[slice(*masked.spans[i])])
+            for i in order
+            if masked.spans[i][0] < location.body_start
+        )
+        if location.def_line + shift not in stubs_at:
+            raise MaskingError(f"`{location.qualified_name}` (line {location.def_line}) is not a stub after masking")
 
 
 def mask_source(source: str, targets: list[MaskTarget], *, filename: str = "<file>") -> MaskedFile:
@@ -830,14 +815,14 @@ def normalise_code(text: str) -> str:
     formatting, comments and quoting do not matter. Anything else falls back to its tokens
     without comments, with all whitespace removed.
     """
-    for candidate in (text, textwrap.dedent(_NEWLINE.sub("\n", text))):
+    for candidate in (text, textwrap.dedent(NEWLINE.sub("\n", text))):
         try:
             tree = python_ast.parse(candidate)
         except (SyntaxError, ValueError):
             continue
         _drop_docstrings(tree)
         return ast.unparse(tree)
-    flat = _NEWLINE.sub("\n", text)
+    flat = NEWLINE.sub("\n", text)
     tokens = list(_tokens(flat))
     if tokens and tokens[-1].type == tokenize.ENDMARKER:
         squashed = "".join(t.string for t in tokens if t.type != tokenize.COMMENT)

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 
 from runs.benchmark import python_ast
-from runs.benchmark.masking import _Lines, function_body_source, locate_function
+from runs.benchmark.masking import SourceLines, function_body_source, locate_function
 
 __all__ = ["Mutant", "function_mutants"]
 
@@ -106,7 +106,7 @@ def _numeric_replacement(node: ast.Constant, parent: ast.AST | None) -> str | No
 class _Finder:
     """Collects mutation candidates in one function body, in source order."""
 
-    def __init__(self, lines: _Lines):
+    def __init__(self, lines: SourceLines):
         self.lines = lines
         self.text = lines.text
         self.candidates: list[_Candidate] = []
@@ -221,7 +221,7 @@ def function_mutants(
     Raises MaskingError when the function cannot be located.
     """
     location = locate_function(source, name, line_hint=line_hint)
-    lines = _Lines(source)
+    lines = SourceLines(source)
     node = _find_node(python_ast.parse(source), location.def_line)
     finder = _Finder(lines)
     statements = node.body

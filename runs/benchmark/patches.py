@@ -3,7 +3,12 @@
 An agent's final patch and an uploaded submission's `final_patch` are unified diffs against the
 masked workspace with paths `a/code/...` and `b/code/...`. Everything that reads such a patch
 (validation of uploads, re-execution, the replay pages) goes through `parse_patch`, so a patch is
-either understood completely or refused with the line that is wrong. No Django imports.
+either understood completely or refused with the line that is wrong. Each hunk's body is read by
+unidiff's `PatchSet`, by the header's counts (`_HunkReading`); the rest (file headers and names,
+what may stand between sections and hunks, the "\\" markers) is checked here line by line, so that
+every refusal names its line; the hunks are applied by our own `apply_file_patch` (unidiff parses,
+it does not apply). `unified_diff` writes the diff of one file that the agents' trajectories and
+final patches are made of. No Django imports.
 
 What is accepted: text changes to regular files under `code/`: modified, added (mode 100644 or
 100755) and deleted files, in the output of `git diff` (with its extended header lines, C-quoted
@@ -24,11 +29,15 @@ Lines are split on "\\n" only: "\\r", form feeds, "\\u2028" and the like are con
 """
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+
+from unidiff import PatchSet, UnidiffParseError
 
 CODE_DIR = "code"
 FILE_MODES = ("100644", "100755")  # regular files; 120000 is a symlink, 160000 a submodule
@@ -587,7 +596,9 @@ class _Parser:
         return tuple(hunks)
 
     def hunk(self) -> Hunk:
-        """One hunk; its body is read by its counts, so a removed line "--- x" is a body line."""
+        """The hunk whose header is at self.index, its body as unidiff read it by the header's
+        counts (so a removed line "--- x" is a body line), each line checked on top: "\\" lines
+        follow a line of the hunk, and no line follows one on the side it closed."""
         at = self.index
         match = _HUNK_HEADER.fullmatch(self.lines[at])
         if match is None:
@@ -597,46 +608,81 @@ class _Parser:
         new_count = int(match.group(4)) if match.group(4) is not None else 1
         if (old_count and not old_start) or (new_count and not new_start):
             raise self.error("line numbers start at 1")
-        old_left, new_left = old_count, new_count
+        if old_count or new_count:
+            reading = _HunkReading(self.lines, at)
+            end, broken = reading.end, not reading.complete
+        else:
+            end, broken = at + 1, False  # no body (unidiff would take the next line for one)
         old_closed = new_closed = False  # that side ended with "\ No newline at end of file"
         body: list[str] = []
         previous = ""  # kind of the previous body line; "\\" after a marker
         self.index += 1
-        while (line := self.peek()) is not None:
+        # The body, then (a hunk unidiff read whole) its markers: any "\\" line, in any language.
+        while (line := self.peek()) is not None and (self.index < end or (not broken and line.startswith("\\"))):
             kind = line[:1] or " "  # an empty line is a context line whose space an editor removed
             if kind == "\\":
                 if previous in ("", "\\"):
                     raise self.error('a "\\" line must follow a line of the hunk')
                 old_closed = old_closed or previous in " -"
                 new_closed = new_closed or previous in " +"
-                previous = kind
-                self.index += 1
-                continue
-            if not old_left and not new_left:
+            elif kind not in " -+":
+                # unidiff reads a lone "\r" (the empty line of a CRLF patch) as an empty context
+                # line; patch(1) does not, and neither do we.
                 break
-            if kind not in " -+":
-                raise self.error(
-                    f"the hunk at line {at + 1} needs {old_left} more old and {new_left} more new line(s), "
-                    'each starting with " ", "-" or "+"'
-                )
-            takes_old, takes_new = kind in " -", kind in " +"
-            if (takes_old and not old_left) or (takes_new and not new_left):
-                raise self.error(
-                    f"the hunk at line {at + 1} has more lines than its header counts "
-                    f"({old_count} old, {new_count} new)"
-                )
-            if (takes_old and old_closed) or (takes_new and new_closed):
+            elif (kind in " -" and old_closed) or (kind in " +" and new_closed):
                 raise self.error('a line after "\\ No newline at end of file"')
-            old_left -= takes_old
-            new_left -= takes_new
-            body.append(kind + line[1:])
+            else:
+                body.append(kind + line[1:])
             previous = kind
             self.index += 1
-        if old_left or new_left:
-            raise self.error(
-                f"the hunk at line {at + 1} needs {old_left} more old and {new_left} more new line(s)", self.index
-            )
+        if broken or self.index < end:
+            old_left = old_count - sum(1 for line in body if line[0] in " -")
+            new_left = new_count - sum(1 for line in body if line[0] in " +")
+            line = self.peek()
+            if line is not None and (line[:1] or " ") in " -+":  # a body line beyond the counts
+                raise self.error(
+                    f"the hunk at line {at + 1} has more lines than its header counts ({old_count} old, {new_count} new)"
+                )
+            shortfall = f"the hunk at line {at + 1} needs {old_left} more old and {new_left} more new line(s)"
+            if self.index >= len(self.lines):
+                raise self.error(shortfall)
+            raise self.error(f'{shortfall}, each starting with " ", "-" or "+"')
         return Hunk(old_start, old_count, new_start, new_count, tuple(body), old_closed, new_closed, at + 1)
+
+
+class _HunkReading(PatchSet):
+    """unidiff's reading of one hunk: where its body ends, by the header's counts.
+
+    The PatchSet is given a placeholder file header (it reads hunks of files), then the hunk's
+    header and the lines after it one at a time, until it holds the hunk whole; the file headers
+    and everything between hunks are read by our checks, which name the line at fault. So unidiff
+    never sees the lines on which its regular expressions for file headers backtrack for a time
+    that grows with the square of the line's length ("Binary files" and "diff --git" lines).
+    `end`: the index after the body, or where unidiff stopped inside the hunk (`complete` False:
+    a line beyond the counts, a line that is no body line, or the end of the patch).
+    """
+
+    def __init__(self, lines: list[str], header: int) -> None:
+        self.given = header - 1  # the last line given to unidiff
+        self.exhausted = False  # unidiff asked for a line after the patch's last one
+        self.complete = True
+        try:
+            # Only where the body ends is needed, not its lines: unidiff's quicker mode, which checks
+            # the same counts and line kinds.
+            super().__init__(self._feed(lines, header), metadata_only=True)
+        except UnidiffParseError:
+            self.complete = False
+        self.end = self.given + 1 if self.complete or self.exhausted else self.given
+
+    def _feed(self, lines: list[str], header: int) -> Iterator[str]:
+        yield "--- a\n"
+        yield "+++ b\n"
+        for index in range(header, len(lines)):
+            if self[0]:  # the hunk is whole: unidiff asks for what follows it
+                return
+            self.given = index
+            yield lines[index] + "\n"
+        self.exhausted = True
 
 
 def _gnu_report(line: str) -> str | None:
@@ -669,3 +715,36 @@ def _is_epoch(stamp: str) -> bool:
     except ValueError:
         return False
     return moment == _EPOCH
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def unified_diff(path: str, old: str | None, new: str | None) -> str:
+    """A git-style unified diff of one file (None: the file does not exist on that side)."""
+    # Lines end at "\n" only, as diff(1) and the parser above read them: str.splitlines would also
+    # split at "\r", "\x0c", "\u2028" and others, which are content to a diff.
+    old_lines = _lines(old or "")
+    new_lines = _lines(new or "")
+    lines = list(
+        difflib.unified_diff(
+            old_lines,
+            new_lines,
+            fromfile="/dev/null" if old is None else f"a/{path}",
+            tofile="/dev/null" if new is None else f"b/{path}",
+        )
+    )
+    out = []
+    for line in lines:
+        if line.endswith("\n"):
+            out.append(line)
+        else:
+            # What diff(1) and git print, so that patch(1) reproduces the missing final newline.
+            out.append(line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    last = lines.pop()
+    return [line + "\n" for line in lines] + ([last] if last else [])

@@ -17,20 +17,6 @@ def sample_id(paper_id: str, function_ids: Sequence[int]) -> str:
     return f"{paper_id}_{','.join(str(i) for i in sorted(function_ids))}"
 
 
-def parse_sample_id(value: str) -> tuple[str, tuple[int, ...]]:
-    """Inverse of `sample_id`. Raises ValueError saying what is wrong with the id."""
-    paper_id, separator, ids = value.rpartition("_")
-    if not separator or not paper_id:
-        raise ValueError(f"sample id {value!r} is not of the form '<paper_id>_<function ids>'")
-    try:
-        function_ids = tuple(int(part) for part in ids.split(",")) if ids else ()
-    except ValueError:
-        raise ValueError(f"sample id {value!r}: {ids!r} is not a comma-separated list of function ids") from None
-    if list(function_ids) != sorted(set(function_ids)):
-        raise ValueError(f"sample id {value!r}: function ids must be distinct and sorted")
-    return paper_id, function_ids
-
-
 def all_combinations(function_ids: Sequence[int], n: int) -> Iterator[tuple[int, ...]]:
     """Every n-subset of the ids, in lexicographic order. n=0 gives the one empty set (reproduction)."""
     return combinations(sorted(function_ids), n)

@@ -44,18 +44,18 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from runs.agents.tools import unified_diff
 from runs.benchmark import python_ast
 from runs.benchmark.masking import (
-    _NEWLINE,
+    NEWLINE,
     MaskingError,
-    _Lines,
+    SourceLines,
     accessor_kind,
     function_body_source,
     functions_by_name,
     locate_function,
     replace_function_body,
 )
+from runs.benchmark.patches import unified_diff
 
 __all__ = ["MAX_FILE_CHARS", "MAX_BLOCK_STATEMENTS", "OutOfScopeEdit", "ScopedCode", "restrict_to_scope"]
 
@@ -227,23 +227,23 @@ def _first_line(node: ast.stmt) -> int:
     return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
 
 
-def _start(lines: _Lines, node: ast.stmt) -> int:
+def _start(lines: SourceLines, node: ast.stmt) -> int:
     if getattr(node, "decorator_list", None):
         line = _first_line(node)
         return lines.starts[line - 1] + len(lines.indent(line))
     return lines.offset(node.lineno, node.col_offset)
 
 
-def _segment(lines: _Lines, node: ast.stmt) -> str:
+def _segment(lines: SourceLines, node: ast.stmt) -> str:
     return lines.text[_start(lines, node) : lines.offset(node.end_lineno, node.end_col_offset)]
 
 
-def _snippet(lines: _Lines, node: ast.stmt) -> str:
+def _snippet(lines: SourceLines, node: ast.stmt) -> str:
     first = _segment(lines, node).split("\n")[0].split("\r")[0].strip()
     return first if len(first) <= 60 else first[:57] + "..."
 
 
-def _fingerprint(lines: _Lines | None, node: ast.AST | list | None) -> str:
+def _fingerprint(lines: SourceLines | None, node: ast.AST | list | None) -> str:
     """What a node means, without positions.
 
     A statement too deep for `ast.dump` is compared by its text; any other part that deep never
@@ -266,7 +266,7 @@ def _qualified(scope: tuple[str, ...], node: ast.stmt) -> str:
     return f"{name}.{accessor}" if accessor else name
 
 
-def _key(lines: _Lines, node: ast.stmt) -> tuple[str, str]:
+def _key(lines: SourceLines, node: ast.stmt) -> tuple[str, str]:
     """How statements of the two files are paired: definitions by name, the rest by meaning."""
     if isinstance(node, _FUNCTIONS):
         return ("def", _qualified((), node))
@@ -319,7 +319,7 @@ def _bindings(source: str, class_indent: str | None) -> tuple[set[str], set[str]
 
 
 def _encoding_lines(text: str) -> list[str]:
-    return [line for line in _NEWLINE.split(text, 2)[:2] if _CODING.match(line)]
+    return [line for line in NEWLINE.split(text, 2)[:2] if _CODING.match(line)]
 
 
 def _trouble(text: str, path: str, masked_text: str) -> str | None:
@@ -363,7 +363,7 @@ class _Merge:
         self.path = path
         self.masked_text = masked_text
         self.names = names
-        self.p_lines = _Lines(patched_text)
+        self.p_lines = SourceLines(patched_text)
         self.p_tree = patched_tree
         self.reasons: list[str] = []
         self.insertions: list[_Insertion] = []
@@ -442,7 +442,7 @@ class _Merge:
                 self.reasons.append(f"the body of `{canonical}` could not be used ({error}); its stub stays")
 
         with_bodies = text
-        self.m_lines = _Lines(with_bodies)
+        self.m_lines = SourceLines(with_bodies)
         tree = python_ast.parse(with_bodies)
         self._block(tree.body, self.p_tree.body, scope=(), class_nodes=None)
 
@@ -662,7 +662,7 @@ class _Merge:
         if anchor is None or (start is not None and anchor < start):
             anchor, previous = start, None  # never before the docstring or a `from __future__` import
         newline = self.m_lines.newline(1)
-        source = indent + _NEWLINE.sub(newline, source)
+        source = indent + NEWLINE.sub(newline, source)
         is_import = isinstance(node, (ast.Import, ast.ImportFrom))
         is_definition = isinstance(node, (*_FUNCTIONS, ast.ClassDef))
         blank = 1 if in_class else 2

@@ -46,21 +46,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - product
 
 
-def per_sample_pass_at_k(attempts: Mapping[Hashable, Sequence[bool]], k: int) -> dict[Hashable, float]:
-    """pass@k for each sample from its attempts' pass/fail flags.
-
-    A sample with fewer than k attempts raises ValueError naming it: silently dropping it would
-    bias the mean towards samples that were easy enough to finish.
-    """
-    result = {}
-    for sample_id, outcomes in attempts.items():
-        outcomes = list(outcomes)
-        if len(outcomes) < k:
-            raise ValueError(f"sample {sample_id!r} has {len(outcomes)} attempt(s), fewer than k={k}")
-        result[sample_id] = pass_at_k(len(outcomes), sum(1 for passed in outcomes if passed), k)
-    return result
-
-
 @dataclass
 class Interval:
     """A point estimate with a confidence interval over n samples (all nan when n is 0)."""

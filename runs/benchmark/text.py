@@ -1,7 +1,14 @@
-"""Text and JSON as the database and the model providers take them. No Django imports."""
+"""Text and JSON as the database and the model providers take them. No Django imports.
+
+What a model, an agent's commands or an uploader produce may hold what Postgres refuses (NUL
+characters, lone surrogates, NaN, integers too long to print, values nested a thousand deep) or
+what no request body can carry (lone surrogates). `storable_text` and `json_safe` make anything
+storable before it is saved; `sendable_text` makes text sendable before it goes to a provider.
+`json_type` and `format_seconds` write JSON values and durations for people, in messages and pages."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -77,3 +84,43 @@ def storable_text(value: str | None) -> str | None:
     if value is None:
         return None
     return sendable_text(value).replace("\x00", "")
+
+
+def json_type(value) -> str:
+    """A JSON value as an error message names it to whoever wrote it: its type, with the value when
+    that is short (`a string ("partial")`, `an integer (5)`, `a boolean (true)`, `NaN`, `a list`,
+    `an object`, `null`)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({'true' if value else 'false'})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a number ({value!r})" if math.isfinite(value) else _json_scalar(value)
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({json.dumps(shown)})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def format_seconds(value) -> str:
+    """A duration for people: "2.5 s", "2 min 05 s", "1 h 02 min"; "—" when unknown (None, blank,
+    not a finite number)."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    if isinstance(value, bool) or not math.isfinite(seconds):
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

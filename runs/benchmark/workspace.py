@@ -22,6 +22,7 @@ from pathlib import Path
 
 from runs.benchmark import python_ast
 from runs.benchmark.masking import MaskTarget, function_body_source, list_functions, locate_function, mask_source, normalise_code
+from runs.benchmark.scoring import flatten_numbers
 
 CONTEXT_CONDITIONS = ("none", "full", "oracle")
 CODE_DIR = "code"
@@ -323,16 +324,9 @@ def _gold_number_strings(values: list[float]) -> set[str]:
     return spellings
 
 
-def _flatten_numbers(value) -> list[float]:
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int | float):
-        return [float(value)]
-    if isinstance(value, dict):
-        return [number for item in value.values() for number in _flatten_numbers(item)]
-    if isinstance(value, list | tuple):
-        return [number for item in value for number in _flatten_numbers(item)]
-    return []
+def _gold_numbers(gold) -> list[float]:
+    """The numbers of a gold result (its int and float leaves; not booleans, not numeric text)."""
+    return [float(leaf) for leaf in flatten_numbers(gold).values() if isinstance(leaf, int | float) and not isinstance(leaf, bool)]
 
 
 def _texts_of(path: Path) -> str | None:
@@ -362,7 +356,7 @@ def audit_workspace(root: Path, *, original_bodies: dict[str, str], gold_results
     # Bodies of a line or two (`return self.x`) are too generic for a copy to prove anything.
     fingerprints = {label: lines for label, lines in fingerprints.items() if sum(map(len, lines)) >= MIN_LEAK_LENGTH}
     normalised_bodies = {label: normalise_code(body) for label, body in original_bodies.items()}
-    gold_strings = _gold_number_strings([n for gold in gold_results for n in _flatten_numbers(gold)])
+    gold_strings = _gold_number_strings([n for gold in gold_results for n in _gold_numbers(gold)])
     for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and not p.is_symlink()):
         relative = path.relative_to(root).as_posix()
         if set(path.relative_to(root).parts) & EXCLUDED_DIRS or path.name.endswith(EXCLUDED_SUFFIXES):

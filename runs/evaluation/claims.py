@@ -1,29 +1,42 @@
-"""Split from runs.attempts: TODO docstring."""
+"""Claiming an attempt and holding it: the one claim / heartbeat / fence / retry path for every kind
+of work (runs.evaluation.kinds).
+
+`execute` claims an attempt with a conditional UPDATE that increments its `tries` (a job delivered
+twice works once), keeps a `Heartbeat` while the work runs, and writes the result only while the
+claim is still ours: `tries` is the fencing token, so a worker whose attempt was recovered
+meanwhile writes nothing. An infrastructure failure (`infra_failure`, or a job that failed before
+claiming, `record_unstarted`) is recorded in the attempt's infra_history and re-queued after an
+exponential back-off while retries are left. `dead_reason` says when a holder is taken for dead."""
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
+import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Self
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.agents import load_trajectory
 from runs.benchmark.text import json_safe, storable_text
+from runs.evaluation.kinds import WorkKind
+from runs.evaluation.queue import FailedJob, enqueue, failed_jobs_get, failure_recorded, retry_in_seconds
 from runs.evaluation.workdirs import attempt_trajectory_path
-from runs.models import Attempt, Run
+from runs.models import Attempt
 
 logger = logging.getLogger(__name__)
 
 
-# Outcomes of attempt_execute, for callers that log or count them.
+# Outcomes of execute (and of infra_failure), for callers that log or count them.
 SKIPPED = "skipped"  # not queued any more (done, running elsewhere, cancelled): nothing was done
 
 
@@ -40,7 +53,7 @@ LOST = "lost"  # the claim was taken away (recovered as dead) while this worker 
 
 
 def max_infra_retries() -> int:
-    return int(getattr(settings, "ATTEMPT_MAX_INFRA_RETRIES", 2))
+    return settings.ATTEMPT_MAX_INFRA_RETRIES
 
 
 def retry_delay_seconds(failures: int) -> float:
@@ -48,18 +61,18 @@ def retry_delay_seconds(failures: int) -> float:
     ATTEMPT_RETRY_BACKOFF_SECONDS doubled with each failure, at most
     ATTEMPT_RETRY_BACKOFF_MAX_SECONDS. Back to back, a sandbox or database outage would burn every
     retry in seconds."""
-    base = float(getattr(settings, "ATTEMPT_RETRY_BACKOFF_SECONDS", 10))
-    cap = float(getattr(settings, "ATTEMPT_RETRY_BACKOFF_MAX_SECONDS", 300))
+    base = float(settings.ATTEMPT_RETRY_BACKOFF_SECONDS)
+    cap = float(settings.ATTEMPT_RETRY_BACKOFF_MAX_SECONDS)
     return min(cap, base * 2 ** max(0, failures - 1))
 
 
 def heartbeat_seconds() -> float:
-    return float(getattr(settings, "ATTEMPT_HEARTBEAT_SECONDS", 5))
+    return float(settings.ATTEMPT_HEARTBEAT_SECONDS)
 
 
 def stale_seconds() -> float:
     """After how long without a heartbeat a running attempt's worker is taken for dead."""
-    return float(getattr(settings, "ATTEMPT_STALE_SECONDS", 60))
+    return float(settings.ATTEMPT_STALE_SECONDS)
 
 
 def worker_identity() -> str:
@@ -84,8 +97,8 @@ class ClaimLost(Exception):
 class Heartbeat:
     """Refreshes the claimed attempt's heartbeat_at from a thread; notices a lost claim."""
 
-    def __init__(self, attempt_id: int, tries: int, interval: float) -> None:
-        self.attempt_id, self.tries, self.interval = attempt_id, tries, interval
+    def __init__(self, kind: WorkKind, attempt_id: int, tries: int, interval: float) -> None:
+        self.kind, self.attempt_id, self.tries, self.interval = kind, attempt_id, tries, interval
         self.lost = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-attempt-{attempt_id}", daemon=True)
@@ -102,9 +115,9 @@ class Heartbeat:
         try:
             while not self._stop.wait(self.interval):
                 try:
-                    updated = Attempt.objects.filter(
-                        pk=self.attempt_id, status=Attempt.RUNNING, tries=self.tries
-                    ).update(heartbeat_at=timezone.now())
+                    updated = Attempt.objects.filter(self.kind.held(), pk=self.attempt_id, tries=self.tries).update(
+                        heartbeat_at=timezone.now()
+                    )
                 except Exception:
                     logger.exception("heartbeat of attempt %s failed", self.attempt_id)
                     continue
@@ -120,79 +133,170 @@ class Heartbeat:
             raise ClaimLost(f"attempt {self.attempt_id} try {self.tries} was taken over")
 
 
-def attempt_claim(*, attempt_id: int, job_id: str = "") -> Attempt | None:
-    """Claim a queued attempt for this process: the conditional UPDATE that makes a job delivered
-    twice run once. Returns the claimed attempt, or None when it was not queued."""
+def claim(kind: WorkKind, *, attempt_id: int, job_id: str = "") -> Attempt | None:
+    """Claim an attempt for this process: the conditional UPDATE that makes a job delivered twice
+    work once. Returns the claimed attempt, or None when `kind` may not claim it now."""
     now = timezone.now()
-    claimed = Attempt.objects.filter(pk=attempt_id, status=Attempt.QUEUED).update(
-        status=Attempt.RUNNING,
+    claimed = Attempt.objects.filter(kind.claimable(), pk=attempt_id).update(
         tries=F("tries") + 1,
         claimed_by=worker_identity(),
-        claimed_at=now,
         heartbeat_at=now,
-        finished_at=None,
-        job_id=job_id,
+        job_id=job_id[:100],
+        **kind.claim_fields(now),
     )
     if claimed != 1:
         return None
-    return Attempt.objects.select_related("run", "sample__paper").get(pk=attempt_id)
+    return Attempt.objects.select_related(*kind.select_related).get(pk=attempt_id)
 
 
-def run_mark_finished(*, run_id: int) -> None:
-    """Stamp the run's finished_at once no attempt of it is queued or running."""
-    active = Attempt.objects.filter(run_id=run_id, status__in=[Attempt.QUEUED, Attempt.RUNNING]).exists()
-    if not active:
-        Run.objects.filter(pk=run_id, finished_at__isnull=True).update(finished_at=timezone.now())
+def execute(kind: WorkKind, perform: Callable[[Attempt, Heartbeat], dict], *, attempt_id: int, job_id: str = "",
+            requeue: bool = True, cleanup: Callable[[Attempt], None] | None = None) -> str:
+    """Do one job's work on an attempt: claim it, keep its heartbeat while `perform(attempt,
+    heartbeat)` works, and write the fields `perform` returns only while the claim is still ours.
+
+    Does nothing (SKIPPED) unless `kind` may claim the attempt, so a duplicate delivery, a cancelled
+    attempt or one taken by another worker is left alone. An InfrastructureFailure, or any other
+    exception (a harness bug), is an infrastructure failure: re-queued while retries are left
+    (`requeue=False` leaves it for an in-process loop to take again). Returns DONE, ERROR,
+    REQUEUED, LOST or SKIPPED."""
+    attempt = claim(kind, attempt_id=attempt_id, job_id=job_id)
+    if attempt is None:
+        logger.info("%s %s: nothing to claim", kind.name, attempt_id)
+        return SKIPPED
+    heartbeat = Heartbeat(kind, attempt.pk, attempt.tries, heartbeat_seconds())
+    try:
+        with heartbeat:
+            fields = perform(attempt, heartbeat)
+    except ClaimLost:
+        logger.warning("%s %s try %s: claim lost, result discarded", kind.name, attempt.pk, attempt.tries)
+        return LOST
+    except InfrastructureFailure as failure:
+        return infra_failure(kind, attempt_id=attempt.pk, tries=attempt.tries, reason=str(failure), requeue=requeue)
+    except Exception as error:
+        logger.exception("%s %s failed in the harness", kind.name, attempt.pk)
+        reason = f"harness error: {type(error).__name__}: {error}\n{traceback.format_exc()[-4000:]}"
+        return infra_failure(kind, attempt_id=attempt.pk, tries=attempt.tries, reason=reason, requeue=requeue)
+    finally:
+        if cleanup is not None:
+            cleanup(attempt)
+    written = Attempt.objects.filter(kind.held(), pk=attempt.pk, tries=attempt.tries).update(heartbeat_at=None, **fields)
+    if not written:
+        logger.warning("%s %s try %s: claim lost before the result was written", kind.name, attempt.pk, attempt.tries)
+        return LOST
+    kind.settle(attempt)
+    return ERROR if fields.get("status") == Attempt.ERROR else DONE
 
 
-def attempt_infra_failure(*, attempt_id: int, tries: int, reason: str, requeue: bool = True) -> str:
-    """Record an infrastructure failure of try `tries`: queue the attempt again while retries are
-    left (enqueueing its job on commit, after retry_delay_seconds, unless `requeue` is False),
-    else end it as error / infrastructure. The try's partial trajectory is attached. Returns
-    REQUEUED, ERROR or LOST."""
-    trajectory = _partial_trajectory(attempt_id, tries)
+def infra_failure(kind: WorkKind, *, attempt_id: int, tries: int, reason: str, requeue: bool = True) -> str:
+    """Record an infrastructure failure of try `tries` (fenced: nothing happens unless the attempt
+    is still held by that try). While retries are left the attempt is released for another try and,
+    unless `requeue` is False, its job enqueued on commit after retry_delay_seconds; else it is
+    given up as `kind` says. Returns REQUEUED, ERROR (given up) or LOST."""
+    trajectory = partial_trajectory(attempt_id, tries) if kind.keeps_partial_trajectory else None
     with transaction.atomic():
-        attempt = Attempt.objects.select_for_update().filter(pk=attempt_id).first()
-        if attempt is None or attempt.status != Attempt.RUNNING or attempt.tries != tries:
+        attempt = (
+            Attempt.objects.select_for_update(of=("self",))
+            .select_related(*kind.select_related)
+            .filter(kind.held(), pk=attempt_id, tries=tries)
+            .first()
+        )
+        if attempt is None:
             return LOST
-        attempt.infra_failures += 1
-        entry = {
-            "try": tries,
-            "worker": attempt.claimed_by,
-            "job_id": attempt.job_id,
-            "at": timezone.now().isoformat(),
-            "reason": storable_text(reason)[:8000],
-        }
-        delay = retry_delay_seconds(attempt.infra_failures)
-        if attempt.infra_failures <= max_infra_retries():
-            attempt.status = Attempt.QUEUED
-            outcome = REQUEUED
-            if requeue:  # the run page shows when (in-process runs and resumes retry at once)
-                entry["retry_at"] = (timezone.now() + timedelta(seconds=delay)).isoformat()
-        else:
-            attempt.status = Attempt.ERROR
-            attempt.failure_label = Attempt.INFRASTRUCTURE
-            attempt.failure_detail = storable_text(reason)[:8000]
-            attempt.finished_at = timezone.now()
-            attempt.passed = False
-            attempt.mismatch = False
-            outcome = ERROR
-        attempt.infra_history = [*attempt.infra_history, entry]
+        entry = {"try": tries, "worker": attempt.claimed_by, "job_id": attempt.job_id}
+        retrying = _release(kind, attempt, reason, entry, requeue=requeue)
         if trajectory is not None:
             attempt.trajectory = trajectory
-        attempt.heartbeat_at = None
         attempt.save()
-        if outcome == REQUEUED and requeue:
-            from runs.evaluation.queue import attempts_enqueue
-
-            attempts_enqueue(attempts=[attempt], delay=delay)
-    if outcome == ERROR:
-        run_mark_finished(run_id=attempt.run_id)
-    logger.warning("attempt %s try %s: infrastructure failure (%s): %s", attempt_id, tries, outcome, reason.splitlines()[0] if reason else "")
+    kind.settle(attempt)
+    outcome = REQUEUED if retrying else ERROR
+    logger.warning("%s %s try %s: infrastructure failure (%s): %s", kind.name, attempt_id, tries, outcome,
+                   reason.splitlines()[0] if reason else "")
     return outcome
 
 
-def _partial_trajectory(attempt_id: int, tries: int) -> dict | None:
+def record_unstarted(kind: WorkKind, *, within: Q | None = None) -> list[int]:
+    """Record the failures of `kind`'s jobs that never claimed their attempt.
+
+    A worker that cannot reach the database or import the job, or fails in any way before its
+    claim succeeds, leaves its attempt waiting; only RQ's failed registry knows why. For each
+    waiting attempt whose current job is there, the job's reason is written into the attempt's
+    infra_history and counts as an infrastructure failure (re-queued after the back-off while
+    retries are left, else given up). Each failure is recorded once (by its job id and time), so
+    this runs wherever the database is reachable. Returns the ids of the attempts recorded."""
+    waiting = Attempt.objects.filter(kind.waiting())
+    if within is not None:
+        waiting = waiting.filter(within)
+    by_job = {kind.job_id(attempt.pk, attempt.tries): attempt for attempt in waiting.only("pk", "tries")}
+    if not by_job:
+        return []
+    return [
+        by_job[job_id].pk
+        for job_id, failure in failed_jobs_get(job_ids=by_job, cleanup=False).items()
+        if _record_unstarted(kind, attempt_id=by_job[job_id].pk, tries=by_job[job_id].tries, failure=failure)
+    ]
+
+
+def _record_unstarted(kind: WorkKind, *, attempt_id: int, tries: int, failure: FailedJob) -> bool:
+    with transaction.atomic():
+        attempt = (
+            Attempt.objects.select_for_update(of=("self",))
+            .select_related(*kind.select_related)
+            .filter(kind.waiting(), pk=attempt_id, tries=tries)
+            .first()
+        )
+        if attempt is None:
+            return False  # claimed, cancelled or recorded meanwhile
+        if failure_recorded(attempt.infra_history, failure):
+            # Recorded before, but its job was not replaced then (Redis went away): replace it now.
+            enqueue(kind, attempts=[attempt], delay=retry_in_seconds(attempt.infra_history[-1]) or 0)
+            return False
+        where = f" on worker {failure.worker}" if failure.worker else ""
+        reason = f"its job {failure.job_id} failed{where} before claiming the attempt: {failure.reason}"
+        entry = {"try": tries + 1, "claimed": False, "worker": failure.worker, "job_id": failure.job_id,
+                 "at": failure.failed_at or timezone.now().isoformat()}
+        _release(kind, attempt, reason, entry, requeue=True)
+        attempt.save()
+        transaction.on_commit(lambda: kind.settle(attempt))
+    logger.warning("%s %s: %s", kind.name, attempt_id, reason)
+    return True
+
+
+def _release(kind: WorkKind, attempt: Attempt, reason: str, entry: dict, *, requeue: bool) -> bool:
+    """Count one infrastructure failure on a locked attempt: its history entry, its release for
+    another try (enqueued on commit after the back-off) or, out of retries, its end as `kind` says.
+    Returns whether it will be retried."""
+    attempt.infra_failures += 1
+    retrying = attempt.infra_failures <= max_infra_retries()
+    delay = retry_delay_seconds(attempt.infra_failures)
+    entry = {**entry, **kind.history_fields, "reason": storable_text(reason)[:8000]}
+    entry.setdefault("at", timezone.now().isoformat())
+    if retrying and requeue:  # the run page shows when (in-process runs and resumes retry at once)
+        entry["retry_at"] = (timezone.now() + timedelta(seconds=delay)).isoformat()
+    for name, value in kind.released_fields(attempt, reason, retrying).items():
+        setattr(attempt, name, value)
+    attempt.infra_history = [*attempt.infra_history, entry]
+    attempt.heartbeat_at = None
+    if retrying and requeue:
+        enqueue(kind, attempts=[attempt], delay=delay)
+    return retrying
+
+
+def dead_reason(attempt: Attempt, *, failed: dict[str, FailedJob], stale_after: float) -> str | None:
+    """Why the worker holding `attempt` is dead, or None while it is taken for alive: its RQ job is
+    in the failed registry (the work horse was killed, or RQ found the job abandoned), its process
+    is gone (checked on the same host only), or its heartbeat is older than `stale_after` seconds
+    (a machine lost)."""
+    if attempt.job_id and attempt.job_id in failed:
+        return f"worker died: its job {attempt.job_id} is in RQ's failed registry ({failed[attempt.job_id].reason})"
+    if process_gone(attempt.claimed_by):
+        return f"worker died: its process {attempt.claimed_by} no longer exists"
+    if attempt.heartbeat_at is None or attempt.heartbeat_at < timezone.now() - timedelta(seconds=stale_after):
+        age = (timezone.now() - attempt.heartbeat_at).total_seconds() if attempt.heartbeat_at else math.inf
+        return f"worker presumed dead: no heartbeat for {age:.0f} s (stale after {stale_after:g} s)"
+    return None
+
+
+def partial_trajectory(attempt_id: int, tries: int) -> dict | None:
     path = attempt_trajectory_path(attempt_id, tries)
     if not path.is_file():
         return None
@@ -203,7 +307,7 @@ def _partial_trajectory(attempt_id: int, tries: int) -> dict | None:
         return None
 
 
-def _local_pid(claimed_by: str) -> int | None:
+def local_pid(claimed_by: str) -> int | None:
     """The pid in a claim (host:pid, see worker_identity) when it was made on this host."""
     host, _, pid = claimed_by.rpartition(":")
     return int(pid) if host == socket.gethostname() and pid.isdigit() else None
@@ -212,7 +316,7 @@ def _local_pid(claimed_by: str) -> int | None:
 def process_gone(claimed_by: str) -> bool:
     """Whether the process that claimed an attempt is known to be dead: only decidable on its own
     host (a killed `run_eval --sync`, a worker on this machine). Elsewhere the heartbeat decides."""
-    pid = _local_pid(claimed_by)
+    pid = local_pid(claimed_by)
     if pid is None:
         return False
     try:

@@ -9,23 +9,13 @@ The two verdicts of an attempt:
 `passed` (what the leaderboard counts) needs both; reported numbers that the code does not produce
 set `mismatch`.
 
-Exactly-once execution. A job may be delivered twice, a worker may die mid-attempt, recovery may
-run while a slow worker still holds an attempt. So:
-
-- `attempt_execute` starts with a conditional UPDATE (status queued -> running, `tries` + 1) and
-  does nothing unless that UPDATE changed one row: a second delivery of the same job is a no-op.
-- The claim's `tries` value is a fencing token: the heartbeat and the final write are conditional
-  on (status running, tries = ours). A worker whose attempt was recovered and re-queued meanwhile
-  finds its claim gone, stops at its next step and writes nothing.
-- A heartbeat thread refreshes `heartbeat_at` every few seconds; `attempts_recover` treats a
-  running attempt whose heartbeat is stale, or whose RQ job sits in the failed registry (the work
-  horse was killed, or abandoned), as an infrastructure failure.
-
-Infrastructure failures (sandbox, workspace, harness bugs, dead workers) are re-queued up to
-`ATTEMPT_MAX_INFRA_RETRIES` times, then end as status `error` labelled `infrastructure`; they are
-never the model's result. A model provider failure (status `error`, label `model_provider`) is not
-retried automatically: an outage or a missing key would only burn the retries; `run_retry_failed`
-re-queues both kinds.
+Claiming, the heartbeat, the fence and infrastructure retries are runs.evaluation.claims', shared
+with the re-execution of submitted attempts: a job delivered twice works once, a worker whose
+attempt was recovered meanwhile writes nothing. Infrastructure failures (sandbox, workspace, harness
+bugs, dead workers) are re-queued up to `ATTEMPT_MAX_INFRA_RETRIES` times, then end as status
+`error` labelled `infrastructure`; they are never the model's result. A model provider failure
+(status `error`, label `model_provider`) is not retried automatically: an outage or a missing key
+would only burn the retries; `run_retry_failed` re-queues both kinds.
 """
 
 from __future__ import annotations
@@ -33,14 +23,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
 
-from runs.agents import AGENTS, agent_from_name
+from runs.agents import AGENTS, agent_from_name, gold_bodies_for
 from runs.agents.base import (
     MODEL_ERROR,
 )
@@ -48,21 +37,9 @@ from runs.agents.llm import ModelError, model_from_name
 from runs.benchmark.scoring import ParsedAnswer, parse_answer, score_sample
 from runs.benchmark.text import json_safe, storable_text
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError
-from runs.evaluation.claims import (
-    DONE,
-    ERROR,
-    LOST,
-    SKIPPED,
-    ClaimLost,
-    Heartbeat,
-    InfrastructureFailure,
-    ModelProviderFailure,
-    attempt_claim,
-    attempt_infra_failure,
-    heartbeat_seconds,
-    run_mark_finished,
-)
-from runs.evaluation.verdicts import INFRASTRUCTURE_EXITS, _image, failure_label, reexecute, score_dict, scoring_specs
+from runs.evaluation.claims import ClaimLost, Heartbeat, InfrastructureFailure, ModelProviderFailure, execute
+from runs.evaluation.kinds import RUN_ATTEMPT
+from runs.evaluation.verdicts import INFRASTRUCTURE_EXITS, failure_label, reexecute, sandbox_image, score_dict, scoring_specs
 from runs.evaluation.workdirs import (
     attempt_reexecution_dir,
     attempt_sandbox_name,
@@ -87,29 +64,20 @@ class _Result:
 
 
 def attempt_execute(*, attempt_id: int, job_id: str = "", requeue: bool = True) -> str:
-    """Execute a queued attempt once: claim it, run the agent, score both verdicts, record.
+    """Execute a queued attempt once: claim it, run the agent, score both verdicts, record
+    (runs.evaluation.claims.execute: the claim, heartbeat, fence and infrastructure retries every
+    kind of work shares). `requeue=False` leaves an infrastructure failure queued without
+    enqueueing a job (for in-process runs, which pick it up again themselves). Returns DONE, ERROR,
+    REQUEUED, LOST or SKIPPED."""
+    return execute(RUN_ATTEMPT, _result_fields, attempt_id=attempt_id, job_id=job_id, requeue=requeue, cleanup=_cleanup)
 
-    Does nothing (returns SKIPPED) unless the attempt is queued, so a duplicate delivery, a
-    cancelled attempt or one already taken by another worker is left alone. `requeue=False` leaves
-    an infrastructure failure queued without enqueueing a job (for in-process runs, which pick it
-    up again themselves). Returns DONE, ERROR, REQUEUED, LOST or SKIPPED.
-    """
-    attempt = attempt_claim(attempt_id=attempt_id, job_id=job_id)
-    if attempt is None:
-        logger.info("attempt %s is not queued; nothing to do", attempt_id)
-        return SKIPPED
-    heartbeat = Heartbeat(attempt.pk, attempt.tries, heartbeat_seconds())
+
+def _result_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
+    """What executing the claimed attempt produced, as the fields to write."""
     try:
-        with heartbeat:
-            result = _perform(attempt, heartbeat)
-    except ClaimLost:
-        logger.warning("attempt %s try %s: claim lost, result discarded", attempt.pk, attempt.tries)
-        return LOST
-    except InfrastructureFailure as failure:
-        return attempt_infra_failure(
-            attempt_id=attempt.pk, tries=attempt.tries, reason=str(failure), requeue=requeue
-        )
+        result = _perform(attempt, heartbeat)
     except ModelProviderFailure as failure:
+        # Not retried: an outage or a missing key would only burn the retries (run_retry_failed re-queues it).
         result = _Result(
             fields={
                 "status": Attempt.ERROR,
@@ -120,13 +88,13 @@ def attempt_execute(*, attempt_id: int, job_id: str = "", requeue: bool = True) 
             },
             timings={},
         )
-    except Exception as error:
-        logger.exception("attempt %s failed in the harness", attempt.pk)
-        reason = f"harness error: {type(error).__name__}: {error}\n{traceback.format_exc()[-4000:]}"
-        return attempt_infra_failure(attempt_id=attempt.pk, tries=attempt.tries, reason=reason, requeue=requeue)
-    finally:
-        _cleanup(attempt.pk, attempt.tries)
-    return _record(attempt, result)
+    return {
+        **result.fields,
+        "finished_at": timezone.now(),
+        "timings": json_safe(result.timings),
+        "harness_seconds": result.timings.get("harness"),
+        "experiment_seconds": result.timings.get("experiments"),
+    }
 
 
 def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
@@ -155,7 +123,7 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
     started = time.monotonic()
     try:
         sandbox = open_sandbox(
-            run.sandbox_backend, workspace, name=attempt_sandbox_name(attempt.pk, attempt.tries), image=_image(run.sandbox_backend)
+            run.sandbox_backend, workspace, name=attempt_sandbox_name(attempt.pk, attempt.tries), image=sandbox_image(run.sandbox_backend)
         )
     except SandboxError as error:
         raise InfrastructureFailure(f"sandbox could not be opened: {error}") from error
@@ -275,8 +243,6 @@ def _agent(attempt: Attempt, task: dict):
     settings_ = {"max_steps": run.max_steps, "max_seconds": run.max_seconds, "max_cost": run.max_cost}
     settings_.update(run.agent_config or {})
     if getattr(factory, "needs_gold_bodies", False):
-        from runs.agents.baselines import gold_bodies_for
-
         hints = {
             (f"{CODE_DIR}/{function.file}", function.name): function.line_hint
             for function in attempt.sample.functions.all()
@@ -319,24 +285,7 @@ def _model(run: Run):
         raise ModelProviderFailure(f"model {run.model!r} is not available: {error}") from error
 
 
-def _record(attempt: Attempt, result: _Result) -> str:
-    timings = result.timings
-    fields = dict(result.fields)
-    fields.update(
-        finished_at=timezone.now(),
-        timings=json_safe(timings),
-        harness_seconds=timings.get("harness"),
-        experiment_seconds=timings.get("experiments"),
-    )
-    written = Attempt.objects.filter(pk=attempt.pk, status=Attempt.RUNNING, tries=attempt.tries).update(**fields)
-    if not written:
-        logger.warning("attempt %s try %s: claim lost before the result was written", attempt.pk, attempt.tries)
-        return LOST
-    run_mark_finished(run_id=attempt.run_id)
-    return DONE if fields["status"] == Attempt.DONE else ERROR
-
-
-def _cleanup(attempt_id: int, try_number: int) -> None:
-    for directory in (attempt_workspace_dir(attempt_id, try_number), attempt_reexecution_dir(attempt_id, try_number)):
+def _cleanup(attempt: Attempt) -> None:
+    for directory in (attempt_workspace_dir(attempt.pk, attempt.tries), attempt_reexecution_dir(attempt.pk, attempt.tries)):
         remove_tree(directory)
 

@@ -1,4 +1,11 @@
-"""Split from runs.attempts: TODO docstring."""
+"""The evaluation queue on RQ: job ids, enqueueing, and what RQ's failed registry knows.
+
+One job per attempt and try, its id from the kind of work (`attempt-<id>-try-<n>` for a run's
+attempt), so enqueueing an attempt whose job is live does nothing and a finished or failed job is
+replaced. Jobs are enqueued when the current transaction commits, never before a worker can see
+the attempt; a delayed retry is scheduled with `enqueue_in`, for RQ's scheduler to put on the
+queue. `failed_jobs_get` reads the failed registry, which recovery uses to find dead workers and
+jobs that failed before claiming their attempt; when Redis is unreachable it is empty."""
 
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from runs.benchmark.text import storable_text
+from runs.evaluation.kinds import RUN_ATTEMPT, WorkKind
 from runs.models import Attempt
 
 logger = logging.getLogger(__name__)
@@ -31,8 +39,8 @@ class FailedJob:
 
 
 def failure_recorded(history: list, failure: FailedJob) -> bool:
-    """Whether an attempt's infra_history ends with `failure` (runs.evaluation.
-    attempts_record_unstarted writes each failure of a job that never claimed its attempt once)."""
+    """Whether an attempt's infra_history ends with `failure` (runs.evaluation.claims.record_unstarted
+    writes each failure of a job that never claimed its attempt once)."""
     last = history[-1] if history else {}
     return last.get("job_id") == failure.job_id and (not failure.failed_at or last.get("at") == failure.failed_at)
 
@@ -89,52 +97,53 @@ def failed_jobs_get(*, job_ids: Iterable[str] | None = None, cleanup: bool = Tru
         return {}
 
 
-JOB_FUNCTION = "runs.evaluation.jobs.attempt_execute_job"
-
-
-# RQ kills a job that runs longer than this beyond the agent's own time budget (re-execution,
-# workspaces); the harness's budgets should always end an attempt first.
-JOB_TIMEOUT_MARGIN_SECONDS = 3600
-
-
 LIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 
 def queue_name() -> str:
-    return getattr(settings, "EVALUATION_QUEUE", "default")
+    return settings.EVALUATION_QUEUE
 
 
 def evaluation_queue():
-    """The RQ queue attempts are enqueued on (settings.EVALUATION_QUEUE, default "default")."""
+    """The RQ queue every kind of work is enqueued on (settings.EVALUATION_QUEUE)."""
     return django_rq.get_queue(queue_name())
 
 
 def job_id_for(attempt: Attempt) -> str:
-    return f"attempt-{attempt.pk}-try-{attempt.tries + 1}"
+    """The id of the job that executes a run's attempt's next try."""
+    return RUN_ATTEMPT.job_id(attempt.pk, attempt.tries)
 
 
 def attempts_enqueue(*, attempts: Iterable[Attempt], delay: float = 0) -> None:
-    """Enqueue one job per attempt once the current transaction commits (at once outside one).
-    With a `delay` (seconds) the jobs are scheduled: RQ's scheduler, which every long-running
-    evaluation worker runs (runs.evaluation.worker), puts them on the queue when it is up."""
-    pending = [(attempt.pk, job_id_for(attempt), _job_timeout(attempt), delay) for attempt in attempts]
+    """Enqueue a job for each of a run's attempts (see enqueue)."""
+    enqueue(RUN_ATTEMPT, attempts=attempts, delay=delay)
+
+
+def enqueue(kind: WorkKind, *, attempts: Iterable[Attempt], delay: float = 0) -> None:
+    """Enqueue one job of `kind` per attempt once the current transaction commits (at once outside
+    one): a worker must never be handed an attempt it cannot see yet. With a `delay` (seconds) the
+    jobs are scheduled: RQ's scheduler, which every long-running evaluation worker runs
+    (runs.evaluation.worker), puts them on the queue when it is up."""
+    pending = [(attempt.pk, kind.job_id(attempt.pk, attempt.tries), kind.job_timeout(attempt)) for attempt in attempts]
     if pending:
-        transaction.on_commit(lambda: _enqueue_now(pending))
+        transaction.on_commit(lambda: _enqueue_now(kind, pending, delay))
 
 
-def _job_timeout(attempt: Attempt) -> int:
-    return int(attempt.run.max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS
-
-
-def _enqueue_now(pending: list[tuple[int, str, int, float]]) -> int:
-    queue = evaluation_queue()
-    return sum(
-        job_enqueue_replacing(
-            queue, JOB_FUNCTION, attempt_id, job_id=job_id, timeout=timeout, delay=delay,
-            description=f"attempt {attempt_id} ({job_id})",
+def _enqueue_now(kind: WorkKind, pending: list[tuple[int, str, int]], delay: float) -> int:
+    try:
+        queue = evaluation_queue()
+        return sum(
+            job_enqueue_replacing(
+                queue, kind.job_function, attempt_id, job_id=job_id, timeout=timeout, delay=delay,
+                description=f"{kind.name} {attempt_id} ({job_id})",
+            )
+            for attempt_id, job_id, timeout in pending
         )
-        for attempt_id, job_id, timeout, delay in pending
-    )
+    except Exception as error:
+        if kind.enqueue_failed is None:
+            raise
+        kind.enqueue_failed([attempt_id for attempt_id, _, _ in pending], error)
+        return 0
 
 
 def job_enqueue_replacing(queue, function: str, argument, *, job_id: str, timeout: int, description: str, delay: float = 0) -> bool:

@@ -19,8 +19,9 @@ from django.utils import timezone
 from runs.agents import AGENTS
 from runs.benchmark.sampling import DEFAULT_CAP
 from runs.benchmark.workspace import CONTEXT_CONDITIONS
-from runs.evaluation.claims import LOST, InfrastructureFailure, run_mark_finished
+from runs.evaluation.claims import LOST, InfrastructureFailure
 from runs.evaluation.harness import attempt_execute, construct_agent
+from runs.evaluation.kinds import run_mark_finished
 from runs.evaluation.queue import (
     attempts_enqueue,
     cancel_jobs,
@@ -32,6 +33,7 @@ from runs.limits import trajectory_limits
 from runs.models import Attempt, Run, Suite
 from runs.suites.selectors import sample_experiments
 from runs.suites.services import samples_ensure
+from sandbox import BACKENDS, SandboxError, canonical_backend
 
 
 class RunError(ValueError):
@@ -64,8 +66,6 @@ def run_create(
     `sample_seed` (created if they do not exist yet). Raises RunError when the agent is unknown,
     a model-based agent has no model, or no sample with gold results is left.
     """
-    from sandbox import BACKENDS
-
     if agent not in AGENTS:
         raise RunError(f"unknown agent {agent!r}; known agents: {', '.join(sorted(AGENTS))}")
     if getattr(AGENTS[agent], "needs_model", True) and not model:
@@ -82,9 +82,10 @@ def run_create(
     step_limit = trajectory_limits().steps
     if max_steps > step_limit:
         raise RunError(f"max steps is {max_steps:,}; a trajectory holds at most {step_limit:,} steps (TRAJECTORY_MAX_STEPS)")
-    backend = {"bwrap": "bubblewrap"}.get(sandbox_backend or "", sandbox_backend) or settings.SANDBOX_BACKEND
-    if backend not in BACKENDS:
-        raise RunError(f"sandbox backend must be one of {', '.join(BACKENDS)}")
+    try:
+        backend = canonical_backend(sandbox_backend or settings.SANDBOX_BACKEND)
+    except SandboxError:
+        raise RunError(f"sandbox backend must be one of {', '.join(BACKENDS)}") from None
     _check_agent_settings(agent, agent_config or {}, max_steps=max_steps, max_seconds=max_seconds, max_cost=max_cost)
 
     with transaction.atomic():

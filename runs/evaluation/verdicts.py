@@ -1,4 +1,12 @@
-"""Split from runs.attempts: TODO docstring."""
+"""What an attempt's work is worth: failure labels, scoring against gold, and re-execution.
+
+Scoring turns a sample's experiments into what runs.benchmark.scoring needs (`scoring_specs`) and
+its result into stored JSON (`score_dict`); `failure_label` says why an attempt that did not pass
+failed. `reexecute` is the harness's own verdict on a final patch, shared by a run's attempts and a
+submission's: the patch is applied to a fresh masked workspace keeping only what the task allows
+(runs.benchmark.patches, runs.benchmark.scope), every experiment runs in a fresh sandbox
+(runs.benchmark.execution) and what they print is scored. A broken workspace or sandbox raises
+InfrastructureFailure; whatever the code does is the verdict."""
 
 from __future__ import annotations
 
@@ -167,7 +175,7 @@ def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: P
     outcomes: list[ExperimentOutcome] = []
     started = time.monotonic()
     try:
-        sandbox = open_sandbox(backend, dest, name=name, image=_image(backend))
+        sandbox = open_sandbox(backend, dest, name=name, image=sandbox_image(backend))
     except SandboxError as error:
         raise InfrastructureFailure(f"re-execution sandbox could not be opened: {error}") from error
     timings["sandbox_open"] = time.monotonic() - started
@@ -218,5 +226,5 @@ def _bounded_outputs(outcomes: list[ExperimentOutcome]) -> str:
     return output if len(output) <= MAX_REEXECUTION_OUTPUT else output[:MAX_REEXECUTION_OUTPUT] + "\n[... cut ...]\n"
 
 
-def _image(backend: str) -> str | None:
-    return getattr(settings, "SANDBOX_IMAGE", None) if backend == "docker" else None
+def sandbox_image(backend: str) -> str | None:
+    return settings.SANDBOX_IMAGE if backend == "docker" else None

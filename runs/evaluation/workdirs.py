@@ -1,4 +1,11 @@
-"""Split from runs.attempts: TODO docstring."""
+"""Where a try's files and sandboxes live, and how they are removed.
+
+Each try of an attempt gets its own directories under settings.WORKSPACE_ROOT (the agent's
+workspace, the re-execution's workspace) and its own trajectory file outside them, so a worker
+presumed dead but still running never shares a directory with the try that replaced it. Its
+sandboxes are named after the deployment, attempt and try, which lets the sweep
+(runs.evaluation.recovery.leftovers_sweep) tell a live try's leftovers from a dead one's.
+Workspaces are removed through sandbox.fs, whatever the agent left in them."""
 
 from __future__ import annotations
 
@@ -19,8 +26,8 @@ def attempt_workspace_dir(attempt_id: int, try_number: int) -> Path:
     return Path(settings.WORKSPACE_ROOT) / f"attempt-{attempt_id}-try-{try_number}"
 
 
-def attempt_reexecution_dir(attempt_id: int, try_number: int) -> Path:
-    return Path(settings.WORKSPACE_ROOT) / f"attempt-{attempt_id}-try-{try_number}-reexecution"
+def attempt_reexecution_dir(attempt_id: int, try_number: int, *, submission: bool = False) -> Path:
+    return Path(settings.WORKSPACE_ROOT) / f"{'submission-' if submission else ''}attempt-{attempt_id}-try-{try_number}-reexecution"
 
 
 def attempt_sandbox_name(attempt_id: int, try_number: int, *, submission: bool = False) -> str:

@@ -42,7 +42,7 @@ SCHEDULER_SECONDS = 1.0
 
 
 def recover_interval_seconds() -> float:
-    return float(getattr(settings, "ATTEMPT_RECOVER_INTERVAL_SECONDS", 30))
+    return float(settings.ATTEMPT_RECOVER_INTERVAL_SECONDS)
 
 
 def heal_round(when: str) -> None:
@@ -50,11 +50,11 @@ def heal_round(when: str) -> None:
     logged and left to the next round."""
     try:
         report = attempts_heal()
-        if report.recovered or report.unstarted or report.reexecutions:
+        if report.recovered or report.unstarted:
             logger.warning(
-                "self-healing (%s): %d attempt(s) of dead workers settled, %d job failure(s) before a claim "
-                "recorded, %d re-execution(s) of submissions settled",
-                when, len(report.recovered), len(report.unstarted), len(report.reexecutions),
+                "self-healing (%s): %d attempt(s) of dead workers settled, %d job failure(s) before a claim recorded "
+                "(%d of them re-executions of submissions)",
+                when, len(report.recovered), len(report.unstarted), len(report.settled("reexecution")),
             )
     except Exception:  # noqa: BLE001 - a failed round must not stop the worker; the next one tries again
         logger.exception("self-healing (%s) failed; the next round tries again", when)

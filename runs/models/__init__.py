@@ -4,7 +4,8 @@
 - `evaluation`: runs and their attempts;
 - `submissions`: uploaded results and the API tokens that upload them.
 
-Models import only Django and each other.
+Models import only Django and each other. In the layers of `runs` they sit under `runs.suites`
+and over `runs.agents` and `runs.benchmark`, which must never import them.
 """
 from runs.models.evaluation import Attempt, Run
 from runs.models.submissions import ApiToken, Submission

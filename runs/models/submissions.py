@@ -13,7 +13,7 @@ class Submission(models.Model):
     """One uploaded results file and the run it became.
 
     `verified_at` is set only by re-execution, when the harness has re-run the final patch of every
-    attempt in a fresh sandbox (runs.submissions.services.attempt_reexecute); nobody can set it by
+    attempt in a fresh sandbox (runs.submissions.reexecution.attempt_reexecute); nobody can set it by
     hand, not even in the admin. Hiding is the run's (`Run.hidden`, one field for runs and submissions,
     decided by runs.visibility); flagged ones stay visible with the staff's reason.
     """

@@ -7,22 +7,23 @@ steps, however long the trajectory is (trajectories stored before the upload lim
 hold 250,000 steps). Other databases (SQLite, for local use) get the same answer by loading the
 whole document, which the upload limits keep bounded for anything stored since.
 
-Which steps are errors needs a look at every step (the end of each observation), the one part of
+Which steps are errors needs a look at every step (its fields and observation), the one part of
 a request whose cost grows with the trajectory: on Postgres it is computed by a second query and
 kept in the cache under the attempt row's version (its `xmin` and `ctid`: together they change
 with every update of the row, even two in one transaction), so a trajectory is scanned once, not
 on every page view. Without a cache it is computed
 every time; the answer is the same.
 
-`StepMarks` is what decides whether a step is an error (`error_kind`): the step's `error` and
-`traceback` fields, the end of its observation (a command's "[exit code 1; ...]" status line) and
-whether a Python traceback appears anywhere in it.
+`StepMarks` is what decides whether a step is an error (`error_kind`): the step's `error`,
+`traceback`, `exit_code` and `timed_out` fields and whether a Python traceback appears anywhere in
+its observation. The status line a command's observation ends with ("[exit code 1; ...]") is text
+for the model and is never read back: the program that ran may print one too. Steps stored
+before `exit_code` existed show no exit status.
 """
 from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,11 +34,7 @@ from runs.models import Attempt
 
 logger = logging.getLogger(__name__)
 
-# The end of an observation where a command's status line is looked for.
-STATUS_TAIL_CHARS = 300
 TRACEBACK_TEXT = "Traceback (most recent call last):"
-# The status line command_line appends to its output: "[exit code 1; 0.3 s; cwd code]".
-_COMMAND_STATUS = re.compile(r"\[(?:exit code (?P<code>-?\d+)|(?P<timeout>timed out)[^;\]]*);[^\n\]]*\]\s*\Z")
 ERRORS_CACHE_SECONDS = 7 * 24 * 3600
 
 
@@ -48,7 +45,8 @@ class StepMarks:
     number: int
     error: bool
     traceback: bool
-    tail: str  # the observation's last STATUS_TAIL_CHARS characters
+    exit_code: int | None  # the command's, when the step ran one
+    timed_out: bool
     traceback_in_output: bool
 
 
@@ -59,12 +57,10 @@ def error_kind(marks: StepMarks) -> str:
         return "tool error"
     if marks.traceback:
         return "traceback"
-    status = _COMMAND_STATUS.search(marks.tail)
-    if status:
-        if status.group("timeout"):
-            return "timed out"
-        if status.group("code") not in (None, "0"):
-            return f"exit code {status.group('code')}"
+    if marks.timed_out:
+        return "timed out"
+    if marks.exit_code not in (None, 0):
+        return f"exit code {marks.exit_code}"
     if marks.traceback_in_output:
         return "traceback in output"
     return ""
@@ -100,9 +96,16 @@ def step_marks(number: int, step: Any) -> StepMarks:
         number=number,
         error=bool(get("error")),
         traceback=bool(get("traceback")),
-        tail=observation[-STATUS_TAIL_CHARS:],
+        exit_code=_exit_code(get("exit_code")),
+        timed_out=bool(get("timed_out")),
         traceback_in_output=TRACEBACK_TEXT in observation,
     )
+
+
+def _exit_code(value: Any) -> int | None:
+    # Uploads are checked to hold an integer or null here (runs.agents.trajectory); anything else
+    # in a stored document counts as no exit status, as the SQL below reads it.
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # Python's truthiness of a JSON value, in SQL (NULL: the key is absent).
@@ -137,28 +140,24 @@ SELECT t.head::text,
         OFFSET 0) AS t
 """
 
-# The marks of the steps that may be errors (the same pre-filter as `_maybe_error`), if the row is
-# still at `version`. The end of an observation is only cut out when the flags do not already make
-# the step an error (counting characters to it costs a pass over the text).
+# The marks of the steps that may be errors, if the row is still at `version`; `error_kind` has the
+# last word. An exit code that is not a JSON number reads as none (NULL), as `_exit_code` reads it.
 _POSTGRES_MARKS = """
-SELECT coalesce(jsonb_agg(jsonb_build_array(m.n, m.error, m.traceback, m.tail, m.in_output) ORDER BY m.n), '[]')::text
-  FROM (SELECT e.n, f.error, f.traceback, f.in_output,
-               CASE WHEN NOT (f.error OR f.traceback OR f.in_output) THEN right(e.s ->> 'observation', %(tail)s) END AS tail
+SELECT coalesce(jsonb_agg(jsonb_build_array(m.n, m.error, m.traceback, m.exit_code, m.timed_out, m.in_output)
+                          ORDER BY m.n), '[]')::text
+  FROM (SELECT e.n, f.error, f.traceback, f.exit_code, f.timed_out, f.in_output
           FROM {table} AS a
                CROSS JOIN LATERAL jsonb_path_query(a.trajectory, 'strict $.steps[*]') WITH ORDINALITY AS e(s, n)
-               CROSS JOIN LATERAL (SELECT {error} AS error, {traceback} AS traceback,
+               CROSS JOIN LATERAL (SELECT {error} AS error, {traceback} AS traceback, {timed_out} AS timed_out,
+                                          CASE WHEN jsonb_typeof(e.s -> 'exit_code') = 'number' THEN e.s -> 'exit_code' END
+                                            AS exit_code,
                                           strpos(e.s ->> 'observation', %(traceback_text)s) > 0 AS in_output) AS f
          WHERE a.id = %(id)s AND a.xmin::text || '/' || a.ctid::text = %(version)s
            AND jsonb_path_query_first(a.trajectory, '$.steps.type()') = '"array"'
            AND e.n <= %(errors_limit)s
         OFFSET 0) AS m
- WHERE m.error OR m.traceback OR m.in_output OR strpos(m.tail, '[exit code') > 0 OR strpos(m.tail, '[timed out') > 0
+ WHERE m.error OR m.traceback OR m.in_output OR m.timed_out OR m.exit_code <> '0'::jsonb
 """
-
-
-def _maybe_error(marks: StepMarks) -> bool:
-    return (marks.error or marks.traceback or marks.traceback_in_output
-            or "[exit code" in marks.tail or "[timed out" in marks.tail)
 
 
 def trajectory_page(*, attempt_id: int, first: int, count: int, errors_limit: int, patch_chars: int) -> TrajectoryPage:
@@ -190,7 +189,8 @@ def trajectory_page(*, attempt_id: int, first: int, count: int, errors_limit: in
 
 
 def _postgres_errors(attempt_id: int, version: str, errors_limit: int) -> list[int]:
-    key = f"replay-errors:{connection.settings_dict['NAME']}:{attempt_id}:{version}:{errors_limit}"
+    # "/2": error steps are read from the exit_code field since then, no longer from the text.
+    key = f"replay-errors/2:{connection.settings_dict['NAME']}:{attempt_id}:{version}:{errors_limit}"
     try:
         cached = cache.get(key)
     except Exception:  # noqa: BLE001 - without a cache the page is slower, not broken
@@ -202,13 +202,14 @@ def _postgres_errors(attempt_id: int, version: str, errors_limit: int) -> list[i
         table=connection.ops.quote_name(Attempt._meta.db_table),
         error=_TRUTHY.format("e.s -> 'error'"),
         traceback=_TRUTHY.format("e.s -> 'traceback'"),
+        timed_out=_TRUTHY.format("e.s -> 'timed_out'"),
     )
     with connection.cursor() as cursor:
-        cursor.execute(query, {"id": attempt_id, "version": version, "tail": STATUS_TAIL_CHARS,
-                               "traceback_text": TRACEBACK_TEXT, "errors_limit": errors_limit})
+        cursor.execute(query, {"id": attempt_id, "version": version, "traceback_text": TRACEBACK_TEXT,
+                               "errors_limit": errors_limit})
         row = cursor.fetchone()
-    marks = [StepMarks(int(n), bool(error), bool(traceback), tail or "", bool(in_output))
-             for n, error, traceback, tail, in_output in json.loads(row[0])]
+    marks = [StepMarks(int(n), bool(error), bool(traceback), _exit_code(exit_code), bool(timed_out), bool(in_output))
+             for n, error, traceback, exit_code, timed_out, in_output in json.loads(row[0])]
     errors = [mark.number for mark in marks if error_kind(mark)]
     if key is not None:
         try:
@@ -233,5 +234,5 @@ def trajectory_page_in_python(*, attempt_id: int, first: int, count: int, errors
     page.step_count = len(steps)
     page.steps = steps[first - 1 : first - 1 + count] if count > 0 else []
     candidates = (step_marks(number, step) for number, step in enumerate(steps[:errors_limit], start=1))
-    page.errors = [marks.number for marks in candidates if _maybe_error(marks) and error_kind(marks)]
+    page.errors = [marks.number for marks in candidates if error_kind(marks)]
     return page

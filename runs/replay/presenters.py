@@ -19,17 +19,19 @@ the gold bodies. `attempt_replay(show_gold_code=False)` (anonymous viewers) leav
 from __future__ import annotations
 
 import json
-import keyword
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.db.models.fields.json import KT
-from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+from pygments.token import STANDARD_TYPES, _TokenType
 
 from runs.agents.trajectory import (
     FileChange,
@@ -40,6 +42,7 @@ from runs.agents.trajectory import (
     TrajectoryFormatError,
 )
 from runs.benchmark.patches import PatchError, parse_patch
+from runs.benchmark.text import format_seconds
 from runs.limits import ReplayBounds, cut_text, replay_bounds, trajectory_limits
 from runs.models import Attempt
 from runs.replay.pages import TrajectoryPage, error_kind, step_marks, trajectory_page
@@ -59,8 +62,11 @@ COLLAPSE_LINES = 20
 # 50,000 characters; this bounds the DOM of a long trajectory). A step shows at most
 # runs.limits.PAGE_STEP_DIFF_LINES in all, and the final patch PAGE_PATCH_LINES.
 MAX_DIFF_LINES = 600
-# Changed lines token-highlighted per page (see HighlightBudget).
-HIGHLIGHT_LINES = 3000
+# Characters of changed lines token-highlighted per page (see HighlightBudget).
+HIGHLIGHT_CHARS = 16_000
+# The Pygments style whose token classes colour the code. Its rules are in static/css/replay.css,
+# prefixed "tk-" (no inline styles: the page's CSP forbids them); tests/replay check that the two agree.
+HIGHLIGHT_STYLE = "vs"
 
 _TRUNCATION_MARKER = re.compile(r"\n?\[\.\.\. \d+ characters truncated \.\.\.\]\n?")
 # A Python traceback inside an observation: the header, indented frame lines, then the exception line.
@@ -68,55 +74,53 @@ _TRACEBACK = re.compile(r"Traceback \(most recent call last\):\n(?:(?:[ \t].*)?\
 _SECRET_KEY = re.compile(r"key|token|secret|password|authorization", re.IGNORECASE)
 
 
-# --- tiny Python highlighter -----------------------------------------------------------------------
+# --- Python highlighting (Pygments) ----------------------------------------------------------------
 
-_PY_KEYWORDS = frozenset(keyword.kwlist) | {"match", "case"}
-_PY_TOKEN = re.compile(
-    r"(?P<comment>#.*)"
-    r"|(?P<string>[rRbBuUfF]{0,2}(?:\"\"\"|'''|\"(?:\\.|[^\"\\\n])*\"?|'(?:\\.|[^'\\\n])*'?))"
-    r"|(?P<number>\b(?:0[xob][\da-fA-F_]+|\d[\d_]*\.?[\d_]*(?:[eE][+-]?\d+)?j?|\.\d[\d_]*(?:[eE][+-]?\d+)?)\b)"
-    r"|(?P<name>[A-Za-z_]\w*)"
-)
-_TOKEN_CLASSES = {"comment": "com", "string": "str", "number": "num"}
+_PYTHON_LEXER = PythonLexer()
+# Token classes the style gives a look; other tokens stay plain text, so a line holds a few spans.
+_STYLED_CLASSES = frozenset(HtmlFormatter(style=HIGHLIGHT_STYLE).class2style)
+
+
+@cache
+def _token_class(token_type: _TokenType) -> str:
+    """Pygments' short CSS class of a token type ("k", "s1", "c1", ...), "" for an unstyled one."""
+    while token_type not in STANDARD_TYPES:
+        token_type = token_type.parent
+    css = STANDARD_TYPES[token_type]
+    return css if css in _STYLED_CLASSES else ""
 
 
 def highlight_python(line: str) -> list[dict[str, str]]:
-    """`line` as segments {"c": css class, "t": text}, class "kw", "str", "num", "com" or "" (plain).
+    """`line` as segments {"c": Pygments token class or "" (plain), "t": text}.
 
-    A line-at-a-time regex, not a parser: good enough to colour a diff, and it only ever splits
-    the text (joining the segments' "t" gives `line` back), so it cannot change what is shown.
+    One line at a time (a diff interleaves old and new lines), through the lexer's unprocessed
+    tokens, which cover the text exactly: joining the segments' "t" gives `line` back, so the
+    highlighting cannot change what is shown. Neighbouring tokens of one class are one segment.
     Segments are dicts because the template looks them up thousands of times per page and a dict
     is Django's cheapest lookup.
     """
     segments: list[dict[str, str]] = []
-    plain_start = 0
-    for match in _PY_TOKEN.finditer(line):
-        kind = match.lastgroup
-        if kind == "name":
-            if match.group() not in _PY_KEYWORDS:
-                continue
-            css = "kw"
+    for _, token_type, text in _PYTHON_LEXER.get_tokens_unprocessed(line):
+        css = _token_class(token_type)
+        if segments and segments[-1]["c"] == css:
+            segments[-1]["t"] += text
         else:
-            css = _TOKEN_CLASSES[kind]
-        if match.start() > plain_start:
-            segments.append({"c": "", "t": line[plain_start : match.start()]})
-        segments.append({"c": css, "t": match.group()})
-        plain_start = match.end()
-    if plain_start < len(line):
-        segments.append({"c": "", "t": line[plain_start:]})
+            segments.append({"c": css, "t": text})
     return segments
 
 
 class HighlightBudget:
-    """How many more changed lines may be token-highlighted on one page.
+    """How many more characters of changed lines may be token-highlighted on one page.
 
-    Line colours (added, removed, hunk) are always there; token colours cost a few elements per
-    line, so a page stops adding them after `HIGHLIGHT_LINES` lines (the final patch is highlighted
-    first) and a 500-step trajectory stays quick to render and light in the browser.
+    Line colours (added, removed, hunk) are always there; token colours cost lexing time (Pygments
+    takes about 3 µs a character of typical code, 12 µs at worst: a token per character) and a few
+    elements per line, so a page stops adding them after `HIGHLIGHT_CHARS` characters (the final
+    patch is highlighted first) and a 500-step trajectory stays quick to render and light in the
+    browser. A diff is highlighted whole or not at all.
     """
 
-    def __init__(self, lines: int | None = None) -> None:
-        self.left = HIGHLIGHT_LINES if lines is None else lines
+    def __init__(self, chars: int | None = None) -> None:
+        self.left = HIGHLIGHT_CHARS if chars is None else chars
 
     def take(self, count: int) -> bool:
         if count > self.left:
@@ -178,8 +182,8 @@ def diff_lines(
     if max_lines is not None and len(raw_lines) > max_lines:
         omitted = len(raw_lines) - max_lines
         raw_lines, kinds = raw_lines[:max_lines], kinds[:max_lines]
-    changed = sum(1 for kind in kinds if kind in ("add", "del"))
-    highlight = budget.take(changed) if budget is not None else True
+    changed_chars = sum(len(raw) for raw, kind in zip(raw_lines, kinds) if kind in ("add", "del"))
+    highlight = budget.take(changed_chars) if budget is not None else True
     lines: list[dict] = []
     is_python = python
     for raw, kind in zip(raw_lines, kinds):
@@ -314,18 +318,6 @@ def pretty_json(value: Any) -> str:
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
     except (TypeError, ValueError):
         return repr(value)
-
-
-def format_seconds(value: Any) -> str:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        return "—"
-    if value < 60:
-        return f"{value:.1f} s"
-    minutes, seconds = divmod(round(value), 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def format_cost(cost: Any, unknown: bool) -> str:
@@ -931,51 +923,6 @@ def attempts_compare(*, left: Attempt, right: Attempt, show_gold_code: bool, pag
     return Comparison(a, b, pairs, pager)
 
 
-# --- benchmark hooks -----------------------------------------------------------------------------
-
-
-def synthetic_trajectory(*, steps: int = 500, diff_lines_per_step: int = 30, observation_chars: int = 4000,
-                         error_every: int = 7, sample_id: str = "bench_0", agent: str = "react",
-                         model: str = "fake:bench") -> dict:
-    """A trajectory dict in the stored format with `steps` steps, each with a Python diff and a long
-    observation (every `error_every`-th one a crash with a traceback): a worst case for the page."""
-    header = Header(sample_id=sample_id, agent=agent, model=model, config={"history": "full"},
-                    started_at="2025-01-01T00:00:00+00:00", ended_at="2025-01-01T00:30:00+00:00",
-                    exit_status="submitted")
-    trajectory = Trajectory(header=header)
-    filler = "".join(f"line {i}: loss={i / 7:.6f} accuracy={(i % 97) / 97:.4f}\n" for i in range(observation_chars // 40 + 1))
-    for index in range(1, steps + 1):
-        body = "".join(f"+    value_{index}_{i} = compute(x, {i}) * 0.5  # step {index}\n" for i in range(diff_lines_per_step))
-        diff = (f"--- a/code/model_{index % 5}.py\n+++ b/code/model_{index % 5}.py\n"
-                f"@@ -1,3 +1,{diff_lines_per_step + 3} @@\n def forward(x):\n-    return x\n{body}     pass\n")
-        crashed = error_every and index % error_every == 0
-        observation = filler[:observation_chars]
-        if crashed:
-            observation += ('Traceback (most recent call last):\n  File "run.py", line 3, in <module>\n'
-                            "    main()\nValueError: shapes do not match\n[exit code 1; 0.4 s; cwd code]")
-        else:
-            observation += "[exit code 0; 0.4 s; cwd code]"
-        step = Step(index=index, started_at="2025-01-01T00:00:00+00:00", duration=1.5, model_seconds=1.0,
-                    thought=f"Step {index}: implement part {index} of the method.", tool="command_line",
-                    arguments={"command": f"python run.py --step {index}"}, observation=observation,
-                    files_changed=[FileChange(f"code/model_{index % 5}.py", "modified", diff)],
-                    input_tokens=1000 + index, output_tokens=100, cost=0.001)
-        trajectory.steps.append(step)
-        header.input_tokens += step.input_tokens
-        header.output_tokens += step.output_tokens
-        header.cost += step.cost
-    trajectory.final_answer = FinalAnswer(raw='{"Experiment 1": {"loss": 0.5}}', parsed={"Experiment 1": {"loss": 0.5}}, parse_method="json")
-    trajectory.final_patch = "".join(step.files_changed[0].diff for step in trajectory.steps[:20])
-    return trajectory.to_dict()
-
-
-def attempt_replay_html(*, attempt: Attempt, show_gold_code: bool = True, page: int = 1) -> str:
-    """One page of the attempt's HTML without a request (for the benchmark scripts: time the
-    selector plus the template, without the client and middleware)."""
-    replay = attempt_replay(attempt=attempt, show_gold_code=show_gold_code, page=page)
-    return render_to_string("replay/attempt.html", {"replay": replay, "siblings": [], "notice": GOLD_CODE_NOTICE})
-
-
 __all__ = [
     "GOLD_CODE_AGENTS",
     "GOLD_CODE_NOTICE",
@@ -985,10 +932,8 @@ __all__ = [
     "ReplayPageError",
     "attempt_get_for_replay",
     "attempt_replay",
-    "attempt_replay_html",
     "attempt_siblings",
     "attempts_compare",
     "attempt_patch_download",
     "highlight_python",
-    "synthetic_trajectory",
 ]

@@ -1,10 +1,17 @@
 """Submissions: results produced elsewhere, uploaded as a JSONL file (or a zip with trajectories).
 
+- `uploads`, `json_limits`: receiving an upload, and reading its JSON, within bounded limits.
 - `validation`: reading the upload and collecting every problem with its line and field.
-- `services`: storing a valid upload as a run in one transaction, re-executing its patches,
+- `services`: storing a valid upload as a run in one transaction, requesting re-execution,
   API tokens.
+- `reexecution`: the harness's own run of each uploaded patch, a kind of work on the evaluation
+  package's claim / fence / retry / recovery path (runs.evaluation.kinds).
 - `selectors`: reads (who may see or act on a submission: runs.visibility).
-- `views`, `api`, `forms`, `urls`, `jobs`: thin layers over the two above.
+- `views`, `api`, `forms`, `urls`, `jobs`: thin layers over the ones above.
 
 The format is documented in `validation` and on the upload page.
+
+A web feature at the top of `runs`, independent of `runs.replay` (neither imports the other): it
+may import `runs.evaluation` and every layer below it, `runs.limits`, `runs.visibility` and the
+site's rate limits (`autoexperiment_site.abuse`).
 """

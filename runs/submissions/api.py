@@ -9,7 +9,7 @@
     400 {"error", "problem_count", "problems": ["line 3: cost: must not be negative, got -1", ...],
          "details": [{"line", "field", "member", "message", "text"}, ...]}; a trajectory or final
          patch over the limits of runs.limits (listed on the upload page and in README) is named with
-         its step and the limit: "line 3: trajectory: step 12: observation is 80.0 KiB (81,920 bytes); ..."
+         its step and the limit: "line 3: trajectory: step 12: observation is 80.0 KB (81,920 bytes); ..."
     401 no or unknown token (WWW-Authenticate: Token); 403 revoked token or inactive account;
     405 other methods; 411 {"error"} for a body sent chunked (no Content-Length);
     413 {"error", "limit_bytes"} for a body over the limit;

@@ -1,7 +1,8 @@
 """Forms of the submission pages and of the admin's flag action."""
 from django import forms
 
-from runs.submissions.validation import human_bytes, max_upload_bytes
+from runs.limits import human_bytes
+from runs.submissions.validation import max_upload_bytes
 
 
 class UploadForm(forms.Form):

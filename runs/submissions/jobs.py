@@ -2,7 +2,7 @@
 from rq import get_current_job
 
 from runs.evaluation.jobs import reset_connections
-from runs.submissions.services import attempt_reexecute
+from runs.submissions.reexecution import attempt_reexecute
 
 
 def attempt_reexecute_job(attempt_id: int) -> str:

@@ -5,13 +5,9 @@ every problem reported), then the Submission, its Run and one Attempt per record
 one transaction. Attempts are scored against the stored gold on the way in (`reported_*`);
 `passed` stays False until the harness has re-executed the attempt's patch itself.
 
-Re-execution (runs.evaluation.verdicts.reexecute: the patch applied to a fresh masked workspace, every
-experiment run in a fresh sandbox of settings.SANDBOX_BACKEND, the printed numbers scored) runs
-as one RQ job per attempt, enqueued when the requesting transaction commits. A job claims its
-attempt with a conditional UPDATE (not yet re-executed, no live claim: `heartbeat_at` empty or
-older than the stale limit; `tries` + 1), and writes its verdict only while that claim (the try
-number) is still its own, so a job delivered twice does the work once. When no attempt of a
-submission is left without a re-execution verdict, the submission is marked verified.
+Re-execution runs as one RQ job per attempt (runs.submissions.reexecution: the same claim, fence,
+retries and recovery as a run's attempts), enqueued when the requesting transaction commits; here
+are the requests for it, each within the uploader's quota.
 """
 from __future__ import annotations
 
@@ -19,43 +15,26 @@ import hashlib
 import json
 import logging
 import secrets
-import traceback
-from datetime import timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.benchmark.scoring import parse_answer, score_sample
 from runs.benchmark.text import json_safe
-from runs.evaluation.claims import InfrastructureFailure, max_infra_retries, retry_delay_seconds, worker_identity
-from runs.evaluation.verdicts import failure_label, reexecute, score_dict, scoring_specs
-from runs.evaluation.workdirs import attempt_sandbox_name, remove_tree
+from runs.evaluation.claims import LOST, SKIPPED, max_infra_retries
+from runs.evaluation.queue import enqueue as enqueue_work
+from runs.evaluation.verdicts import failure_label, score_dict, scoring_specs
 from runs.models import ApiToken, Attempt, Run, Submission
+from runs.submissions.reexecution import REEXECUTION, attempt_reexecute, submission_refresh
 from runs.submissions.validation import Record, ValidatedSubmission, submission_validate
 
 logger = logging.getLogger(__name__)
 
 SUBMITTED = "submitted"  # the exit status of an uploaded attempt
-JOB_FUNCTION = "runs.submissions.jobs.attempt_reexecute_job"
 TOKEN_PREFIX = "aex_"
 MAX_ACTIVE_TOKENS = 20
-
-# Outcomes of attempt_reexecute.
-SKIPPED, DONE, REQUEUED, GAVE_UP, LOST = "skipped", "done", "requeued", "gave_up", "lost"
-
-
-def reexecution_job_timeout() -> int:
-    """RQ kills a re-execution job after this many seconds (default 2 h)."""
-    return int(getattr(settings, "SUBMISSION_REEXECUTION_TIMEOUT", 2 * 3600))
-
-
-def reexecution_stale_seconds() -> int:
-    """A claim older than this belongs to a dead worker and may be taken over."""
-    return reexecution_job_timeout() + 600
 
 
 # --- storing -------------------------------------------------------------------------------------
@@ -174,7 +153,7 @@ class ReexecutionRefused(Exception):
 
 def reexecution_quota() -> int:
     """How many re-execution attempts of one user's submissions may be queued or running at once."""
-    return int(getattr(settings, "MAX_QUEUED_REEXECUTIONS_PER_USER", 300))
+    return settings.MAX_QUEUED_REEXECUTIONS_PER_USER
 
 
 def reexecutions_queued(*, user, exclude_submission: Submission | None = None) -> int:
@@ -232,222 +211,7 @@ def _request_reexecution(submission: Submission, attempts: list[Attempt], *, enq
         status=Submission.REEXECUTING, status_detail="", reexecution_requested_at=timezone.now()
     )
     if enqueue:
-        pending = [(attempt.pk, attempt.tries) for attempt in attempts]
-        submission_id = submission.pk
-        transaction.on_commit(lambda: _enqueue_now(submission_id, pending))
-
-
-def _job_id(attempt_id: int, tries: int) -> str:
-    return f"reexecute-attempt-{attempt_id}-try-{tries + 1}"
-
-
-def _enqueue_now(submission_id: int, pending: list[tuple[int, int]], delay: float = 0) -> int:
-    """Put the jobs on the evaluation queue (scheduled `delay` seconds later: a retry's back-off).
-    The submission is stored already: a queue that cannot be reached is reported on the submission
-    (press Re-execute later), never raised."""
-    from runs.evaluation.queue import evaluation_queue, job_enqueue_replacing
-
-    enqueued = 0
-    try:
-        queue = evaluation_queue()
-        for attempt_id, tries in pending:
-            enqueued += job_enqueue_replacing(
-                queue, JOB_FUNCTION, attempt_id, job_id=_job_id(attempt_id, tries), timeout=reexecution_job_timeout(),
-                delay=delay, description=f"re-execute submitted attempt {attempt_id}",
-            )
-    except Exception as error:  # noqa: BLE001 - Redis down: the upload is kept, the owner retries
-        logger.exception("re-execution of submission %s could not be queued", submission_id)
-        Submission.objects.filter(pk=submission_id).update(
-            status=Submission.INCOMPLETE,
-            status_detail=f"re-execution could not be queued ({type(error).__name__}: {error}); press Re-execute to try again",
-        )
-    return enqueued
-
-
-def attempt_reexecute(*, attempt_id: int, job_id: str = "", requeue: bool = True) -> str:
-    """Re-execute one submitted attempt's patch in a fresh sandbox and record the verdict.
-
-    Does nothing (SKIPPED) unless the attempt belongs to a submission, has no re-execution verdict
-    yet and is not claimed by a live job. Infrastructure failures are re-queued (with `requeue`)
-    while retries are left, then given up (GAVE_UP) with the reason in `reexecution_error`.
-    Returns DONE, REQUEUED, GAVE_UP, LOST or SKIPPED.
-    """
-    now = timezone.now()
-    stale = now - timedelta(seconds=reexecution_stale_seconds())
-    claimed = (
-        Attempt.objects.filter(
-            pk=attempt_id,
-            status=Attempt.DONE,
-            run__submission__isnull=False,
-            reexecution_passed__isnull=True,
-            infra_failures__lte=max_infra_retries(),
-        )
-        .filter(Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale))
-        .update(tries=F("tries") + 1, heartbeat_at=now, claimed_by=worker_identity(), job_id=job_id[:100])
-    )
-    if claimed != 1:
-        logger.info("submitted attempt %s needs no re-execution now (done, claimed or not submitted)", attempt_id)
-        return SKIPPED
-    attempt = Attempt.objects.select_related("run__submission", "sample__paper").get(pk=attempt_id)
-    submission_id = attempt.run.submission.pk
-    backend = settings.SANDBOX_BACKEND
-    name = attempt_sandbox_name(attempt.pk, attempt.tries, submission=True)
-    dest = Path(settings.WORKSPACE_ROOT) / f"{name}-reexecution"
-    try:
-        result = reexecute(
-            sample=attempt.sample,
-            patch=attempt.final_patch,
-            context=attempt.run.context,
-            backend=backend,
-            dest=dest,
-            name=name,
-        )
-    except InfrastructureFailure as failure:
-        outcome = _infra_failure(attempt, str(failure), requeue=requeue)
-        submission_refresh(submission_id=submission_id)
-        return outcome
-    except Exception as error:  # noqa: BLE001 - a harness bug is not the submitter's verdict
-        logger.exception("re-execution of submitted attempt %s failed in the harness", attempt.pk)
-        reason = f"harness error: {type(error).__name__}: {error}\n{traceback.format_exc()[-4000:]}"
-        outcome = _infra_failure(attempt, reason, requeue=requeue)
-        submission_refresh(submission_id=submission_id)
-        return outcome
-    finally:
-        remove_tree(dest)
-
-    reported_passed = bool(attempt.reported_passed)
-    passed = reported_passed and result.passed
-    mismatch = reported_passed and not result.passed
-    timings = dict(attempt.timings or {})
-    timings.update({f"reexecution_{key}": value for key, value in result.timings.items()})
-    written = Attempt.objects.filter(pk=attempt.pk, tries=attempt.tries, reexecution_passed__isnull=True).update(
-        reexecution_score=result.score,
-        reexecution_passed=result.passed,
-        reexecution_error=(result.error or "").replace("\x00", ""),
-        reexecution_output=(result.output or "").replace("\x00", ""),
-        out_of_scope_edits=result.out_of_scope_edits,
-        reexecution_seconds=sum(result.timings.values()),
-        experiment_seconds=result.experiment_seconds,
-        timings=json_safe(timings),
-        passed=passed,
-        mismatch=mismatch,
-        failure_label=failure_label(
-            exit_status=attempt.exit_status,
-            final_answer_raw=attempt.final_answer_raw,
-            answer_parsed=attempt.parsed_answer is not None,
-            passed=passed,
-        ),
-        failure_detail="reported numbers pass but the re-executed code does not produce them" if mismatch else "",
-        heartbeat_at=None,
-    )
-    if not written:
-        logger.warning("submitted attempt %s try %s: claim lost before the verdict was written", attempt.pk, attempt.tries)
-        return LOST
-    submission_refresh(submission_id=submission_id)
-    return DONE
-
-
-def _infra_failure(attempt: Attempt, reason: str, *, requeue: bool) -> str:
-    with transaction.atomic():
-        current = Attempt.objects.select_for_update().filter(pk=attempt.pk).first()
-        if current is None or current.tries != attempt.tries or current.reexecution_passed is not None:
-            return LOST
-        current.infra_failures += 1
-        current.infra_history = [
-            *current.infra_history,
-            {
-                "try": current.tries,
-                "kind": "reexecution",
-                "worker": current.claimed_by,
-                "job_id": current.job_id,
-                "at": timezone.now().isoformat(),
-                "reason": reason.replace("\x00", "")[:8000],
-            },
-        ]
-        current.reexecution_error = f"re-execution could not run (infrastructure failure): {reason}".replace("\x00", "")[:8000]
-        current.heartbeat_at = None
-        current.save(update_fields=["infra_failures", "infra_history", "reexecution_error", "heartbeat_at"])
-        retry = current.infra_failures <= max_infra_retries()
-        if retry and requeue:
-            submission_id = attempt.run.submission.pk
-            delay = retry_delay_seconds(current.infra_failures)
-            transaction.on_commit(lambda: _enqueue_now(submission_id, [(current.pk, current.tries)], delay=delay))
-    first_line = reason.splitlines()[0] if reason else ""
-    logger.warning("re-execution of submitted attempt %s: infrastructure failure: %s", attempt.pk, first_line)
-    return REQUEUED if retry else GAVE_UP
-
-
-def reexecutions_recover() -> list[int]:
-    """Settle the re-executions of submitted attempts whose worker died (claimed, no verdict, and
-    their job in RQ's failed registry, or their process gone on this host, or the claim older
-    than reexecution_stale_seconds) or whose job failed before claiming them. Each is an
-    infrastructure failure: re-queued after the back-off while retries are left, else given up
-    (submission_refresh says so). Run by every round of self-healing
-    (runs.evaluation.recovery.attempts_heal); fenced by the try number like the verdict. Returns the ids of
-    the attempts settled."""
-    from runs.evaluation.claims import process_gone as _process_gone
-    from runs.evaluation.queue import failed_jobs_get
-
-    claimed = list(
-        Attempt.objects.filter(
-            run__submission__isnull=False, status=Attempt.DONE, reexecution_passed__isnull=True, heartbeat_at__isnull=False
-        ).select_related("run__submission")
-    )
-    failed = failed_jobs_get(job_ids=[attempt.job_id for attempt in claimed if attempt.job_id]) if claimed else {}
-    stale = timezone.now() - timedelta(seconds=reexecution_stale_seconds())
-    settled = []
-    for attempt in claimed:
-        if attempt.job_id in failed:
-            reason = f"worker died: its job {attempt.job_id} is in RQ's failed registry ({failed[attempt.job_id].reason})"
-        elif _process_gone(attempt.claimed_by):
-            reason = f"worker died: its process {attempt.claimed_by} no longer exists"
-        elif attempt.heartbeat_at < stale:
-            reason = f"worker presumed dead: claimed {reexecution_stale_seconds()} s ago or more, no verdict"
-        else:
-            continue
-        if _infra_failure(attempt, reason, requeue=True) != LOST:
-            submission_refresh(submission_id=attempt.run.submission.pk)
-            settled.append(attempt.pk)
-    # Jobs that failed before claiming theirs (a worker that cannot reach the database, say).
-    waiting = Attempt.objects.filter(
-        run__submission__status=Submission.REEXECUTING, status=Attempt.DONE, reexecution_passed__isnull=True,
-        heartbeat_at__isnull=True, infra_failures__lte=max_infra_retries(),
-    ).select_related("run__submission")
-    by_job = {_job_id(attempt.pk, attempt.tries): attempt for attempt in waiting}
-    for job_id, failure in (failed_jobs_get(job_ids=by_job, cleanup=False) if by_job else {}).items():
-        attempt = by_job[job_id]
-        where = f" on worker {failure.worker}" if failure.worker else ""
-        reason = f"its job {job_id} failed{where} before claiming the attempt: {failure.reason}"
-        if _infra_failure(attempt, reason, requeue=True) != LOST:  # re-queued under the same job id
-            submission_refresh(submission_id=attempt.run.submission.pk)
-            settled.append(attempt.pk)
-    return settled
-
-
-def submission_refresh(*, submission_id: int) -> Submission:
-    """Bring the submission's status up to date with its attempts; marks it verified once every
-    attempt has a re-execution verdict (the only way `verified_at` is ever set)."""
-    with transaction.atomic():
-        submission = Submission.objects.select_for_update().select_related("run").get(pk=submission_id)
-        attempts = submission.run.attempts
-        pending = attempts.filter(reexecution_passed__isnull=True)
-        if not pending.exists():
-            if submission.verified_at is None:
-                mismatches = attempts.filter(mismatch=True).count()
-                submission.verified_at = timezone.now()
-                submission.status = Submission.VERIFIED
-                submission.status_detail = f"every attempt re-executed; {mismatches} reported result(s) not reproduced"
-                submission.save(update_fields=["verified_at", "status", "status_detail"])
-        elif submission.status == Submission.REEXECUTING:
-            given_up = pending.filter(infra_failures__gt=max_infra_retries()).count()
-            active = pending.count() - given_up
-            if not active:
-                submission.status = Submission.INCOMPLETE
-                submission.status_detail = (
-                    f"{given_up} attempt(s) could not be re-executed (infrastructure failures); press Re-execute to try again"
-                )
-                submission.save(update_fields=["status", "status_detail"])
-    return submission
+        enqueue_work(REEXECUTION, attempts=attempts)
 
 
 def submission_reexecute_sync(*, submission: Submission) -> dict[str, int]:
@@ -457,12 +221,7 @@ def submission_reexecute_sync(*, submission: Submission) -> dict[str, int]:
     submission_request_reexecution(submission=submission, enqueue=False)
     outcomes: dict[str, int] = {}
     while True:
-        attempt = (
-            submission.run.attempts.filter(reexecution_passed__isnull=True, infra_failures__lte=max_infra_retries())
-            .filter(Q(heartbeat_at__isnull=True))
-            .order_by("pk")
-            .first()
-        )
+        attempt = Attempt.objects.filter(REEXECUTION.claimable(), run=submission.run).order_by("pk").first()
         if attempt is None:
             break
         outcome = attempt_reexecute(attempt_id=attempt.pk, job_id="in-process", requeue=False)

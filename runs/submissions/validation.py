@@ -3,24 +3,9 @@
 Format `autoexperiment.submission/1` (also shown on the upload page):
 
 - A JSONL file, UTF-8, one JSON object per line; blank lines are ignored.
-- The first line is the header::
-
-    {"type": "header", "suite": "builtin", "model": "gpt-4o", "agent": "my-react",
-     "context": "full", "description": "...", "contact": "me@example.org"}
-
-  `suite`, `model`, `agent` and `contact` are required; `context` is one of none, full, oracle
-  (default full); `description` is optional; `format` may name this format's version.
-- Every other line is one attempt::
-
-    {"sample_id": "temperature-scaling_4", "attempt_index": 0,
-     "final_answer": {"Experiment 1": {"ece": 0.097}} | "text holding the answer" | null,
-     "final_patch": "unified diff against the masked workspace (paths a/code/..., b/code/...)",
-     "input_tokens": 1200, "output_tokens": 300, "cost": 0.01 | null, "seconds": 42.0 | null,
-     "trajectory": {...}}                    # optional, our versioned trajectory format
-
-  In a zip, `"trajectory_file": "trajectories/x.json"` may name a member instead of `trajectory`.
-- Unknown fields are errors (a typo must not silently drop a value). Integers must be integers
-  (not booleans, not strings), counts non-negative, numbers finite.
+- The first line is the header, every other line one attempt: their fields are the pydantic models
+  of runs.submissions.schema, which the upload page documents and every line is checked with.
+  In a zip, a record's `trajectory_file` may name a member instead of giving `trajectory`.
 - (sample_id, attempt_index) is unique; each sample's indexes run 0..k-1 without gaps.
 - A zip holds exactly one `results.jsonl` at its root and optional `trajectories/*.json`, nothing
   else: no absolute paths, no "..", no symlinks, no encrypted members, bounded member count and
@@ -37,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 import re
 import stat
 import zipfile
@@ -48,59 +32,41 @@ from typing import Any
 
 from django.conf import settings
 
+from runs.agents.trajectory import Trajectory, TrajectoryFormatError
+from runs.benchmark.json_objects import read_object
 from runs.benchmark.patches import PatchError, parse_patch
-from runs.benchmark.scoring import MAX_ANSWER_CHARS
-from runs.limits import patch_problem, step_count_problem, trajectory_limits, trajectory_problems
+from runs.benchmark.text import json_type
+from runs.limits import human_bytes, patch_problem, step_count_problem, trajectory_limits, trajectory_problems
+from runs.models import Sample, Suite
 from runs.submissions.json_limits import MAX_DEPTH, JSONLimitError
 from runs.submissions.json_limits import loads as _bounded_loads
+from runs.submissions.schema import TRAJECTORY_MEMBER, AttemptRecord, SubmissionHeader, field_problems
+from runs.suites.selectors import sample_experiments
 
-FORMAT = "autoexperiment.submission/1"
 RESULTS_MEMBER = "results.jsonl"
-TRAJECTORY_MEMBER = re.compile(r"^trajectories/[^/]+\.json$")
-CONTEXTS = ("none", "full", "oracle")
-
-HEADER_FIELDS = {
-    # name: (required, max length)
-    "suite": (True, 100),
-    "model": (True, 200),
-    "agent": (True, 100),
-    "contact": (True, 200),
-    "context": (False, 10),
-    "description": (False, 5000),
-}
-RECORD_REQUIRED = (
-    "sample_id", "attempt_index", "final_answer", "final_patch", "input_tokens", "output_tokens", "cost", "seconds",
-)
-RECORD_OPTIONAL = ("type", "trajectory", "trajectory_file")
-
-MAX_SAMPLE_ID_CHARS = 300
-MAX_ATTEMPT_INDEX = 99  # k of pass@k at most 100
-MAX_TOKENS = 2**31 - 1  # Attempt's PositiveIntegerField
-MAX_COST = 1e6
-MAX_SECONDS = 1e7
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
-# --- limits (settings override the defaults; tests lower them) -----------------------------------
+# --- limits (declared in autoexperiment_site/settings.py; tests lower them) ----------------------
 
 
 def max_upload_bytes() -> int:
     """The largest upload (the JSONL file or the zip as sent), default 20 MiB."""
-    return int(getattr(settings, "SUBMISSION_MAX_BYTES", 20 * 2**20))
+    return settings.SUBMISSION_MAX_BYTES
 
 
 def max_uncompressed_bytes() -> int:
     """The most a zip's members may decompress to, all together, default 50 MiB (parsed JSON takes
     several times its size in memory, and this happens inside a web request)."""
-    return int(getattr(settings, "SUBMISSION_MAX_UNCOMPRESSED_BYTES", 50 * 2**20))
+    return settings.SUBMISSION_MAX_UNCOMPRESSED_BYTES
 
 
 def max_zip_members() -> int:
-    return int(getattr(settings, "SUBMISSION_MAX_ZIP_MEMBERS", 2000))
+    return settings.SUBMISSION_MAX_ZIP_MEMBERS
 
 
 def max_records() -> int:
-    return int(getattr(settings, "SUBMISSION_MAX_RECORDS", 10_000))
+    return settings.SUBMISSION_MAX_RECORDS
 
 
 def max_patch_bytes() -> int:
@@ -115,17 +81,7 @@ def max_trajectory_bytes() -> int:
 
 def max_problems() -> int:
     """How many problems are listed; the rest are counted."""
-    return int(getattr(settings, "SUBMISSION_MAX_PROBLEMS", 200))
-
-
-def human_bytes(count: int) -> str:
-    """1536 -> "1.5 KiB"; exact bytes follow in messages that matter."""
-    value = float(count)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} bytes"
+    return settings.SUBMISSION_MAX_PROBLEMS
 
 
 # --- problems ------------------------------------------------------------------------------------
@@ -282,25 +238,6 @@ def _loads(text: str) -> Any:
     return _bounded_loads(text, object_pairs_hook=_object_without_duplicates)
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"a boolean ({'true' if value else 'false'})"
-    if isinstance(value, int):
-        return f"an integer ({value})"
-    if isinstance(value, float):
-        return f"a number ({value!r})" if math.isfinite(value) else f"{_nonfinite(value)}"
-    if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"a string ({json.dumps(shown)})"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _surrogate(value: Any) -> str | None:
     """JSON may escape half a UTF-16 pair ("\\ud800"); such text cannot be stored or shown."""
     try:
@@ -313,10 +250,6 @@ def _surrogate(value: Any) -> str | None:
     except (ValueError, RecursionError):
         return None  # reported elsewhere
     return None
-
-
-def _nonfinite(value: float) -> str:
-    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 
 
 # --- the zip -------------------------------------------------------------------------------------
@@ -474,108 +407,24 @@ def read_zip(data: bytes, problems: Problems) -> tuple[bytes | None, dict[str, b
 # --- lines ---------------------------------------------------------------------------------------
 
 
-class _Checker:
-    """Checks one object's fields, reporting problems at its line."""
-
-    def __init__(self, value: dict, line: int, problems: Problems, member: str | None) -> None:
-        self.value, self.line, self.problems, self.member = value, line, problems, member
-        self.ok = True
-
-    def problem(self, field_name: str | None, message: str) -> None:
-        self.ok = False
-        self.problems.add(message, line=self.line, field=field_name, member=self.member)
-
-    def string(self, name: str, *, required: bool, max_chars: int, allow_empty: bool = False) -> str | None:
-        if name not in self.value:
-            if required:
-                self.problem(name, "required field is missing")
-            return None
-        value = self.value[name]
-        if not isinstance(value, str):
-            self.problem(name, f"must be a string, got {_json_type(value)}")
-            return None
-        value = value.strip() if name != "final_patch" else value
-        if not value and not allow_empty:
-            if required:
-                self.problem(name, "must not be empty")
-            return None if required else ""
-        if len(value) > max_chars:
-            self.problem(name, f"is {len(value):,} characters long; at most {max_chars:,} are accepted")
-            return None
-        if "\x00" in value:
-            self.problem(name, "contains a NUL character")
-            return None
-        return value
-
-    def integer(self, name: str, *, minimum: int, maximum: int) -> int | None:
-        if name not in self.value:
-            self.problem(name, "required field is missing")
-            return None
-        value = self.value[name]
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.problem(name, f"must be an integer, got {_json_type(value)}")
-            return None
-        if value < minimum:
-            self.problem(name, f"must be at least {minimum}, got {value}")
-            return None
-        if value > maximum:
-            self.problem(name, f"must be at most {maximum:,}, got {value:,}")
-            return None
-        return value
-
-    def number(self, name: str, *, maximum: float) -> tuple[bool, float | None]:
-        """(valid, value) for a non-negative finite number or null."""
-        if name not in self.value:
-            self.problem(name, "required field is missing (use null when unknown)")
-            return False, None
-        value = self.value[name]
-        if value is None:
-            return True, None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.problem(name, f"must be a number or null, got {_json_type(value)}")
-            return False, None
-        if not math.isfinite(value):
-            self.problem(name, f"must be a finite number, got {_nonfinite(value)}")
-            return False, None
-        if value < 0:
-            self.problem(name, f"must not be negative, got {value!r}")
-            return False, None
-        if value > maximum:
-            self.problem(name, f"must be at most {maximum:g}, got {value!r}")
-            return False, None
-        return True, float(value)
-
-    def unknown(self, known: set[str], what: str) -> None:
-        for name in self.value:
-            if name not in known:
-                self.problem(name, f"unknown {what} field (known fields: {', '.join(sorted(known))})")
-
-
 def _check_header(value: Any, line: int, problems: Problems, member: str | None) -> Header | None:
     if not isinstance(value, dict):
-        problems.add(f"the header must be a JSON object, got {_json_type(value)}", line=line, field="header", member=member)
+        problems.add(f"the header must be a JSON object, got {json_type(value)}", line=line, field="header", member=member)
         return None
-    check = _Checker(value, line, problems, member)
-    check.unknown({"type", "format", *HEADER_FIELDS}, "header")
-    if "format" in value and value["format"] != FORMAT:
-        check.problem("format", f"unsupported format {_json_type(value['format'])}; this site reads {FORMAT!r}")
-    texts = {
-        name: check.string(name, required=required, max_chars=limit, allow_empty=not required)
-        for name, (required, limit) in HEADER_FIELDS.items()
-    }
-    context = texts["context"] or "full"
-    if texts["context"] and texts["context"] not in CONTEXTS:
-        check.problem("context", f"must be one of {', '.join(CONTEXTS)}, got {_json_type(value['context'])}")
-    if not check.ok:
+    read = read_object(SubmissionHeader, value)
+    for name, message in field_problems(SubmissionHeader, read.errors):
+        problems.add(message, line=line, field=name, member=member)
+    if read.instance is None:
         return None
+    fields = read.instance
     return Header(
         line=line,
-        suite=texts["suite"],
-        model=texts["model"],
-        agent=texts["agent"],
-        contact=texts["contact"],
-        context=context,
-        description=texts["description"] or "",
+        suite=fields.suite,
+        model=fields.model,
+        agent=fields.agent,
+        contact=fields.contact,
+        context=fields.context,
+        description=fields.description,
     )
 
 
@@ -583,104 +432,63 @@ def _check_record(
     value: Any, line: int, problems: Problems, member: str | None, *, in_zip: bool
 ) -> tuple[Record | None, RecordKey | None]:
     if not isinstance(value, dict):
-        problems.add(f"a record must be a JSON object, got {_json_type(value)}", line=line, field="record", member=member)
+        problems.add(f"a record must be a JSON object, got {json_type(value)}", line=line, field="record", member=member)
         return None, None
-    check = _Checker(value, line, problems, member)
-    check.unknown({*RECORD_REQUIRED, *RECORD_OPTIONAL}, "record")
-    if "type" in value and value["type"] != "attempt":
-        if value["type"] == "header":
-            check.problem("type", "a second header; only the first line may be the header")
-        else:
-            check.problem("type", f"must be \"attempt\" when given, got {_json_type(value['type'])}")
-    sample_id = check.string("sample_id", required=True, max_chars=MAX_SAMPLE_ID_CHARS)
-    index = check.integer("attempt_index", minimum=0, maximum=MAX_ATTEMPT_INDEX)
-    input_tokens = check.integer("input_tokens", minimum=0, maximum=MAX_TOKENS)
-    output_tokens = check.integer("output_tokens", minimum=0, maximum=MAX_TOKENS)
-    _, cost = check.number("cost", maximum=MAX_COST)
-    _, seconds = check.number("seconds", maximum=MAX_SECONDS)
-    answer = _check_answer(check)
-    patch = _check_patch(check)
+    found: list[str] = []
+
+    def problem(field_name: str, message: str) -> None:
+        found.append(message)
+        problems.add(message, line=line, field=field_name, member=member)
+
+    both = "trajectory" in value and "trajectory_file" in value
+    if both:  # which one was meant is unknown, so neither is read
+        value = {name: item for name, item in value.items() if name not in ("trajectory", "trajectory_file")}
+    read = read_object(AttemptRecord, value, context={"in_zip": in_zip})
+    for name, message in field_problems(AttemptRecord, read.errors):
+        problem(name, message)
+    # The sound fields are checked further even when others are not, so every problem is listed.
+    fields = read.values
+    sample_id = fields.get("sample_id")
+    patch = _check_patch(fields["final_patch"], problem) if "final_patch" in fields else None
     trajectory = None
-    trajectory_file = None
-    if "trajectory" in value and "trajectory_file" in value:
-        check.problem("trajectory_file", "give either trajectory or trajectory_file, not both")
-    elif "trajectory" in value:
-        if value["trajectory"] is not None:
-            trajectory = check_trajectory(value["trajectory"], sample_id, report=lambda m: check.problem("trajectory", m))
-    elif "trajectory_file" in value:
-        if not in_zip:
-            check.problem("trajectory_file", "only a zip upload can carry trajectory files; put the trajectory inline")
-        else:
-            trajectory_file = check.string("trajectory_file", required=True, max_chars=300)
-            if trajectory_file is not None and not TRAJECTORY_MEMBER.match(trajectory_file):
-                check.problem(
-                    "trajectory_file", f"must name a member trajectories/<name>.json, got {json.dumps(trajectory_file)}"
-                )
-                trajectory_file = None
-    key = RecordKey(line, sample_id, index) if sample_id is not None else None
-    if not check.ok:
+    if both:
+        problem("trajectory_file", "give either trajectory or trajectory_file, not both")
+    elif fields.get("trajectory") is not None:
+        trajectory = check_trajectory(fields["trajectory"], sample_id, report=lambda message: problem("trajectory", message))
+    key = RecordKey(line, sample_id, fields.get("attempt_index")) if sample_id is not None else None
+    if found:
         return None, key
     return Record(
         line=line,
         sample_id=sample_id,
-        attempt_index=index,
-        final_answer=answer,
+        attempt_index=fields["attempt_index"],
+        final_answer=fields["final_answer"],
         final_patch=patch,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        cost=cost,
-        seconds=seconds,
+        input_tokens=fields["input_tokens"],
+        output_tokens=fields["output_tokens"],
+        cost=fields["cost"],
+        seconds=fields["seconds"],
         trajectory=trajectory,
-        trajectory_file=trajectory_file,
+        trajectory_file=fields["trajectory_file"],
     ), key
 
 
-def _check_answer(check: _Checker) -> Any:
-    if "final_answer" not in check.value:
-        check.problem("final_answer", "required field is missing (use null when the agent gave no answer)")
-        return None
-    answer = check.value["final_answer"]
-    if answer is None:
-        return None
-    if isinstance(answer, str):
-        if len(answer) > MAX_ANSWER_CHARS:
-            check.problem("final_answer", f"is {len(answer):,} characters long; at most {MAX_ANSWER_CHARS:,} are read")
-        if "\x00" in answer:
-            check.problem("final_answer", "contains a NUL character")
-        return answer
-    if isinstance(answer, dict):
-        size = len(json.dumps(answer, allow_nan=True))
-        if size > MAX_ANSWER_CHARS:
-            check.problem("final_answer", f"is {size:,} characters of JSON; at most {MAX_ANSWER_CHARS:,} are read")
-        return answer
-    check.problem("final_answer", f"must be an object, a string or null, got {_json_type(answer)}")
-    return None
-
-
-def _check_patch(check: _Checker) -> str | None:
+def _check_patch(patch: str, problem) -> str | None:
+    """A final patch the schema accepted, checked against the limits and parsed; None after `problem`."""
     limit = max_patch_bytes()
-    if "final_patch" not in check.value:
-        check.problem("final_patch", 'required field is missing (use "" when the agent changed nothing)')
-        return None
-    patch = check.value["final_patch"]
-    if patch is None:
-        return ""
-    if not isinstance(patch, str):
-        check.problem("final_patch", f"must be a string (a unified diff), got {_json_type(patch)}")
-        return None
     size = len(patch.encode("utf-8", errors="surrogatepass"))
     if size > limit:
-        check.problem(
+        problem(
             "final_patch",
             f"is {human_bytes(size)} ({size:,} bytes); one patch may hold at most {human_bytes(limit)} ({limit:,} bytes)",
         )
         return None
     lines_problem = patch_problem(patch, trajectory_limits())
     if lines_problem:
-        check.problem("final_patch", lines_problem)
+        problem("final_patch", lines_problem)
         return None
     if "\x00" in patch:
-        check.problem("final_patch", "contains a NUL character")
+        problem("final_patch", "contains a NUL character")
         return None
     if not patch.strip():
         return ""
@@ -688,15 +496,13 @@ def _check_patch(check: _Checker) -> str | None:
     try:
         parse_patch(patch)
     except PatchError as error:
-        check.problem("final_patch", str(error))
+        problem("final_patch", str(error))
         return None
     return patch
 
 
 def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | None:
     """A trajectory object in our versioned format, normalised, or None after `report(message)`."""
-    from runs.agents.trajectory import Trajectory, TrajectoryFormatError
-
     try:
         size = len(json.dumps(value, allow_nan=True))
     except (TypeError, ValueError, RecursionError) as error:
@@ -797,7 +603,7 @@ def parse_jsonl(
                     )
                 else:
                     problems.add(
-                        f"the header must be a JSON object, got {_json_type(value)}",
+                        f"the header must be a JSON object, got {json_type(value)}",
                         line=number, field="header", member=member,
                     )
                 continue
@@ -902,9 +708,6 @@ def _resolve_trajectory_files(
 
 
 def _database_checks(header: Header, keys: list[RecordKey], problems: Problems, member: str | None) -> tuple[Any, dict, dict]:
-    from runs.models import Sample, Suite
-    from runs.suites.selectors import sample_experiments
-
     suite = Suite.objects.filter(name=header.suite).first()
     if suite is None:
         known = ", ".join(Suite.objects.order_by("name").values_list("name", flat=True)) or "none"

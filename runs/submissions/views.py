@@ -19,10 +19,19 @@ from django.views.decorators.http import require_POST
 
 from autoexperiment_site.abuse import rate_limit
 from runs.evaluation.services import runs_set_hidden
-from runs.limits import iter_limits
+from runs.limits import human_bytes, iter_limits
 from runs.models import ApiToken, Submission
 from runs.submissions import uploads
 from runs.submissions.forms import TokenCreateForm, UploadForm
+from runs.submissions.schema import (
+    FORMAT,
+    HEADER_EXAMPLE,
+    RECORD_EXAMPLE,
+    AttemptRecord,
+    SubmissionHeader,
+    example_json,
+    format_fields,
+)
 from runs.submissions.selectors import (
     submission_attempts,
     submission_get,
@@ -37,10 +46,8 @@ from runs.submissions.services import (
     token_revoke,
 )
 from runs.submissions.validation import (
-    FORMAT,
     SubmissionInvalid,
     SubmissionTooLarge,
-    human_bytes,
     max_patch_bytes,
     max_records,
     max_uncompressed_bytes,
@@ -50,6 +57,14 @@ from runs.submissions.validation import (
 from runs.visibility import submission_can_manage, submission_can_view
 
 NEW_TOKEN_SESSION_KEY = "submissions_new_api_token"
+
+# The upload page's format section, from the models every uploaded line is validated with.
+FORMAT_PAGE = {
+    "header": format_fields(SubmissionHeader),
+    "record": format_fields(AttemptRecord),
+    "header_example": example_json(HEADER_EXAMPLE),
+    "record_example": example_json(RECORD_EXAMPLE),
+}
 
 
 def _limits() -> dict:
@@ -69,7 +84,7 @@ def _limits() -> dict:
 @login_required
 def upload(request):
     if request.method == "POST" and (problem := uploads.chunked_body_problem(request)):
-        return render(request, "submissions/upload.html", {"form": UploadForm(), "problems": [problem], "limits": _limits()},
+        return render(request, "submissions/upload.html", {"form": UploadForm(), "problems": [problem], "limits": _limits(), "format": FORMAT_PAGE},
                       status=uploads.LENGTH_REQUIRED)
     handler = uploads.install(request, limit=max_upload_bytes()) if request.method == "POST" else None
     return _upload(request, handler)
@@ -129,7 +144,7 @@ def _upload(request, handler):
             status = 400
     else:
         form = UploadForm()
-    return render(request, "submissions/upload.html", {"form": form, "problems": problems, "limits": _limits()}, status=status)
+    return render(request, "submissions/upload.html", {"form": form, "problems": problems, "limits": _limits(), "format": FORMAT_PAGE}, status=status)
 
 
 def _viewable(request, pk: int) -> Submission:

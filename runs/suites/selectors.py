@@ -1,4 +1,6 @@
-"""Split from runs.selectors: TODO docstring."""
+"""Reads of the suite tables: suites and samples by name, a sample's experiments, and what a
+workspace of a sample (or of a paper's gold code) holds, as the plain `WorkspaceSpec` that
+runs.benchmark.workspace builds from. Plain functions with keyword-only arguments."""
 
 from pathlib import Path
 

@@ -1,18 +1,10 @@
 """Small display filters for the run pages."""
 from django import template
 
+from runs.benchmark.text import format_seconds
+
 register = template.Library()
-
-
-@register.filter
-def duration(seconds) -> str:
-    """Seconds as H:MM:SS (or M:SS); "—" when unknown."""
-    if seconds is None or seconds == "":
-        return "—"
-    seconds = round(float(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+register.filter("duration", format_seconds)
 
 
 @register.filter

@@ -6,7 +6,7 @@
 #   python3-numpy  experiments under bwrap run the host's /usr, so python3 and numpy come from here;
 #   util-linux     prlimit, which applies per-command resource limits in both backends.
 # A clean CI clone runs this through start_docker_engine.sh / build_base_image.sh, and through the
-# Makefile, which adds the packages the rest of the project needs as arguments (chromium).
+# Makefile, which adds the packages the rest of the project needs as arguments (chromium, patch).
 # usage: install_host_packages.sh [EXTRA_PACKAGE...]
 set -euo pipefail
 

@@ -19,11 +19,6 @@ RESET = "/accounts/password_reset/"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def mail_server(settings):
     settings.PASSWORD_RESET_ENABLED = True

@@ -2,7 +2,6 @@
 page and the admin's, and a locked-out sign-in is refused even with the right password."""
 from __future__ import annotations
 
-import pytest
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 from django.test import Client
@@ -12,11 +11,6 @@ from tests.replay.factories import make_user
 PASSWORD = "correct-horse-battery"
 LOGIN = "/accounts/login/"
 ADMIN_LOGIN = "/admin/login/"
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def client_from(address: str) -> Client:

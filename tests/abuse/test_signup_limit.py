@@ -7,7 +7,6 @@ from django.test import Client
 
 def test_signups_are_limited_per_address(db, settings):
     settings.SIGNUP_ENABLED = True
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.RATE_LIMITS = {**settings.RATE_LIMITS, "signup": "2/h"}
     form = {"password1": "a-long-enough-pass-7", "password2": "a-long-enough-pass-7"}
     assert Client(REMOTE_ADDR="203.0.113.70").post("/accounts/signup/", {"username": "", **form}).status_code == 400

@@ -2,29 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from runs.agents.llm import pricing
-from sandbox import Limits, backend_problem, open_sandbox
+from sandbox import Limits, open_sandbox
 from tests.agents.helpers import build_toy_workspace
-from tests.support import require
-
-
-@functools.cache
-def _bubblewrap_problem() -> str | None:
-    return backend_problem("bubblewrap")
-
-
-@pytest.fixture(autouse=True)
-def clean_llm_environment(monkeypatch):
-    """No key, endpoint or price file leaks in from the developer's shell."""
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LLM_PRICES_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    pricing.reload_prices()
-    yield
-    pricing.reload_prices()
+from tests.support import require_backend
 
 
 @pytest.fixture
@@ -36,8 +18,7 @@ def workspace(tmp_path):
 @pytest.fixture
 def sandbox_on():
     """sandbox_on(workspace): a bubblewrap sandbox on it, closed after the test."""
-    problem = _bubblewrap_problem()
-    require(problem is None, f"bubblewrap sandbox unavailable: {problem}; run sandbox/images/install_host_packages.sh")
+    require_backend("bubblewrap")
     opened = []
 
     def open_on(path):

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.core.management import call_command
 
 from runs.agents import agent_from_name, gold_bodies_for, load_trajectory
 from runs.agents.agentless import AgentlessConfig, _file_excerpt, extract_body
@@ -23,7 +20,6 @@ from runs.agents.retrieval import (
     tokenize,
 )
 from runs.benchmark.scoring import score_sample
-from runs.models import Suite
 from runs.suites.selectors import sample_experiments
 from runs.suites.services import samples_ensure, workspace_build
 from tests.agents.helpers import (
@@ -38,9 +34,7 @@ from tests.agents.helpers import (
 )
 from tests.fakes import FakeTurn
 from tests.fakes.fake_llm_server import EMBEDDINGS_PATH
-from tests.support import require_backend
-
-BUILTIN = Path(settings.BASE_DIR) / "runs" / "suites" / "builtin"
+from tests.support import BUILTIN_SUITE_DIR, import_builtin_suite, require_backend
 
 # The toy paper, with the paragraph about weighted_mean among others that are not about it.
 RELEVANT = (
@@ -238,8 +232,7 @@ def test_agentless_settings_are_checked():
 @pytest.mark.django_db
 def test_two_functions_of_a_builtin_paper_each_get_their_paragraph(fake_llm, sandbox_on, tmp_path):
     require_backend("bubblewrap")
-    call_command("import_suite", str(BUILTIN), "--samples", "2", stdout=StringIO())
-    samples = samples_ensure(suite=Suite.objects.get(name="builtin"), n_values=[2])
+    samples = samples_ensure(suite=import_builtin_suite(samples="2"), n_values=[2])
     sample = next(s for s in samples if s.sample_id == "adam-bias-correction_3,4")  # both in optim/adam.py
     workspace = tmp_path / "workspace"
     workspace_build(sample=sample, dest=workspace)
@@ -279,7 +272,7 @@ def _overlaps(retrieved: str, excerpt: str) -> bool:
 def test_lexical_retrieval_finds_each_builtin_functions_paper_excerpt():
     """For every function of the built-in suite, the top 4 paragraphs hold part of its excerpt."""
     misses, total = [], 0
-    for paper_json in sorted(BUILTIN.glob("*/paper.json")):
+    for paper_json in sorted(BUILTIN_SUITE_DIR.glob("*/paper.json")):
         paper = json.loads(paper_json.read_text())
         retriever = LexicalRetriever(paper_chunks((paper_json.parent / "paper.md").read_text()))
         for function in paper["functions"]:

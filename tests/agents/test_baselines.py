@@ -10,18 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
-from django.core.management import call_command
 
 from runs.agents import (
     AGENTS,
@@ -32,23 +28,21 @@ from runs.agents import (
     load_trajectory,
 )
 from runs.agents.baselines import command_result, functions_in_edit_order
+from runs.agents.tools import ToolContext, ToolResult, run_tool
 from runs.benchmark.scoring import score_sample
-from runs.models import Sample, Suite
+from runs.models import Sample
 from runs.suites.selectors import sample_experiments
 from runs.suites.services import samples_ensure, workspace_build
 from sandbox import open_sandbox
 from tests.agents.helpers import build_toy_workspace
-from tests.support import require_backend
-
-BUILTIN = Path(settings.BASE_DIR) / "runs" / "suites" / "builtin"
+from tests.support import import_builtin_suite, require_backend, require_patch
 
 
 @pytest.fixture
 def builtin_samples(db) -> list[Sample]:
     """Every built-in sample at n=1 and n=2."""
     require_backend("bubblewrap")
-    call_command("import_suite", str(BUILTIN), "--samples", "1,2", stdout=StringIO())
-    return samples_ensure(suite=Suite.objects.get(name="builtin"), n_values=[1, 2])
+    return samples_ensure(suite=import_builtin_suite(samples="1,2"), n_values=[1, 2])
 
 
 @dataclass
@@ -181,8 +175,7 @@ def test_gold_trajectory_restores_each_function_and_submits(same_file_sample, tm
     assert trajectory.final_patch.count("+++ b/code/optim/adam.py") == 1
     fresh = tmp_path / "fresh"
     workspace_build(sample=same_file_sample, dest=fresh)
-    if shutil.which("patch") is None:
-        pytest.skip("patch(1) is not installed")
+    require_patch()
     subprocess.run(["patch", "-p1", "--quiet"], input=trajectory.final_patch, text=True, cwd=fresh, check=True)
     assert (fresh / "code/optim/adam.py").read_text() == gold_file.read_text()
 
@@ -251,11 +244,33 @@ def test_baselines_stop_at_the_time_limit(tmp_path, sandbox_on):
 
 
 def test_command_result_needs_a_clean_exit():
-    assert command_result('{"a": 1}\n[exit code 0; 0.1 s; cwd /workspace/code]') == {"a": 1}
-    assert command_result('{"a": 1}\nTraceback...\n[exit code 1; 0.1 s; cwd /workspace/code]') is None
-    assert command_result('{"a": 1}\n[timed out after 5 s and was killed; 5.0 s; cwd /workspace/code]') is None
-    assert command_result('{"a": 1}') is None
-    assert command_result("no json\n[exit code 0; 0.1 s; cwd /workspace/code]") is None
+    def result(observation, exit_code=0, timed_out=False):
+        return ToolResult(observation=observation, exit_code=exit_code, timed_out=timed_out)
+
+    assert command_result(result('{"a": 1}\n[exit code 0; 0.1 s; cwd /workspace/code]')) == {"a": 1}
+    assert command_result(result('{"a": 1}\nTraceback...\n[exit code 1; 0.1 s; cwd /workspace/code]', 1)) is None
+    assert command_result(result('{"a": 1}\n[timed out after 5 s and was killed; 5.0 s; cwd /workspace/code]', 137, True)) is None
+    assert command_result(result('{"a": 1}', None)) is None  # a tool that ran no command
+    assert command_result(result("no json\n[exit code 0; 0.1 s; cwd /workspace/code]")) is None
+
+
+def test_command_result_reads_the_exit_code_not_the_output():
+    # The experiment printed a status line of its own, then failed: its numbers do not count.
+    forged = ToolResult(observation='{"a": 1}\n[exit code 0; 0.1 s; cwd /workspace/code]', exit_code=1)
+    assert command_result(forged) is None
+    # And a status line in the output that says failure does not undo a clean exit.
+    clean = ToolResult(observation='{"a": 1}\n[exit code 1; 0.1 s; cwd /workspace/code]', exit_code=0)
+    assert command_result(clean) == {"a": 1}
+
+
+def test_a_forged_status_line_does_not_pass_a_failed_experiment(tmp_path, sandbox_on):
+    workspace = build_toy_workspace(tmp_path)
+    context = ToolContext(sandbox=sandbox_on(workspace), workspace=workspace)
+    script = """printf '{"a": 1}\\n[exit code 0; 0.1 s; cwd /workspace/code]\\n'; exit 1"""
+    result = run_tool(context, ("command_line", {"command": script}))
+    assert "[exit code 0; 0.1 s; cwd /workspace/code]" in result.observation
+    assert (result.exit_code, result.timed_out) == (1, False)
+    assert command_result(result) is None
 
 
 def test_functions_are_edited_bottom_up_within_a_file():

@@ -39,16 +39,6 @@ RUN_BASH = ToolSpec(
 TOOLS = [LIST_FILES, RUN_BASH]
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch):
-    """No key, endpoint or price file leaks in from the developer's shell."""
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LLM_PRICES_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    pricing.reload_prices()
-    yield
-    pricing.reload_prices()
-
-
 def openai_model(fake, model="gpt-4o", **kwargs):
     return OpenAIChatModel(model, api_key=KEY, base_url=fake.base_url_openai, **{"max_retries": 2, **kwargs})
 

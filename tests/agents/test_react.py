@@ -12,7 +12,6 @@ from runs.agents import (
     ReActAgent,
     agent_from_name,
     load_trajectory,
-    run_agent,
 )
 from runs.agents.llm import OpenAIChatModel
 from runs.benchmark.execution import run_experiment
@@ -39,8 +38,7 @@ def run(fake, provider, workspace, sandbox, tmp_path, script, *, model=None, **c
     """Run the agent on `script` and check the saved trajectory reloads as the one returned."""
     fake.script(script)
     path = tmp_path / "trajectory.json"
-    result = run_agent(
-        agent_config=AgentConfig(**config),
+    result = ReActAgent(AgentConfig(**config)).run(
         model=model or model_for(provider, fake),
         sandbox=sandbox,
         workspace=workspace,
@@ -161,8 +159,7 @@ def test_time_limit_with_an_injected_clock(fake_llm, workspace, sandbox, tmp_pat
     clock = FakeClock()
     fake_llm.script([clock.after(850, look(1)), clock.after(850, look(2)), clock.after(850, look(3))])
     path = tmp_path / "t.json"
-    result = run_agent(
-        agent_config=AgentConfig(max_seconds=1800),
+    result = ReActAgent(AgentConfig(max_seconds=1800)).run(
         model=model_for("openai", fake_llm),
         sandbox=sandbox,
         workspace=workspace,
@@ -215,8 +212,7 @@ def test_a_model_that_keeps_failing_ends_the_run(fake_llm, provider, workspace, 
 
 def test_a_broken_sandbox_ends_the_run(fake_llm, workspace, sandbox, tmp_path):
     fake_llm.script([look(1), FakeTurn("[thought 2] Run.", [("command_line", {"command": "echo hi"})])])
-    result = run_agent(
-        agent_config=AgentConfig(),
+    result = ReActAgent(AgentConfig()).run(
         model=model_for("openai", fake_llm),
         sandbox=sandbox,
         workspace=workspace,
@@ -236,8 +232,8 @@ def test_a_harness_bug_is_recorded_then_raised(fake_llm, workspace, sandbox, tmp
         raise RuntimeError("progress report failed")
 
     with pytest.raises(RuntimeError, match="progress report failed"):
-        run_agent(agent_config=AgentConfig(), model=model_for("openai", fake_llm), sandbox=sandbox,
-                  workspace=workspace, trajectory_path=tmp_path / "t.json", on_step=broken)
+        ReActAgent(AgentConfig()).run(model=model_for("openai", fake_llm), sandbox=sandbox,
+                                      workspace=workspace, trajectory_path=tmp_path / "t.json", on_step=broken)
     saved = load_trajectory(tmp_path / "t.json")
     assert saved.header.exit_status == "harness_error" and "RuntimeError" in saved.header.exit_message
     assert len(saved.steps) == 1
@@ -360,8 +356,8 @@ def test_the_trajectory_on_disk_is_complete_after_every_step(fake_llm, workspace
         return look(len(seen))
 
     fake_llm.script([read_mid_run, read_mid_run, read_mid_run])
-    result = run_agent(agent_config=AgentConfig(max_steps=3), model=model_for("openai", fake_llm), sandbox=sandbox,
-                       workspace=workspace, trajectory_path=path)
+    result = ReActAgent(AgentConfig(max_steps=3)).run(model=model_for("openai", fake_llm), sandbox=sandbox,
+                                                      workspace=workspace, trajectory_path=path)
     assert seen == [("running", 0), ("running", 1), ("running", 2)]
     assert result.exit_status == "step_limit" and load_trajectory(path) == result.trajectory
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".t.json")) == []
@@ -381,8 +377,8 @@ def test_the_trajectory_on_disk_is_complete_after_every_step(fake_llm, workspace
 def test_context_conditions_shape_the_prompt(fake_llm, tmp_path, sandbox_on, context, present, absent):
     workspace = build_toy_workspace(tmp_path, context=context)
     fake_llm.script([FakeTurn("", [("final_answer", {"answer": {"mean": 1}})])])
-    run_agent(agent_config=AgentConfig(context=context), model=model_for("openai", fake_llm), sandbox=sandbox_on(workspace),
-              workspace=workspace, trajectory_path=tmp_path / "t.json")
+    ReActAgent(AgentConfig(context=context)).run(model=model_for("openai", fake_llm), sandbox=sandbox_on(workspace),
+                                                 workspace=workspace, trajectory_path=tmp_path / "t.json")
     messages = fake_llm.requests[0].json["messages"]
     prompt = messages[0]["content"] + messages[1]["content"]
     assert "## Answer" in prompt and '"Experiment 1"' in prompt and "Budget: at most 50 steps, 30 minutes and $1" in prompt
@@ -394,8 +390,8 @@ def test_context_conditions_shape_the_prompt(fake_llm, tmp_path, sandbox_on, con
 
 def test_a_context_that_contradicts_the_workspace_is_refused(fake_llm, workspace, sandbox, tmp_path):
     with pytest.raises(ValueError, match="built for context 'full'"):
-        run_agent(agent_config=AgentConfig(context="none"), model=model_for("openai", fake_llm), sandbox=sandbox,
-                  workspace=workspace, trajectory_path=tmp_path / "t.json")
+        ReActAgent(AgentConfig(context="none")).run(model=model_for("openai", fake_llm), sandbox=sandbox,
+                                                    workspace=workspace, trajectory_path=tmp_path / "t.json")
 
 
 # --- configuration and registry -------------------------------------------------------------------------------

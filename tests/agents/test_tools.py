@@ -15,7 +15,6 @@ from runs.agents.tools import (
     run_tool,
     tool_specs,
     truncate,
-    unified_diff,
 )
 from tests.agents.helpers import GOLD_BODY, STATS, model_for
 from tests.fakes import FakeError, FakeTurn
@@ -197,9 +196,11 @@ def test_execute_python_script_writes_then_runs_it(context):
     # A failing script is information for the agent, not a tool error.
     assert not result.error
     assert result.observation.startswith("args ['--n', '2']") and "[exit code 3;" in result.observation
+    # The status line is for the model; callers read the exit code from the result.
+    assert (result.exit_code, result.timed_out) == (3, False)
     assert (context.workspace / "check.py").read_text() == script
     rerun = call(context, "execute_python_script", path="check.py")
-    assert "[exit code 3;" in rerun.observation
+    assert "[exit code 3;" in rerun.observation and rerun.exit_code == 3
 
 
 def test_execute_python_script_runs_the_experiment(context):
@@ -216,11 +217,15 @@ def test_execute_script_without_content_needs_the_file(context):
 def test_execute_bash_script(context):
     result = call(context, "execute_bash_script", path="go.sh", content='echo "$1 from $(pwd)"\n', arguments="hi")
     assert result.observation.startswith("hi from /workspace\n[exit code 0;")
+    assert (result.exit_code, result.timed_out) == (0, False)
+    # Tools that run no command have no exit code.
+    assert call(context, "write_file", path="x.txt", content="x").exit_code is None
 
 
 def test_command_line_timeout(context):
     result = call(context, "command_line", command="echo started; sleep 20", timeout=1)
     assert "started" in result.observation and "timed out after 1 s and was killed" in result.observation
+    assert result.timed_out and not result.error
 
 
 def test_command_timeout_is_capped_by_the_time_left(sandbox, workspace):
@@ -331,17 +336,6 @@ def test_helper_model_refusal_is_an_observation_but_an_outage_ends_the_run(conte
     fake_llm.script([FakeError(500, times=2)])
     with pytest.raises(ModelFailed, match="HTTP 500"):
         call(context, "understand_file", path="code/stats.py", question="?")
-
-
-# --- diffs ------------------------------------------------------------------------------------------------
-
-
-def test_unified_diff_marks_a_missing_final_newline():
-    assert unified_diff("f.txt", "a\n", "a\nb") == (
-        "--- a/f.txt\n+++ b/f.txt\n@@ -1 +1,2 @@\n a\n+b\n\\ No newline at end of file\n"
-    )
-    assert unified_diff("f.txt", "same\n", "same\n") == ""
-    assert unified_diff("f.txt", "gone\n", None).startswith("--- a/f.txt\n+++ /dev/null\n")
 
 
 def test_gold_body_fixture_is_the_original():

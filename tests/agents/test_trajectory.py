@@ -5,30 +5,28 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
+import re
 import subprocess
 import time
 
 import pytest
 
+from runs.agents.recorder import MAX_DIFF_FILE_BYTES, MAX_STEP_FILE_CHANGES, TrajectoryWriter, diff_snapshots, snapshot
 from runs.agents.tools import ToolContext
 from runs.agents.trajectory import (
     FORMAT,
-    MAX_DIFF_FILE_BYTES,
     FileChange,
     FinalAnswer,
     Header,
     Step,
     Trajectory,
     TrajectoryFormatError,
-    TrajectoryWriter,
-    diff_snapshots,
     load_trajectory,
-    snapshot,
 )
 from runs.benchmark.masking import replace_function_body
 from runs.benchmark.scoring import parse_answer
 from tests.agents.helpers import GOLD_BODY, build_toy_workspace
+from tests.support import require_patch
 
 
 def full_trajectory() -> Trajectory:
@@ -58,6 +56,8 @@ def full_trajectory() -> Trajectory:
         arguments={"path": "code/a.py", "content": "x = 1\n", "nested": [1, 2.5, None, True]},
         tool_call_id="call_1",
         observation="Created /workspace/code/a.py",
+        exit_code=3,
+        timed_out=True,
         truncated=True,
         error=True,
         traceback="Traceback ...",
@@ -118,6 +118,34 @@ def test_wrong_versions_and_shapes_are_clear_errors(tmp_path, content, message):
         load_trajectory(path)
 
 
+def test_steps_written_before_the_command_outcome_fields_still_load(tmp_path):
+    data = full_trajectory().to_dict()
+    del data["steps"][0]["exit_code"], data["steps"][0]["timed_out"]
+    step = Trajectory.from_dict(data).steps[0]
+    assert (step.exit_code, step.timed_out) == (None, False)  # no exit status, not one read from the text
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"exit_code": "0"}, 'step 2: exit_code must be an integer or null, got "0"'),
+        ({"exit_code": 1.0}, "step 2: exit_code must be an integer or null, got 1.0"),
+        ({"exit_code": True}, "step 2: exit_code must be an integer or null, got true"),
+        ({"exit_code": 2**31}, f"step 2: exit_code must be an integer or null, got {2**31}"),
+        ({"timed_out": 1}, "step 2: timed_out must be true or false, got 1"),
+        ({"timed_out": None}, "step 2: timed_out must be true or false, got null"),
+    ],
+)
+def test_command_outcome_fields_must_hold_what_they_say(fields, message):
+    data = full_trajectory().to_dict()
+    data["steps"].append({**data["steps"][0], "index": 2, **fields})
+    with pytest.raises(TrajectoryFormatError, match=re.escape(message)):
+        Trajectory.from_dict(data)
+    for code in (None, 0, -9, 2**31 - 1, -(2**31)):
+        data["steps"][1] = {**data["steps"][0], "index": 2, "exit_code": code, "timed_out": False}
+        assert Trajectory.from_dict(data).steps[1].exit_code == code
+
+
 def test_a_file_that_is_not_json_is_a_format_error(tmp_path):
     path = tmp_path / "t.json"
     path.write_text('{"format": ')
@@ -164,8 +192,13 @@ def test_baseline_agents_record_tool_steps_without_the_loop(tmp_path, sandbox_on
     assert step.index == 1 and step.thought == "Insert the gold body." and step.tool == "write_file"
     assert [(c.path, c.change) for c in step.files_changed] == [("code/stats.py", "modified")]
     assert "+    return total / sum(weights)" in step.files_changed[0].diff
-    _, result = writer.tool_step(context, "command_line", {"command": "cd code && python3 run.py"}, thought="Run it.")
+    assert step.exit_code is None and not step.timed_out  # write_file runs no command
+    ran, result = writer.tool_step(context, "command_line", {"command": "cd code && python3 run.py"}, thought="Run it.")
     assert '{"mean": 2.6, "spread": 7.0}' in result.observation
+    assert (ran.exit_code, ran.timed_out) == (result.exit_code, result.timed_out) == (0, False)
+    failed, _ = writer.tool_step(context, "command_line", {"command": "echo '[exit code 0; 0.1 s; cwd /workspace]'; exit 4"})
+    assert failed.exit_code == 4  # the field, whatever the output says
+    assert [step["exit_code"] for step in json.loads(path.read_text())["steps"]] == [None, 0, 4]
     trajectory = writer.finish(exit_status="submitted", final_answer_raw='{"mean": 2.6, "spread": 7.0}')
     assert trajectory.final_answer.parsed == {"mean": 2.6, "spread": 7.0}
     assert trajectory.final_patch == writer.trajectory.steps[0].files_changed[0].diff
@@ -248,8 +281,7 @@ def test_final_patch_applies_to_a_fresh_workspace(tmp_path, sandbox_on):
     assert "scratch.txt" not in patch  # only code/ is the submission
     assert "+++ b/code/helpers/extra.py" in patch and "\\ No newline at end of file" in patch
     pristine = build_toy_workspace(tmp_path / "again")
-    if shutil.which("patch") is None:
-        pytest.skip("patch(1) is not installed")
+    require_patch()
     subprocess.run(["patch", "-p1", "--quiet"], input=patch, text=True, cwd=pristine, check=True)
     for name in ("stats.py", "helpers/extra.py"):
         assert (pristine / "code" / name).read_text() == (workspace / "code" / name).read_text()
@@ -257,8 +289,6 @@ def test_final_patch_applies_to_a_fresh_workspace(tmp_path, sandbox_on):
 
 
 def test_a_step_that_changes_thousands_of_files_records_a_bounded_list(tmp_path):
-    from runs.agents.trajectory import MAX_STEP_FILE_CHANGES, Header, TrajectoryWriter
-
     workspace = tmp_path / "workspace"
     (workspace / "code").mkdir(parents=True)
     writer = TrajectoryWriter(tmp_path / "trajectory.json", Header(sample_id="s", agent="a", model=""), workspace=workspace)

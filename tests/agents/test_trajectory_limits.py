@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.agents.trajectory import FileChange, Header, Step, TrajectoryWriter, load_trajectory
+from runs.agents.recorder import TrajectoryWriter
+from runs.agents.trajectory import FileChange, Header, Step, load_trajectory
 from runs.evaluation.services import RunError, run_create
 from runs.limits import trajectory_problems
 

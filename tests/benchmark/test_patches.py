@@ -15,8 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runs.agents.tools import unified_diff
-from runs.benchmark.patches import FilePatch, Hunk, PatchError, apply_file_patch, parse_patch
+from runs.benchmark.patches import FilePatch, Hunk, PatchError, apply_file_patch, parse_patch, unified_diff
 
 # --- helpers -------------------------------------------------------------------------------------
 
@@ -71,7 +70,8 @@ def gnu_diff(tmp_path: Path, old: dict[str, str | bytes], new: dict[str, str | b
 
 
 def gnu_patch(tmp_path: Path, files: dict[str, str], patch: str) -> dict[str, str]:
-    """What `patch -p1` (with runs.evaluation.harness.apply_patch's options) makes of `files` and `patch`."""
+    """What GNU `patch -p1` makes of `files` and `patch`, with the options the harness used before it
+    applied patches itself: never guess a reversed hunk, no backups, no reject files."""
     root = tmp_path / "gnu-patch"
     write_tree(root, files)
     root.mkdir(exist_ok=True)
@@ -833,3 +833,11 @@ def test_a_path_component_longer_than_a_file_name_can_be_is_refused():
     name = "a" * 300 + ".py"
     patch = f"--- /dev/null\n+++ b/code/{name}\n@@ -0,0 +1 @@\n+x = 1\n"
     assert_refused_at(patch, 2, "over 255 bytes")
+
+
+def test_unified_diff_marks_a_missing_final_newline():
+    assert unified_diff("f.txt", "a\n", "a\nb") == (
+        "--- a/f.txt\n+++ b/f.txt\n@@ -1 +1,2 @@\n a\n+b\n\\ No newline at end of file\n"
+    )
+    assert unified_diff("f.txt", "same\n", "same\n") == ""
+    assert unified_diff("f.txt", "gone\n", None).startswith("--- a/f.txt\n+++ /dev/null\n")

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runs.benchmark.statistics import Interval, bootstrap_ci, paired_bootstrap, pass_at_k, per_sample_pass_at_k
+from runs.benchmark.statistics import Interval, bootstrap_ci, paired_bootstrap, pass_at_k
 
 # --- pass@k ------------------------------------------------------------------------------------------
 
@@ -58,17 +58,6 @@ def test_pass_at_k_large_n_is_stable():
 def test_pass_at_k_rejects_bad_arguments(n, c, k, message):
     with pytest.raises(ValueError, match=message):
         pass_at_k(n, c, k)
-
-
-def test_per_sample_pass_at_k():
-    attempts = {"a_0": [True, False, False, False, False], "b_1": [False] * 5, "c_0,1": [True] * 5}
-    assert per_sample_pass_at_k(attempts, 1) == pytest.approx({"a_0": 0.2, "b_1": 0.0, "c_0,1": 1.0})
-    assert per_sample_pass_at_k(attempts, 5) == pytest.approx({"a_0": 1.0, "b_1": 0.0, "c_0,1": 1.0})
-
-
-def test_per_sample_pass_at_k_names_the_sample_with_too_few_attempts():
-    with pytest.raises(ValueError, match="'short'"):
-        per_sample_pass_at_k({"ok": [True, False], "short": [True]}, 2)
 
 
 # --- bootstrap_ci -------------------------------------------------------------------------------------

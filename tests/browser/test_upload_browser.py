@@ -4,15 +4,9 @@ escaped, so a <script> in it never runs."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
-
-import pytest
-from django.core.management import call_command
 
 from runs.models import Run, Sample, Submission
 
-BASE_DIR = Path(__file__).resolve().parents[2]
 HEADER = {"type": "header", "suite": "builtin", "model": "browser-model", "agent": "browser-agent",
           "contact": "browser@example.org", "description": "<script>window.__injected = 1</script>"}
 
@@ -24,12 +18,6 @@ def _record(sample_id: str, index: int, **fields) -> dict:
 
 def _file(*records: dict) -> bytes:
     return ("\n".join(json.dumps(line) for line in [HEADER, *records]) + "\n").encode()
-
-
-@pytest.fixture
-def builtin(transactional_db):
-    with open(os.devnull, "w") as quiet:
-        call_command("import_suite", str(BASE_DIR / "runs/suites/builtin"), "--samples", "1", stdout=quiet)
 
 
 def _upload(page, data: bytes, name: str = "results.jsonl") -> None:

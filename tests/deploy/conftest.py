@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import redis_test_client, redis_test_url, require
+from tests.support import redis_test_client, redis_test_url, shared_database_url
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 TEST_SECRET_KEY = "deploy-tests-" + "k3y-" * 12  # 50+ characters, as check --deploy wants
@@ -125,12 +125,7 @@ def redis_client():
 @pytest.fixture(scope="session")
 def database_url(django_db_setup) -> str:
     """The test database (created and migrated by pytest-django) as a URL other processes can use."""
-    from django.db import connection
-
-    db = connection.settings_dict
-    require(db["ENGINE"].endswith("postgresql"), "serving tests need Postgres: set DATABASE_URL=postgres://...")
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return shared_database_url()
 
 
 @pytest.fixture(scope="session")

@@ -15,24 +15,14 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 
 import tests.evaluation.agents  # noqa: F401 - registers the test agents in this process too
-from runs.agents.llm import pricing
 from runs.models import Attempt
-from tests.support import redis_test_url, require, require_backend
+from tests.evaluation.helpers import claimed_pid
+from tests.support import import_builtin_suite, redis_test_url, require_backend, shared_database_url
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 WORKER_CLASS = "tests.evaluation.agents.WorkerWithTestAgents"
-
-
-@pytest.fixture(autouse=True)
-def clean_llm_environment(monkeypatch):
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LLM_PRICES_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    pricing.reload_prices()
-    yield
-    pricing.reload_prices()
 
 
 @pytest.fixture(autouse=True)
@@ -43,24 +33,17 @@ def no_retry_backoff(settings):
 
 
 @pytest.fixture(autouse=True)
-def workspace_root(tmp_path, settings) -> Path:
-    """Workspaces and trajectories of this test only."""
-    root = tmp_path / "workspaces"
-    root.mkdir()
-    settings.WORKSPACE_ROOT = root
-    settings.SANDBOX_BACKEND = "bubblewrap"
-    return root
+def own_workspace_root(workspace_root) -> Path:
+    """Every test here runs its attempts under its own tmp_path (tests/conftest.py)."""
+    return workspace_root
 
 
 @pytest.fixture
 def builtin_suite(db):
-    """The built-in suite (4 papers, 28 functions) with its 28 n=1 samples; runs draw others."""
+    """The built-in suite (4 papers, 28 functions) with its 28 n=1 samples, and the bubblewrap
+    sandbox its attempts run in; runs draw others."""
     require_backend("bubblewrap")
-    with open(os.devnull, "w") as quiet:
-        call_command("import_suite", str(BASE_DIR / "runs/suites/builtin"), "--samples", "1", stdout=quiet)
-    from runs.models import Suite
-
-    return Suite.objects.get(name="builtin")
+    return import_builtin_suite()
 
 
 class Workers:
@@ -72,14 +55,10 @@ class Workers:
         self.processes: list[tuple[subprocess.Popen, Path]] = []
 
     def env(self, **extra: str) -> dict[str, str]:
-        db = connection.settings_dict
-        require(db["ENGINE"].endswith("postgresql"), "worker tests need Postgres: set DATABASE_URL=postgres://...")
-        password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-        database_url = f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
         env = {
             **os.environ,
             "DEBUG": "1",
-            "DATABASE_URL": database_url,
+            "DATABASE_URL": shared_database_url(),
             "REDIS_URL": redis_test_url(),
             "WORKSPACE_ROOT": str(self.workspace_root),
             "SANDBOX_BACKEND": "bubblewrap",
@@ -132,7 +111,7 @@ def workers(tmp_path, workspace_root, redis_queue):
     # Horses of killed workers run in their own process groups: end any still holding an attempt
     # before the test database is flushed.
     for claimed_by in Attempt.objects.filter(status=Attempt.RUNNING).values_list("claimed_by", flat=True):
-        pid = int(claimed_by.rsplit(":", 1)[1]) if ":" in claimed_by else 0
+        pid = claimed_pid(claimed_by) if ":" in claimed_by else 0
         if pid and pid != os.getpid():
             try:
                 os.kill(pid, signal.SIGKILL)

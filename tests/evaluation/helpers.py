@@ -21,6 +21,11 @@ def wait_for(condition, *, timeout: float = 60, interval: float = 0.1, message: 
     pytest.fail(f"timed out after {timeout} s waiting for {message}")
 
 
+def claimed_pid(claimed_by: str) -> int:
+    """The process id in an attempt's `claimed_by` ("host:pid"): the work horse that claimed it."""
+    return int(claimed_by.rsplit(":", 1)[1])
+
+
 def gold_answer(attempt: Attempt) -> dict:
     """The gold results of an attempt's sample, keyed as the workspace labels its experiments."""
     from runs.benchmark.workspace import experiment_label

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from runs.agents.tools import unified_diff
+from runs.benchmark.patches import unified_diff
 from runs.benchmark.text import json_safe
 from runs.evaluation.claims import DONE, SKIPPED
 from runs.evaluation.harness import attempt_execute

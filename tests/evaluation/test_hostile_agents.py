@@ -55,7 +55,7 @@ from runs.suites.services import workspace_build
 from sandbox import fs
 from sandbox.base import MAX_WORKSPACE_DEPTH
 from sandbox.cgroup import leftover_cgroups, sandbox_name_of_leaf
-from tests.evaluation.helpers import wait_for
+from tests.evaluation.helpers import claimed_pid, wait_for
 from tests.fakes import FakeTurn
 from tests.sandbox.conftest import _sandbox_user_processes
 from tests.support import require_backend
@@ -783,10 +783,6 @@ def test_gold_passes_reexecution_and_noop_fails(backend, hostile_suite, host, wo
 # --- 10. An attempt that stalls its worker is ended by the recovery --------------------------------
 
 
-def _pid(claimed_by: str) -> int:
-    return int(claimed_by.rsplit(":", 1)[1])
-
-
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -813,7 +809,7 @@ def test_an_attempt_stalling_its_worker_is_ended_as_budget_exhausted(hostile_sui
         if Path(workspace_root, "trajectories").is_dir() and any(Path(workspace_root, "trajectories").iterdir()) else None,
         timeout=60, message="the attempt under way",
     )
-    horse = _pid(attempt.claimed_by)
+    horse = claimed_pid(attempt.claimed_by)
     assert attempts_recover() == [] and Attempt.objects.get(pk=attempt.pk).status == Attempt.RUNNING  # not overdue yet
 
     # Past the deadline, its worker alive and beating.
@@ -892,7 +888,7 @@ def test_the_sweep_removes_a_killed_workers_container_and_spares_a_running_one(h
     victim_cgroup = _container_cgroup(victim_container)
 
     # The victim's machine is lost: its worker and work horse die at once.
-    horse = _pid(victim.claimed_by)
+    horse = claimed_pid(victim.claimed_by)
     worker_pid = int(Path(f"/proc/{horse}/stat").read_text().rsplit(")", 1)[1].split()[1])
     victim_worker = next(process for process in pool if process.pid == worker_pid)
     os.kill(worker_pid, signal.SIGKILL)

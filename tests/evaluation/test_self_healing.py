@@ -4,10 +4,15 @@ Long-running evaluation workers recover dead workers' attempts and record jobs t
 claiming theirs, on their own schedule (runs.evaluation.worker); infrastructure retries wait, doubling.
 Transactional: the workers only see committed rows.
 """
+import difflib
 import html
 import os
+import re
 import signal
+import socket
+import subprocess
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -16,21 +21,25 @@ from rq import Worker
 from rq.job import JobStatus
 from rq.results import Result
 
+from runs.benchmark.masking import function_body_source, replace_function_body
+from runs.benchmark.workspace import CODE_DIR
 from runs.evaluation.claims import REQUEUED
 from runs.evaluation.harness import attempt_execute
 from runs.evaluation.queue import job_id_for
+from runs.evaluation.recovery import attempts_heal
 from runs.evaluation.selectors import run_progress, run_waiting_notes
 from runs.evaluation.services import run_create
-from runs.models import Attempt, Run
-from tests.evaluation.helpers import trajectory_files, wait_for
+from runs.models import Attempt, Run, Sample, Submission
+from runs.submissions.services import submission_create
+from runs.suites.services import workspace_build
+from tests.evaluation.helpers import claimed_pid, trajectory_files, wait_for
+from tests.replay.factories import make_user
+from tests.submissions.helpers import OTHER_SAMPLE, SAMPLE, jsonl, record
+from tests.submissions.helpers import gold_answer as gold_numbers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # RQ's scheduler keeps times in whole seconds: a job may be put on the queue up to a second early.
 SCHEDULER_RESOLUTION = timedelta(seconds=1)
-
-
-def _pid(claimed_by: str) -> int:
-    return int(claimed_by.rsplit(":", 1)[1])
 
 
 def _page(client, run) -> str:
@@ -65,7 +74,7 @@ def test_a_worker_killed_mid_attempt_is_recovered_and_finished_once_with_no_acti
 
     # Worker and work horse die at once; nobody records anything or presses anything.
     os.kill(doomed.pid, signal.SIGKILL)
-    os.kill(_pid(victim.claimed_by), signal.SIGKILL)
+    os.kill(claimed_pid(victim.claimed_by), signal.SIGKILL)
     doomed.wait(timeout=30)
     gate.unlink()
 
@@ -134,7 +143,8 @@ def test_infrastructure_retries_are_scheduled_later_each_time(tiny_suite, redis_
         note = run_waiting_notes(run=run)[attempt.pk]
         assert note.label == "retrying" and delay - 5 < note.retry_in <= delay
         assert "is not registered" in note.reason
-        assert 'data-waiting="retrying">retrying in 0:' in _page(admin_client, run)
+        shown = re.search(r'data-waiting="retrying">retrying in (\d+\.\d) s<', _page(admin_client, run))
+        assert shown and delay - 5 < float(shown[1]) <= delay
 
     attempt_execute(attempt_id=attempt.pk, job_id="in-test")  # out of retries
     attempt.refresh_from_db()
@@ -146,14 +156,6 @@ def test_infrastructure_retries_are_scheduled_later_each_time(tiny_suite, redis_
 def test_reexecutions_of_submissions_heal_too(builtin_suite, redis_queue, settings):
     """A submission's re-execution whose worker died, and one whose job failed before claiming its
     attempt, are queued again after the back-off by a round of self-healing."""
-    import socket
-    import subprocess
-
-    from runs.evaluation.recovery import attempts_heal
-    from runs.submissions.services import submission_create
-    from tests.replay.factories import make_user
-    from tests.submissions.helpers import OTHER_SAMPLE, SAMPLE, jsonl, record
-
     settings.ATTEMPT_RETRY_BACKOFF_SECONDS = 20
     uploader = make_user()
     data = jsonl(record(SAMPLE, 0), record(OTHER_SAMPLE, 0))
@@ -176,7 +178,7 @@ def test_reexecutions_of_submissions_heal_too(builtin_suite, redis_queue, settin
 
     report = attempts_heal()
 
-    assert sorted(report.reexecutions) == sorted([died.pk, unstarted.pk])
+    assert sorted(report.settled("reexecution")) == sorted([died.pk, unstarted.pk])
     died.refresh_from_db()
     unstarted.refresh_from_db()
     assert "no longer exists" in died.reexecution_error and "the database is gone" in unstarted.reexecution_error
@@ -187,4 +189,62 @@ def test_reexecutions_of_submissions_heal_too(builtin_suite, redis_queue, settin
         waits = (redis_queue.scheduled_job_registry.get_scheduled_time(job) - timezone.now()).total_seconds()
         assert 15 < waits <= 20
     assert redis_queue.count == 0
-    assert attempts_heal().reexecutions == []  # settled once
+    assert attempts_heal().settled("reexecution") == []  # settled once
+
+
+def _slow_gold_patch(sample, scratch, *, seconds: float) -> str:
+    """The gold patch of `sample`, each restored body starting with a sleep: a re-execution that
+    stays under way long enough to be killed, and still passes."""
+    workspace = scratch / "slow-workspace"
+    workspace_build(sample=sample, dest=workspace)
+    parts = []
+    for function in sample.functions.order_by("func_id"):
+        masked = (workspace / CODE_DIR / function.file).read_text(encoding="utf-8")
+        body = function_body_source((Path(sample.paper.code_dir) / function.file).read_text(encoding="utf-8"),
+                                    function.name, line_hint=function.line_hint)
+        indent = body[: len(body) - len(body.lstrip())]
+        restored = replace_function_body(masked, function.name, f"{indent}__import__('time').sleep({seconds})\n{body}")
+        parts.append("".join(difflib.unified_diff(
+            masked.splitlines(keepends=True), restored.splitlines(keepends=True),
+            fromfile=f"a/{CODE_DIR}/{function.file}", tofile=f"b/{CODE_DIR}/{function.file}",
+        )))
+    return "".join(parts)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_during_a_submissions_reexecution_is_recovered_exactly_once(builtin_suite, workers, redis_queue, tmp_path):
+    """A submission's re-execution goes through the same claim, heartbeat, fence and recovery as a
+    run's attempt: its worker and work horse killed mid-re-execution, a long-running worker heals it
+    on its schedule, re-executes it once more and the submission ends verified."""
+    sample = Sample.objects.get(sample_id=SAMPLE)
+    patch = _slow_gold_patch(sample, tmp_path, seconds=4)
+    data = jsonl(record(SAMPLE, 0, final_answer=gold_numbers(sample), final_patch=patch))
+    submission = submission_create(data=data, filename="slow.jsonl", uploader=make_user(), reexecute=True)
+    [victim] = submission.run.attempts.all()
+
+    doomed = workers.start()
+    victim = wait_for(
+        lambda: Attempt.objects.filter(pk=victim.pk, heartbeat_at__isnull=False).exclude(claimed_by="").first(),
+        message="the re-execution under way",
+    )
+    healer = workers.start(burst=False, ATTEMPT_RECOVER_INTERVAL_SECONDS="1", ATTEMPT_RETRY_BACKOFF_SECONDS="2")
+    wait_for(lambda: any(w.get_state() == "idle" for w in Worker.all(queue=redis_queue)), message="the healer idle")
+    assert Attempt.objects.get(pk=victim.pk).heartbeat_at is not None  # alive, so left alone at start
+
+    os.kill(doomed.pid, signal.SIGKILL)
+    os.kill(claimed_pid(victim.claimed_by), signal.SIGKILL)
+    doomed.wait(timeout=30)
+
+    wait_for(lambda: Submission.objects.get(pk=submission.pk).status == Submission.VERIFIED, timeout=120,
+             message="the submission verified by itself")
+    healer.terminate()
+    assert workers.wait(healer, timeout=30) == 0
+
+    victim.refresh_from_db()
+    assert (victim.tries, victim.infra_failures, victim.heartbeat_at) == (2, 1, None)
+    assert victim.reexecution_passed is True and victim.passed is True and victim.mismatch is False
+    [failure] = victim.infra_history
+    assert failure["kind"] == "reexecution" and "no longer exists" in failure["reason"] and failure["try"] == 1
+    # Recovered once: the second try's job ran once and wrote the verdict; no third try was queued.
+    assert [r.return_value for r in redis_queue.fetch_job(f"reexecute-attempt-{victim.pk}-try-2").results()] == ["done"]
+    assert redis_queue.fetch_job(f"reexecute-attempt-{victim.pk}-try-3") is None

@@ -12,12 +12,13 @@ from rq.job import Job
 
 from runs.agents.llm import Usage, cost
 from runs.evaluation.claims import max_infra_retries
-from runs.evaluation.queue import JOB_FUNCTION, job_id_for
+from runs.evaluation.kinds import RUN_ATTEMPT
+from runs.evaluation.queue import job_id_for
 from runs.evaluation.recovery import attempts_recover
 from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import run_cancel, run_create, run_resume, run_retry_failed
 from runs.models import Attempt
-from tests.evaluation.helpers import gold_answer, statuses, trajectory_files, wait_for
+from tests.evaluation.helpers import claimed_pid, gold_answer, statuses, trajectory_files, wait_for
 from tests.fakes import FakeTurn
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -100,7 +101,7 @@ def test_a_job_delivered_twice_is_executed_once(tiny_suite, workers, redis_queue
     # for the same attempt (as a second enqueue after a lost acknowledgement would make).
     redis_queue.push_job_id(job_id)
     for duplicate in ("duplicate-a", "duplicate-b"):
-        redis_queue.enqueue(JOB_FUNCTION, attempt.pk, job_id=duplicate)
+        redis_queue.enqueue(RUN_ATTEMPT.job_function, attempt.pk, job_id=duplicate)
 
     workers.run(2)
 
@@ -116,10 +117,6 @@ def test_a_job_delivered_twice_is_executed_once(tiny_suite, workers, redis_queue
     assert outcomes.count("done") == 1
     assert set(outcomes) == {"done", "skipped"} and len(outcomes) >= 3
     assert run_progress(run=run).passed == 3
-
-
-def _pid(claimed_by: str) -> int:
-    return int(claimed_by.rsplit(":", 1)[1])
 
 
 def _caught_mid_attempt(run):
@@ -144,7 +141,7 @@ def test_worker_killed_mid_attempt_leaves_the_run_resumable(tiny_suite, workers,
 
     # The machine is lost: worker and work horse die at once, nothing gets to record anything.
     os.kill(worker.pid, signal.SIGKILL)
-    os.kill(_pid(victim.claimed_by), signal.SIGKILL)
+    os.kill(claimed_pid(victim.claimed_by), signal.SIGKILL)
     worker.wait(timeout=30)
     gate.unlink()
 
@@ -152,7 +149,7 @@ def test_worker_killed_mid_attempt_leaves_the_run_resumable(tiny_suite, workers,
     assert run_progress(run=run).status == "running"
     # On this host a dead process could be seen at once; a lost machine is known only by its
     # silence. Pretend the worker ran elsewhere: until its heartbeat is stale, it may be alive.
-    Attempt.objects.filter(pk=victim.pk).update(claimed_by=f"lost-machine:{_pid(victim.claimed_by)}")
+    Attempt.objects.filter(pk=victim.pk).update(claimed_by=f"lost-machine:{claimed_pid(victim.claimed_by)}")
     assert run_resume(run=run, stale_after=3600).recovered == 0
     wait_for(
         lambda: Attempt.objects.get(pk=victim.pk).heartbeat_at < timezone.now() - timezone.timedelta(seconds=3),
@@ -187,7 +184,7 @@ def test_killed_work_horse_is_recovered_through_the_failed_registry(tiny_suite, 
     victim = _caught_mid_attempt(run)
 
     # Only the work horse dies (OOM killer, a segfault); the worker reports the job failed and goes on.
-    os.kill(_pid(victim.claimed_by), signal.SIGKILL)
+    os.kill(claimed_pid(victim.claimed_by), signal.SIGKILL)
     gate.unlink()
     workers.wait(worker)
     assert statuses(run) == {Attempt.RUNNING: 1, Attempt.DONE: 2}

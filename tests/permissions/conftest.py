@@ -17,11 +17,6 @@ from tests.permissions.helpers import HIDDEN_DESCRIPTION, HIDDEN_MODEL, SUBMITTE
 from tests.replay.factories import make_attempt, make_run, make_sample, make_user
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @dataclass
 class People:
     owner: object

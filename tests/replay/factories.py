@@ -24,7 +24,6 @@ from runs.benchmark.text import json_safe
 from runs.benchmark.workspace import experiment_label
 from runs.evaluation.verdicts import score_dict
 from runs.models import Attempt, Experiment, Function, Paper, Run, Sample, Suite
-from runs.replay.presenters import synthetic_trajectory
 
 _counter = itertools.count(1)
 
@@ -102,6 +101,7 @@ def make_step(
     tool: str | None = "command_line",
     arguments: dict | None = None,
     observation: str = "ok\n[exit code 0; 0.1 s; cwd code]",
+    exit_code: int | None = 0,
     error: bool = False,
     traceback: str | None = None,
     files: list[tuple[str, str, str | None]] | None = None,
@@ -114,7 +114,8 @@ def make_step(
     model_seconds: float = 1.5,
     **fields: Any,
 ) -> Step:
-    """A finished step. `files` lists (path, change, diff or None)."""
+    """A finished step. `files` lists (path, change, diff or None). `exit_code` is the command's
+    (None: the tool ran none); the replay reads it, never the status line in `observation`."""
     return Step(
         index=index,
         started_at=f"2025-01-01T00:00:{index % 60:02d}+00:00",
@@ -124,6 +125,7 @@ def make_step(
         tool=tool,
         arguments={"command": f"python3 run.py  # step {index}"} if arguments is None else arguments,
         observation=observation,
+        exit_code=exit_code,
         truncated=truncated,
         error=error,
         traceback=traceback,
@@ -140,11 +142,11 @@ def default_steps() -> list[Step]:
     """Four steps: read, edit (with a Python diff), a crash with a traceback, then a good run."""
     return [
         make_step(1, thought="List the files first.", tool="list_files", arguments={"path": "code"},
-                  observation="code/run.py\ncode/stats.py"),
+                  observation="code/run.py\ncode/stats.py", exit_code=None),
         make_step(2, thought="Implement weighted_mean as the paper says.", tool="write_file",
                   arguments={"path": "code/stats.py", "content": "def weighted_mean(values, weights): ..."},
-                  observation="Wrote code/stats.py", files=[("code/stats.py", "modified", FUNCTION_DIFF)]),
-        make_step(3, thought="Run the experiment.", observation=TRACEBACK_OUTPUT),
+                  observation="Wrote code/stats.py", exit_code=None, files=[("code/stats.py", "modified", FUNCTION_DIFF)]),
+        make_step(3, thought="Run the experiment.", observation=TRACEBACK_OUTPUT, exit_code=1),
         make_step(4, thought="Run it again after the fix.",
                   observation='{"mean": 2.6, "spread": 7.0}\n[exit code 0; 0.2 s; cwd code]'),
     ]
@@ -247,8 +249,43 @@ def make_attempt(
     return Attempt.objects.create(run=run, sample=sample, index=index, **defaults)
 
 
+def synthetic_trajectory(*, steps: int = 500, diff_lines_per_step: int = 30, observation_chars: int = 4000,
+                         error_every: int = 7, sample_id: str = "bench_0", agent: str = "react",
+                         model: str = "fake:bench") -> dict:
+    """A trajectory dict in the stored format with `steps` steps, each with a Python diff and a long
+    observation (every `error_every`-th one a crash with a traceback): a worst case for the page."""
+    header = Header(sample_id=sample_id, agent=agent, model=model, config={"history": "full"},
+                    started_at="2025-01-01T00:00:00+00:00", ended_at="2025-01-01T00:30:00+00:00",
+                    exit_status="submitted")
+    trajectory = Trajectory(header=header)
+    filler = "".join(f"line {i}: loss={i / 7:.6f} accuracy={(i % 97) / 97:.4f}\n" for i in range(observation_chars // 40 + 1))
+    for index in range(1, steps + 1):
+        body = "".join(f"+    value_{index}_{i} = compute(x, {i}) * 0.5  # step {index}\n" for i in range(diff_lines_per_step))
+        diff = (f"--- a/code/model_{index % 5}.py\n+++ b/code/model_{index % 5}.py\n"
+                f"@@ -1,3 +1,{diff_lines_per_step + 3} @@\n def forward(x):\n-    return x\n{body}     pass\n")
+        crashed = error_every and index % error_every == 0
+        observation = filler[:observation_chars]
+        if crashed:
+            observation += ('Traceback (most recent call last):\n  File "run.py", line 3, in <module>\n'
+                            "    main()\nValueError: shapes do not match\n[exit code 1; 0.4 s; cwd code]")
+        else:
+            observation += "[exit code 0; 0.4 s; cwd code]"
+        step = Step(index=index, started_at="2025-01-01T00:00:00+00:00", duration=1.5, model_seconds=1.0,
+                    thought=f"Step {index}: implement part {index} of the method.", tool="command_line",
+                    arguments={"command": f"python run.py --step {index}"}, observation=observation,
+                    exit_code=1 if crashed else 0, files_changed=[FileChange(f"code/model_{index % 5}.py", "modified", diff)],
+                    input_tokens=1000 + index, output_tokens=100, cost=0.001)
+        trajectory.steps.append(step)
+        header.input_tokens += step.input_tokens
+        header.output_tokens += step.output_tokens
+        header.cost += step.cost
+    trajectory.final_answer = FinalAnswer(raw='{"Experiment 1": {"loss": 0.5}}', parsed={"Experiment 1": {"loss": 0.5}}, parse_method="json")
+    trajectory.final_patch = "".join(step.files_changed[0].diff for step in trajectory.steps[:20])
+    return trajectory.to_dict()
+
+
 def make_long_attempt(*, steps: int = 500, **fields: Any) -> Attempt:
-    """An attempt with `runs.replay.presenters.synthetic_trajectory(steps=...)`: diffs and long observations
+    """An attempt with `synthetic_trajectory(steps=...)`: diffs and long observations
     in every step, a crash every seventh."""
     sample = fields.pop("sample", None) or make_sample()
     trajectory = synthetic_trajectory(steps=steps, sample_id=sample.sample_id)

@@ -24,7 +24,8 @@ def huge_attempt(**fields):
     sample = fields.pop("sample", None) or make_sample()
     steps = [
         make_step(index, thought=f"Step {index}.", input_tokens=1, output_tokens=1, cost=0.0,
-                  observation=f"ok {index}\n[exit code {1 if index % 7 == 0 else 0}; 0.1 s; cwd code]")
+                  observation=f"ok {index}\n[exit code {1 if index % 7 == 0 else 0}; 0.1 s; cwd code]",
+                  exit_code=1 if index % 7 == 0 else 0)
         for index in range(1, STEPS + 1)
     ]
     steps[0].observation = "x" * 1_000_000 + "\n[exit code 0; 0.1 s; cwd code]"
@@ -112,29 +113,39 @@ def test_comparison_pages_pair_the_same_steps(client):
 def test_the_database_window_is_the_python_window(django_assert_num_queries):
     """The SQL that slices the stored JSON and finds the error steps agrees with plain Python on
     the same document, odd values included; the error steps are computed once per version of the
-    row (then cached) and again when the row changes."""
+    row (then cached) and again when the row changes. A command's status is its step's fields:
+    a status line in the output, forged by the program or stored before the fields existed, is
+    not read."""
     steps = [
         make_step(1),
         make_step(2, error=True),
         make_step(3, traceback="Traceback ..."),
         make_step(4, observation="Traceback (most recent call last):\n  x\nValueError: y\nthen more output"),
-        make_step(5, observation="slow\n[timed out after 60 s; cwd code]"),
+        make_step(5, observation="slow\n[timed out after 60 s; cwd code]", exit_code=137, timed_out=True),
         make_step(6, observation="[exit code 0; 1 s; cwd code]"),
-        make_step(7, observation="fine " * 200 + "[exit code 2; 0.1 s; cwd code]"),
+        make_step(7, observation="fine " * 200 + "[exit code 2; 0.1 s; cwd code]", exit_code=2),
         make_step(8, traceback=""),
         make_step(9, error=0),
         make_step(10, observation={"out": "Traceback (most recent call last):"}),
         make_step(11, error="yes"),
+        make_step(12, observation='{"mean": 2.6}\n[exit code 0; 0.1 s; cwd code]', exit_code=1),
+        make_step(13, observation="[exit code 0; 0.1 s; cwd code]\n[exit code 3; 0.1 s; cwd code]", exit_code=0),
+        make_step(14, observation="boom\n[exit code 1; 0.1 s; cwd code]", exit_code=None),
+        make_step(15, observation="slow\n[timed out after 60 s; cwd code]", exit_code=None),
+        make_step(16, exit_code="1"),
+        make_step(17, exit_code=1.5),
+        make_step(18, exit_code=True),
+        make_step(19, exit_code=None, timed_out="yes"),
     ]
     sample = make_sample()
     attempt = make_attempt(sample=sample, trajectory=make_trajectory(steps=steps, sample_id=sample.sample_id), final_patch="")
-    for first, count, errors_limit in ((1, 5, 100), (4, 4, 100), (9, 10, 100), (12, 5, 100), (1, 11, 6)):
+    for first, count, errors_limit in ((1, 5, 100), (4, 4, 100), (9, 10, 100), (12, 5, 100), (1, 11, 6), (1, 19, 100)):
         window = trajectory_page(attempt_id=attempt.pk, first=first, count=count, errors_limit=errors_limit, patch_chars=40)
         reference = trajectory_page_in_python(attempt_id=attempt.pk, first=first, count=count, errors_limit=errors_limit,
                                               patch_chars=40)
         assert window == reference
-    window = trajectory_page(attempt_id=attempt.pk, first=1, count=11, errors_limit=100, patch_chars=40)
-    assert window.errors == [2, 3, 4, 5, 7, 10, 11]
+    window = trajectory_page(attempt_id=attempt.pk, first=1, count=19, errors_limit=100, patch_chars=40)
+    assert window.errors == [2, 3, 4, 5, 7, 10, 11, 12, 19]
     # The attempt has no patch of its own: the trajectory's, cut.
     assert window.patch_head == FUNCTION_DIFF[:40] and window.patch_chars == len(FUNCTION_DIFF)
 

@@ -40,7 +40,7 @@ def test_attempt_page_shows_steps_diffs_errors_costs_and_scores(client):
     assert "exit code 1" in html and '<span class="obs-tb">Traceback (most recent call last):' in html
     assert "Implement weighted_mean as the paper says." in html
     assert "&quot;path&quot;: &quot;code/stats.py&quot;" in html  # pretty JSON arguments, escaped
-    assert '<span class="dl dl-add">+    <span class="tk-kw">return</span> total / sum(weights)</span>' in html
+    assert '<span class="dl dl-add">+    <span class="tk-k">return</span> total / sum(weights)</span>' in html
     assert "1200 in / 80 out" in html and "$0.0042" in html and "2.5 s" in html and "(model 1.5 s)" in html
     assert "sample 2401.0" in html and "openai:gpt-4o" in html and "submitted" in html
     assert f'href="/runs/{attempt.run_id}/"' in html
@@ -131,7 +131,7 @@ def test_every_piece_of_trajectory_content_is_escaped(client):
     step = html[html.index('id="step-2"') : html.index('id="final-answer"')]
     assert '<code class="tool">&lt;img src=x onerror=alert(1)&gt;</code>' in step
     assert '<code class="path">code/&quot;&gt;&lt;svg onload=alert(1)&gt;.py</code>' in step
-    assert 'class="dl dl-add">+x = <span class="tk-str">&quot;&lt;img src=x onerror=alert(1)&gt;&quot;</span>' in step
+    assert 'class="dl dl-add">+x = <span class="tk-s2">&quot;&lt;img src=x onerror=alert(1)&gt;&quot;</span>' in step
     assert "ValueError: &lt;script&gt;" in step
     final = html[html.index('id="final-answer"') :]
     assert "&lt;img src=x onerror=alert(1)&gt;" in final  # answer key and patch

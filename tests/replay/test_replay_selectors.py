@@ -1,8 +1,13 @@
 """runs.replay.presenters without HTTP: highlighting, diffs, observations, error marking, the score table."""
+from pathlib import Path
+
 import pytest
+from django.conf import settings
+from pygments.formatters import HtmlFormatter
 
 from runs.agents.trajectory import FileChange
 from runs.replay.presenters import (
+    HIGHLIGHT_STYLE,
     ComparisonError,
     HighlightBudget,
     attempt_get_for_replay,
@@ -18,7 +23,6 @@ from runs.replay.presenters import (
     patch_files,
     score_table,
     step_error_kind,
-    synthetic_trajectory,
 )
 from tests.replay.factories import (
     FUNCTION_DIFF,
@@ -27,6 +31,7 @@ from tests.replay.factories import (
     make_sample,
     make_score,
     make_step,
+    synthetic_trajectory,
 )
 
 
@@ -44,15 +49,24 @@ from tests.replay.factories import (
 def test_highlighting_only_splits_the_text(line):
     segments = highlight_python(line)
     assert "".join(segment["t"] for segment in segments) == line
-    assert {segment["c"] for segment in segments} <= {"", "kw", "str", "num", "com"}
+    styled = set(HtmlFormatter(style=HIGHLIGHT_STYLE).class2style)
+    assert {segment["c"] for segment in segments} <= styled | {""}
 
 
-def test_highlighting_classes():
+def test_highlighting_classes_are_pygments_token_classes():
     segments = highlight_python("    return x  # done")
-    assert {"c": "kw", "t": "return"} in segments
-    assert {"c": "com", "t": "# done"} in segments
-    assert {"c": "str", "t": "'a'"} in highlight_python("y = 'a'")
-    assert {"c": "num", "t": "42"} in highlight_python("y = 42")
+    assert {"c": "k", "t": "return"} in segments
+    assert {"c": "c1", "t": "# done"} in segments
+    assert {"c": "s1", "t": "'a'"} in highlight_python("y = 'a'")
+    assert {"c": "nc", "t": "Model"} in highlight_python("class Model(Base):")
+    # Tokens the style leaves uncoloured (names, operators, numbers in "vs") are one plain segment.
+    assert highlight_python("y = x + 42") == [{"c": "", "t": "y = x + 42"}]
+
+
+def test_every_token_class_has_its_rule_in_the_stylesheet():
+    css = (Path(settings.BASE_DIR) / "static/css/replay.css").read_text()
+    rules = HtmlFormatter(style=HIGHLIGHT_STYLE, classprefix="tk-").get_token_style_defs("")
+    assert rules and all(rule.split(" /* ")[0] in css for rule in rules)
 
 
 def test_diff_lines_kinds_counts_and_python_tokens():
@@ -60,7 +74,7 @@ def test_diff_lines_kinds_counts_and_python_tokens():
     assert [line["kind"] for line in lines] == ["meta", "meta", "hunk", "ctx", "ctx", "del", "add", "add"]
     assert (additions, deletions, omitted) == (2, 1, 0)
     assert lines[6]["segs"][0] == {"c": "", "t": "+"}
-    assert any(segment["c"] == "kw" for segment in lines[7]["segs"])
+    assert any(segment["c"] == "k" for segment in lines[7]["segs"])
     assert lines[3]["segs"] is None  # context lines are not tokenized
     assert all(line["segs"] is None for line in diff_lines(FUNCTION_DIFF, python=False)[0][3:5])
 
@@ -69,7 +83,8 @@ def test_diff_lines_are_cut_and_the_highlighting_budget_is_shared():
     diff = "--- a/x.py\n+++ b/x.py\n@@ -0,0 +1,100 @@\n" + "".join(f"+x = {i}\n" for i in range(100))
     lines, additions, _, omitted = diff_lines(diff, python=True, max_lines=10)
     assert len(lines) == 10 and omitted == 93 and additions == 100
-    budget = HighlightBudget(150)
+    changed_chars = sum(len(f"+x = {i}") for i in range(100))
+    budget = HighlightBudget(changed_chars * 3 // 2)
     first = diff_lines(diff, python=True, budget=budget)[0]
     second = diff_lines(diff, python=True, budget=budget)[0]
     assert first[-1]["segs"] is not None
@@ -101,9 +116,15 @@ def test_observation_parts_mark_tracebacks_and_truncation():
         ({}, ""),
         ({"error": True, "observation": "Error: no such file"}, "tool error"),
         ({"traceback": "Traceback ..."}, "traceback"),
-        ({"observation": "boom\n[exit code 2; 0.1 s; cwd code]"}, "exit code 2"),
-        ({"observation": "[timed out after 600 s and was killed; 600.0 s; cwd code]"}, "timed out"),
+        ({"observation": "boom\n[exit code 2; 0.1 s; cwd code]", "exit_code": 2}, "exit code 2"),
+        ({"observation": "[timed out after 600 s and was killed; 600.0 s; cwd code]", "exit_code": 137, "timed_out": True},
+         "timed out"),
         ({"observation": TRACEBACK_OUTPUT.replace("exit code 1", "exit code 0")}, "traceback in output"),
+        # The program printed a status line of its own: the step's field decides, either way.
+        ({"observation": '{"mean": 2.6}\n[exit code 0; 0.1 s; cwd code]', "exit_code": 1}, "exit code 1"),
+        ({"observation": "boom\n[exit code 2; 0.1 s; cwd code]\n[exit code 0; 0.1 s; cwd code]", "exit_code": 0}, ""),
+        # Stored before steps had the field: no exit status is shown.
+        ({"observation": "boom\n[exit code 2; 0.1 s; cwd code]", "exit_code": None}, ""),
     ],
 )
 def test_step_error_kind(fields, kind):
@@ -187,7 +208,7 @@ def test_compare_refuses_different_samples():
     assert comparison.first_error == 3
 
 
-def test_synthetic_trajectory_is_in_the_stored_format():
+def test_the_long_trajectory_factory_is_in_the_stored_format():
     from runs.agents.trajectory import Trajectory
 
     data = synthetic_trajectory(steps=20)
@@ -195,14 +216,3 @@ def test_synthetic_trajectory_is_in_the_stored_format():
     assert len(trajectory.steps) == 20
     assert isinstance(trajectory.steps[0].files_changed[0], FileChange)
     assert sum(1 for step in trajectory.steps if step_error_kind(step)) == 2
-
-
-@pytest.mark.django_db
-def test_benchmark_hook_renders_the_page_without_a_request():
-    from runs.replay.presenters import attempt_replay_html
-    from tests.replay.factories import make_long_attempt
-
-    attempt = attempt_get_for_replay(pk=make_long_attempt(steps=30).pk)
-    html = attempt_replay_html(attempt=attempt)
-    assert html.count('<li class="step') == 20 and 'id="final-answer"' in html
-    assert attempt_replay_html(attempt=attempt, page=2).count('<li class="step') == 10

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.agents.trajectory import patch_between, snapshot
+from runs.agents.recorder import patch_between, snapshot
 from sandbox import Limits, SandboxError, fs, open_sandbox
 from sandbox.base import MAX_WORKSPACE_DEPTH
 from tests.support import require_backend

@@ -1,42 +1,21 @@
-"""Fixtures for the submission tests: the built-in suite with its n=1 samples, users,
-signed-in clients, a submission stored before each test (which bad uploads must leave intact)."""
+"""Fixtures for the submission tests: users, signed-in clients, a submission stored before each
+test (which bad uploads must leave intact). The built-in suite (`builtin`) is tests/conftest.py's."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.test import Client
 
 from runs.models import Attempt, Run, Sample, Submission
 from tests.replay.factories import make_user
 from tests.submissions import helpers
 
-BASE_DIR = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
-def workspace_root(tmp_path, settings) -> Path:
-    root = tmp_path / "workspaces"
-    root.mkdir()
-    settings.WORKSPACE_ROOT = root
-    settings.SANDBOX_BACKEND = "bubblewrap"
-    return root
-
-
-@pytest.fixture
-def builtin(db):
-    with open(os.devnull, "w") as quiet:
-        call_command("import_suite", str(BASE_DIR / "runs/suites/builtin"), "--samples", "1", stdout=quiet)
-    from runs.models import Suite
-
-    return Suite.objects.get(name="builtin")
+def own_workspace_root(workspace_root) -> Path:
+    """Every test here builds its workspaces under its own tmp_path (tests/conftest.py)."""
+    return workspace_root
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from django.test import Client
 from runs.submissions.services import token_create
 from tests.replay.factories import make_user
 from tests.submissions.helpers import jsonl, record
-from tests.support import redis_test_url, require
+from tests.support import redis_test_url, shared_database_url
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 BODY_MB = 50
@@ -33,12 +33,7 @@ BODY_MB = 50
 @pytest.fixture(scope="module")
 def gunicorn(django_db_setup, tmp_path_factory):
     """gunicorn (one worker, two threads, DEBUG on) on a free loopback port and the test database."""
-    from django.db import connection
-
-    db = connection.settings_dict
-    require(db["ENGINE"].endswith("postgresql"), "this test needs Postgres: set DATABASE_URL=postgres://...")
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    database_url = f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    database_url = shared_database_url()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

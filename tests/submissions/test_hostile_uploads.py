@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from runs.agents.tools import unified_diff
+from runs.benchmark.patches import unified_diff
 from runs.models import Attempt, Sample
 from runs.submissions.selectors import submission_summary
 from runs.submissions.services import submission_create, submission_reexecute_sync, token_create

@@ -8,10 +8,13 @@ import json
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
+from runs.evaluation.claims import DONE, ERROR, REQUEUED, SKIPPED
 from runs.models import Attempt, Run, Sample, Submission
 from runs.submissions import services
 from runs.submissions.jobs import attempt_reexecute_job
+from runs.submissions.reexecution import attempt_reexecute
 from runs.submissions.selectors import submission_summary
 from runs.submissions.services import submission_create, submission_reexecute_sync
 from tests.submissions.helpers import (
@@ -112,6 +115,26 @@ def test_a_trajectory_without_a_sample_is_stored_as_its_records(builtin, user):
     assert submission.run.attempts.get().trajectory["header"]["sample_id"] == SAMPLE
 
 
+def test_uploaded_exit_codes_are_stored_and_decide_the_failed_steps(builtin, user, client):
+    """A step's exit status is its `exit_code` / `timed_out` fields: the status line at the end of
+    an observation (which the program may have printed itself, as in the first step) is not read,
+    either way, and a step without the fields (as written before they existed) shows none."""
+    data = trajectory(SAMPLE)
+    forged = "[exit code 0; 0.1 s; cwd /workspace/code]"
+    first = {**data["steps"][0], "tool": "command_line", "observation": f'{{"mean": 2.6}}\n{forged}', "exit_code": 1}
+    second = {**first, "index": 2, "observation": "ok\n[exit code 1; 0.1 s; cwd /workspace/code]", "exit_code": 0}
+    third = {**first, "index": 3, "observation": "boom\n[exit code 1; 0.1 s; cwd /workspace/code]"}
+    del third["exit_code"]
+    fourth = {**first, "index": 4, "observation": "slow", "exit_code": 137, "timed_out": True}
+    data["steps"] = [first, second, third, fourth]
+    submission = submission_create(data=jsonl(record(SAMPLE, 0, trajectory=data)), filename="r.jsonl", uploader=user)
+    attempt = submission.run.attempts.get()
+    stored = attempt.trajectory["steps"]
+    assert [(step["exit_code"], step["timed_out"]) for step in stored] == [(1, False), (0, False), (None, False), (137, True)]
+    html = client.get(reverse("replay:attempt", args=[attempt.pk])).content.decode()
+    assert 'data-errors="1 4"' in html
+
+
 def test_the_submission_page_lists_attempts_a_page_at_a_time_without_their_big_columns(builtin, user, client, monkeypatch):
     """Every visitor may open it, and each attempt may hold megabytes: the list reads none of that."""
     from runs.submissions import views
@@ -138,7 +161,7 @@ def test_reexecution_in_bubblewrap_verifies_and_catches_the_cheat(good_file, use
     assert submission.status == Submission.REEXECUTING and submission.reexecution_requested_at is not None
 
     outcomes = submission_reexecute_sync(submission=submission)
-    assert outcomes == {services.DONE: 3}
+    assert outcomes == {DONE: 3}
     submission.refresh_from_db()
     assert submission.verified_at is not None and submission.status == Submission.VERIFIED
     attempts = {(a.sample.sample_id, a.index): a for a in submission.run.attempts.select_related("sample")}
@@ -158,7 +181,7 @@ def test_reexecution_in_bubblewrap_verifies_and_catches_the_cheat(good_file, use
     # A job delivered again does nothing: the claim needs an attempt without a verdict. (The job
     # function itself, which resets connections, runs under a real worker in the transactional test.)
     before = list(Attempt.objects.filter(run=submission.run).order_by("pk").values_list("tries", "reexecution_passed", "passed"))
-    assert services.attempt_reexecute(attempt_id=cheat.pk, job_id="again") == services.SKIPPED
+    assert attempt_reexecute(attempt_id=cheat.pk, job_id="again") == SKIPPED
     after = list(Attempt.objects.filter(run=submission.run).order_by("pk").values_list("tries", "reexecution_passed", "passed"))
     assert before == after
 
@@ -168,7 +191,7 @@ def test_reexecution_infrastructure_failures_are_retried_then_reported(builtin, 
     settings.ATTEMPT_MAX_INFRA_RETRIES = 1
     submission = submission_create(data=jsonl(record(SAMPLE, 0)), filename="r.jsonl", uploader=user)
     outcomes = submission_reexecute_sync(submission=submission)
-    assert outcomes == {services.REQUEUED: 1, services.GAVE_UP: 1}
+    assert outcomes == {REQUEUED: 1, ERROR: 1}
     submission.refresh_from_db()
     attempt = submission.run.attempts.get()
     assert attempt.reexecution_passed is None and attempt.infra_failures == 2
@@ -199,7 +222,7 @@ def test_reexecution_through_the_queue_and_a_real_rq_worker(builtin, user, priva
     assert submission.verified_at is not None
 
     # The same job delivered twice: the second does nothing.
-    assert attempt_reexecute_job(attempt.pk) == services.SKIPPED
+    assert attempt_reexecute_job(attempt.pk) == SKIPPED
     attempt.refresh_from_db()
     assert attempt.tries == 1
     # Asking again queues nothing: every attempt has its verdict.

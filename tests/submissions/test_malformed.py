@@ -56,6 +56,13 @@ def _header(**changes) -> dict:
 
 _DROP = object()
 
+
+def _trajectory_step(**fields) -> dict:
+    """A valid trajectory whose one step has `fields` set as given (any JSON value)."""
+    data = helpers.trajectory()
+    data["steps"][0].update(fields)
+    return data
+
 # (id, file bytes or a callable returning them, filename, expected texts, settings)
 CASES = [
     ("bad-json", lambda: jsonl(record(), '{"sample_id": "temperature-scaling_4", "attempt_index": 1,'), "r.jsonl",
@@ -97,7 +104,7 @@ CASES = [
     ("duplicate-key", lambda: jsonl(json.dumps(record())[:-1] + ', "cost": 0.02}'), "r.jsonl",
      ["line 2: cost: the key appears twice in one object"], {}),
     ("oversized-file", lambda: jsonl(record(final_answer="x" * 3000)), "r.jsonl",
-     ["larger than the limit of 2.0 KiB (2,048 bytes)"], {"SUBMISSION_MAX_BYTES": 2048}),
+     ["larger than the limit of 2.0 KB (2,048 bytes)"], {"SUBMISSION_MAX_BYTES": 2048}),
     ("oversized-patch", lambda: jsonl(record(final_patch="--- a/code/m.py\n+++ b/code/m.py\n@@ -1 +1 @@\n-a\n+" + "b" * 600 + "\n")),
      "r.jsonl", ["line 2: final_patch: is ", "one patch may hold at most 512 bytes"], {"SUBMISSION_MAX_PATCH_BYTES": 512}),
     ("patch-escapes-code", lambda: jsonl(record(final_patch=OUTSIDE_PATCH)), "r.jsonl",
@@ -108,6 +115,15 @@ CASES = [
      ['line 2: final_patch: line 1: "def f():": not a unified diff'], {}),
     ("invalid-trajectory", lambda: jsonl(record(trajectory={"steps": []})), "r.jsonl",
      ["line 2: trajectory: not a valid trajectory: not an AutoExperiment trajectory"], {}),
+    # The replay marks failed steps by these fields, so they hold what they say or nothing.
+    ("trajectory-exit-code-as-text", lambda: jsonl(record(trajectory=_trajectory_step(exit_code="1"))), "r.jsonl",
+     ['line 2: trajectory: not a valid trajectory: step 1: exit_code must be an integer or null, got "1"'], {}),
+    ("trajectory-exit-code-not-whole", lambda: jsonl(record(trajectory=_trajectory_step(exit_code=1.5))), "r.jsonl",
+     ["line 2: trajectory: not a valid trajectory: step 1: exit_code must be an integer or null, got 1.5"], {}),
+    ("trajectory-exit-code-out-of-range", lambda: jsonl(record(trajectory=_trajectory_step(exit_code=2**40))), "r.jsonl",
+     [f"line 2: trajectory: not a valid trajectory: step 1: exit_code must be an integer or null, got {2**40}"], {}),
+    ("trajectory-timed-out-as-text", lambda: jsonl(record(trajectory=_trajectory_step(timed_out="no"))), "r.jsonl",
+     ['line 2: trajectory: not a valid trajectory: step 1: timed_out must be true or false, got "no"'], {}),
     ("trajectory-of-other-sample", lambda: jsonl(record(trajectory=helpers.trajectory(sample_id="adam-bias-correction_0"))),
      "r.jsonl", ["line 2: trajectory: belongs to sample 'adam-bias-correction_0'"], {}),
     ("trajectory-file-outside-zip", lambda: jsonl(record(trajectory_file="trajectories/a.json")), "r.jsonl",
@@ -127,9 +143,9 @@ CASES = [
     ("zip-symlink", lambda: zip_bytes({"results.jsonl": jsonl(record())}, symlinks={"trajectories/t.json": "/etc/passwd"}), "r.zip",
      ["trajectories/t.json: symbolic links are not accepted"], {}),
     ("zip-bomb-declared", lambda: zip_bytes({"results.jsonl": jsonl(record()), "trajectories/big.json": b"0" * 3_000_000}), "r.zip",
-     ["zip: the members declare 2.9 MiB (3,000,", "(is this a zip bomb?)"], {"SUBMISSION_MAX_UNCOMPRESSED_BYTES": 1_000_000}),
+     ["zip: the members declare 2.9 MB (3,000,", "(is this a zip bomb?)"], {"SUBMISSION_MAX_UNCOMPRESSED_BYTES": 1_000_000}),
     ("zip-member-too-large", lambda: zip_bytes({"results.jsonl": jsonl(record()) + b" " * 300_000}), "r.zip",
-     ["results.jsonl: declares 293.", "one member may hold at most 200.0 KiB"], {"SUBMISSION_MAX_BYTES": 200 * 1024}),
+     ["results.jsonl: declares 293.", "one member may hold at most 200.0 KB"], {"SUBMISSION_MAX_BYTES": 200 * 1024}),
     ("zip-forged-size", _forged_size_zip, "r.zip",
      ["results.jsonl: cannot be read: Bad CRC-32"], {}),
     ("zip-without-results", lambda: zip_bytes({"trajectories/a.json": json.dumps(helpers.trajectory())}), "r.zip",
@@ -264,7 +280,7 @@ def test_oversized_multipart_upload_is_stopped_with_a_clear_message(snapshot, si
     response = signed_in.post("/submissions/upload/", {"file": upload})
     assert response.status_code == 413
     html = response.content.decode()
-    assert "larger than the limit of 4.0 KiB (4,096 bytes)" in html
+    assert "larger than the limit of 4.0 KB (4,096 bytes)" in html
     assert "nothing was stored" in html
     snapshot.assert_unchanged()
 
@@ -275,7 +291,7 @@ def test_api_rejects_a_body_over_the_default_limit_before_reading_it(snapshot, u
     response = Client().post("/api/submissions/", data=body, content_type="application/jsonl", HTTP_AUTHORIZATION=f"Token {key}")
     assert response.status_code == 413
     assert response.json()["limit_bytes"] == 20 * 2**20
-    assert "20.0 MiB (20,971,520 bytes)" in response.json()["error"]
+    assert "20.0 MB (20,971,520 bytes)" in response.json()["error"]
     snapshot.assert_unchanged()
 
 

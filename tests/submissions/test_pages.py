@@ -100,7 +100,7 @@ def test_upload_without_a_file_says_so(builtin, signed_in):
 
 def test_upload_page_documents_the_format(builtin, signed_in):
     html = signed_in.get(UPLOAD).content.decode()
-    for text in ("autoexperiment.submission/1", "attempt_index", "final_patch", "trajectory_file", "20.0 MiB", "Authorization: Token"):
+    for text in ("autoexperiment.submission/1", "attempt_index", "final_patch", "trajectory_file", "20.0 MB", "Authorization: Token"):
         assert text in html
 
 

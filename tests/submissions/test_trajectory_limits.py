@@ -52,10 +52,10 @@ def over_every_limit() -> tuple[bytes, list[str]]:
     cases = [
         (trajectory(*[step(i) for i in range(1, 8)]), "line 2: trajectory: has 7 steps; a trajectory may hold at most 6 steps"),
         (trajectory(step(1, observation="o" * 3000)),
-         "line 3: trajectory: step 1: observation is 2.9 KiB (3,000 bytes); each text field of a step may hold at most "
-         "2.0 KiB (2,048 bytes)"),
+         "line 3: trajectory: step 1: observation is 2.9 KB (3,000 bytes); each text field of a step may hold at most "
+         "2.0 KB (2,048 bytes)"),
         (trajectory(step(1), step(2, thought="é" * 1025)),  # 1,025 characters, 2,050 bytes
-         "line 4: trajectory: step 2: thought is 2.0 KiB (2,050 bytes)"),
+         "line 4: trajectory: step 2: thought is 2.0 KB (2,050 bytes)"),
         (trajectory(step(1, files=[diff(4)] * 4)),
          "line 5: trajectory: step 1: files_changed lists 4 files; a step may list at most 3"),
         (trajectory(step(1, files=[diff(21)])),
@@ -71,7 +71,7 @@ def over_every_limit() -> tuple[bytes, list[str]]:
     records.append(record(SAMPLE, len(cases), final_patch=diff(31)))
     messages = [message for _, message in cases]
     messages.append("line 10: final_patch: has 31 lines; a final patch may hold at most 30 lines")
-    messages.append("of JSON; a step may hold at most 8.0 KiB (8,192 bytes)")
+    messages.append("of JSON; a step may hold at most 8.0 KB (8,192 bytes)")
     return jsonl(*records), messages
 
 
@@ -99,10 +99,10 @@ def test_an_upload_over_each_limit_is_refused_naming_the_record_step_and_limit(b
 def test_the_upload_page_states_every_limit(signed_in, limits):
     html = signed_in.get(reverse("submissions:upload")).content.decode()
     table = html[html.index('id="trajectory-limits"'):]
-    for what, value in [("Steps per trajectory", "6"), ("Per text field of a step", "2.0 KiB"),
-                        ("Per step, as JSON", "8.0 KiB"), ("Files in one step", "3"), ("Diff lines in one step", "20"),
-                        ("Diff lines in all steps of one trajectory", "50"), ("Per final patch", "1.0 MiB"),
-                        ("Lines per final patch", "30"), ("Per trajectory, as JSON", "10.0 MiB")]:
+    for what, value in [("Steps per trajectory", "6"), ("Per text field of a step", "2.0 KB"),
+                        ("Per step, as JSON", "8.0 KB"), ("Files in one step", "3"), ("Diff lines in one step", "20"),
+                        ("Diff lines in all steps of one trajectory", "50"), ("Per final patch", "1.0 MB"),
+                        ("Lines per final patch", "30"), ("Per trajectory, as JSON", "10.0 MB")]:
         assert re.search(f"<td>{re.escape(what)}[^<]*</td><td class=\"num\">{re.escape(value)}</td>", table), what
 
 

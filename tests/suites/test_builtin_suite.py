@@ -1,26 +1,22 @@
 """The built-in suite as users get it: imported by set-up, gold code passing inside built workspaces."""
 from io import StringIO
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
 from runs.benchmark.execution import run_experiment
 from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, score_experiment
 from runs.benchmark.workspace import build_workspace
-from runs.models import Experiment, Sample, Suite
+from runs.models import Experiment, Sample
 from runs.suites.selectors import experiment_spec, gold_workspace_spec
 from sandbox import open_sandbox
-from tests.support import require_backend
-
-BUILTIN = Path(settings.BASE_DIR) / "runs" / "suites" / "builtin"
+from tests.support import import_builtin_suite, require_backend
 
 
 @pytest.fixture
 def builtin(db):
-    call_command("import_suite", str(BUILTIN), "--samples", "1,2", stdout=StringIO())
-    return Suite.objects.get(name="builtin")
+    """The built-in suite with its samples at n=1 and n=2 (tests/conftest.py's has n=1 only)."""
+    return import_builtin_suite(samples="1,2")
 
 
 def test_builtin_suite_is_big_enough(builtin):

@@ -10,6 +10,8 @@ The provider is everything before the first ":"; the model may itself contain ":
 For any provider, `@<base_url>` (http or https) at the end, or a `base_url=` keyword, sets the
 endpoint; `openai-compatible` requires one. A model's `name` is again a spec string, so it
 round-trips through `model_from_name`.
+
+Part of `runs.agents` (no ORM): besides the SDKs it imports only `runs.benchmark.text`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.benchmark.sampling import DEFAULT_CAP
+from runs.benchmark.text import format_seconds
 from runs.benchmark.workspace import CONTEXT_CONDITIONS
 from runs.evaluation.queue import evaluation_queue, queue_name
 from runs.evaluation.selectors import run_get, run_label_counts, run_progress
@@ -30,8 +31,7 @@ def progress_line(progress, *, workers: int | None = None) -> str:
     elif eta is None:
         eta_text = "ETA ?"
     else:
-        minutes, seconds = divmod(int(eta), 60)
-        eta_text = f"ETA {minutes}:{seconds:02d}"
+        eta_text = f"ETA {format_seconds(eta)}"
     return f"[{bar}] {progress.ended}/{progress.total} {progress.percent:3.0f}% | {counts} | passed {progress.passed} | {eta_text}"
 
 

@@ -188,20 +188,3 @@ def answer_format_of(value):
 def reject_json_constant(name: str):
     """json.loads hook: NaN and Infinity are not JSON, and Postgres jsonb refuses them at write time."""
     raise ValueError(f"{name} is not allowed in JSON")
-
-
-def json_type(value) -> str:
-    """A value's JSON type name, for error messages written for people who edit JSON."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__

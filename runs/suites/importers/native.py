@@ -16,18 +16,21 @@ optional key would otherwise be silently ignored); gold.json is generated, so ex
 Two things are not errors: a stale `line` hint (the real def line is stored and reported) and an
 experiment without a gold result yet (imported with `gold_result=None` and reported).
 
-The helpers shared with the upstream importer live in `runs.suites.importers.common`.
+The keys and types of each file are the pydantic models of `runs.suites.importers.schema`; this
+module adds what needs the code or the other files. The helpers shared with the upstream importer
+live in `runs.suites.importers.common`.
 """
 import json
-import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from django.db import transaction
+from pydantic import BaseModel, ValidationError
 
+from runs.benchmark.json_objects import read_object
 from runs.benchmark.masking import MaskingError, locate_function
+from runs.benchmark.text import json_type
 from runs.models import Experiment, Function, Paper, Suite
 from runs.suites.importers.common import (
     ImportReport,
@@ -37,169 +40,21 @@ from runs.suites.importers.common import (
     delete_gone_functions,
     delete_gone_papers,
     hint_repair,
-    json_type,
     reject_json_constant,
     relation_sync,
     resolve_code_file,
     upsert,
     upsert_tracked,
 )
-
-# PositiveIntegerField is a 32-bit integer in Postgres; a larger id would crash the write.
-MAX_ID = 2**31 - 1
-SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
-PAPER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-DEFAULT_TIMEOUT = Experiment._meta.get_field("timeout_seconds").default
-REQUIRED = object()
-
-
-# ---------------------------------------------------------------------------------------------
-# Validation of our format: checkers return what is wrong, or None.
-
-
-def _string(value):
-    return None if isinstance(value, str) else f"expected a string, got {json_type(value)}"
-
-
-def _text(value):
-    if not isinstance(value, str):
-        return f"expected a non-empty string, got {json_type(value)}"
-    return None if value.strip() else "must not be empty"
-
-
-def _slug(value):
-    if not isinstance(value, str) or not SLUG.match(value) or len(value) > 100:
-        return f"{value!r} is not a slug (letters, digits, '-' and '_', at most 100 characters)"
-    return None
-
-
-def _paper_id(value):
-    if not isinstance(value, str) or not PAPER_ID.match(value) or len(value) > 100:
-        return f"{value!r} is not a paper id (letters, digits, '.', '-', '_', at most 100 characters)"
-    return None
-
-
-def _id(value):
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ID:
-        return f"expected a non-negative integer, got {value!r}"
-    return None
-
-
-def _line(value):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
-        return f"expected null or a line number (integer >= 1), got {value!r}"
-    return None
-
-
-def _tolerance(value):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        return f"expected null or a non-negative number, got {value!r}"
-    return None
-
-
-def _timeout(value):
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
-        return f"expected a positive integer number of seconds, got {value!r}"
-    return None
-
-
-def _object(value):
-    return None if isinstance(value, dict) else f"expected an object, got {json_type(value)}"
-
-
-def _answer_format(value):
-    if not isinstance(value, dict):
-        return f"expected an object such as {{\"IoU\": 0.0}}, got {json_type(value)}"
-    return None if value else "must not be empty (it tells the agent which numbers to report)"
-
-
-def _array(value):
-    return None if isinstance(value, list) else f"expected an array, got {json_type(value)}"
-
-
-def _id_array(value):
-    if not isinstance(value, list):
-        return f"expected an array of function ids, got {json_type(value)}"
-    bad = [item for item in value if _id(item)]
-    if bad:
-        return f"expected function ids (non-negative integers), got {bad!r}"
-    if len(set(value)) != len(value):
-        return f"lists a function more than once: {value!r}"
-    return None
-
-
-def _dir_array(value):
-    if not isinstance(value, list) or not value:
-        return "expected a non-empty array of paper directory names"
-    bad = [item for item in value if not isinstance(item, str) or resolve_dir_error(item)]
-    if bad:
-        return f"expected relative directory names inside the suite, got {bad!r}"
-    if len(set(value)) != len(value):
-        return "lists a paper directory more than once"
-    return None
-
-
-def resolve_dir_error(relative: str) -> str | None:
-    pure = PurePosixPath(relative)
-    if not relative or pure.is_absolute() or ".." in pure.parts or "\\" in relative:
-        return f"{relative!r} is not a relative directory inside the suite"
-    return None
-
-
-Checker = Callable[[object], str | None]
-
-
-def _at_most(check: Checker, length: int) -> Checker:
-    """`check`, and no longer than the database column (a longer value would fail at write time)."""
-    def bounded(value):
-        error = check(value)
-        if error is None and len(value) > length:
-            return f"longer than {length} characters"
-        return error
-    return bounded
-
-
-SUITE_FIELDS: dict[str, tuple[Checker, object]] = {
-    "name": (_slug, REQUIRED),
-    "version": (_at_most(_string, Suite._meta.get_field("version").max_length), ""),
-    "description": (_string, ""),
-    "papers": (_dir_array, REQUIRED),
-}
-PAPER_FIELDS = {
-    "id": (_paper_id, REQUIRED),
-    "title": (_at_most(_text, Paper._meta.get_field("title").max_length), REQUIRED),
-    "functions": (_array, REQUIRED),
-    "experiments": (_array, REQUIRED),
-}
-FUNCTION_FIELDS = {
-    "id": (_id, REQUIRED),
-    "file": (_at_most(_text, Function._meta.get_field("file").max_length), REQUIRED),
-    "name": (_text, REQUIRED),
-    "description": (_text, REQUIRED),
-    "relevant_paper": (_string, ""),
-    "line": (_line, None),
-}
-EXPERIMENT_FIELDS = {
-    "id": (_id, REQUIRED),
-    "description": (_text, REQUIRED),
-    "command": (_text, REQUIRED),
-    "answer_format": (_answer_format, REQUIRED),
-    "depends_on": (_id_array, REQUIRED),
-    "rtol": (_tolerance, None),
-    "atol": (_tolerance, None),
-    "timeout": (_timeout, DEFAULT_TIMEOUT),
-}
-GOLD_FIELDS = {
-    "results": (_object, REQUIRED),
-    "spread": (_object, None),
-    "generated_by": (_string, ""),
-    "python": (_string, ""),
-    "numpy": (_string, ""),
-}
+from runs.suites.importers.schema import (
+    TOLERANCE,
+    ExperimentEntry,
+    FunctionEntry,
+    GoldFile,
+    PaperFile,
+    SuiteFile,
+    native_problem,
+)
 
 
 class _Problems(list):
@@ -207,8 +62,7 @@ class _Problems(list):
         self.append(f"{file}: {path}: {message}" if path else f"{file}: {message}")
 
 
-def _read_object(obj, fields: dict, *, file: str, path: str, problems: _Problems,
-                 strict: bool = True) -> dict | None:
+def _read_object(obj, model: type[BaseModel], *, file: str, path: str, problems: _Problems) -> dict | None:
     """The checked values of a JSON object (defaults filled in), or None if it is not an object.
 
     Keys whose value is wrong are left out, so later checks only see sound values; the caller knows
@@ -218,24 +72,18 @@ def _read_object(obj, fields: dict, *, file: str, path: str, problems: _Problems
         problems.add(file, path, f"expected an object, got {json_type(obj)}")
         return None
     prefix = f"{path}." if path else ""
-    values = {}
-    for key, (check, default) in fields.items():
-        if key not in obj:
-            if default is REQUIRED:
-                problems.add(file, f"{prefix}{key}", "missing required key")
-            else:
-                values[key] = default
-            continue
-        error = check(obj[key])
-        if error:
-            problems.add(file, f"{prefix}{key}", error)
-        else:
-            values[key] = obj[key]
-    if strict:
-        for key in obj:
-            if key not in fields:
-                problems.add(file, f"{prefix}{key}", f"unknown key (expected one of: {', '.join(fields)})")
-    return values
+    read = read_object(model, obj)
+    for error in read.errors:
+        problems.add(file, f"{prefix}{error['loc'][0]}", native_problem(model, error))
+    return read.values
+
+
+def _tolerance_error(value) -> str | None:
+    try:
+        TOLERANCE.validate_python(value)
+    except ValidationError as error:
+        return error.errors()[0]["msg"]
+    return None
 
 
 def _load_json(path: Path, *, file: str, problems: _Problems):
@@ -326,7 +174,7 @@ def _check_functions(raw: list, *, code_dir: Path, file: str, problems: _Problem
     sources: dict[Path, str | None] = {}
     for index, item in enumerate(raw):
         path = f"functions[{index}]"
-        values = _read_object(item, FUNCTION_FIELDS, file=file, path=path, problems=problems)
+        values = _read_object(item, FunctionEntry, file=file, path=path, problems=problems)
         if values is None:
             continue
         if "id" in values:
@@ -383,7 +231,7 @@ def _check_experiments(raw: list, *, function_ids: set[int], file: str,
     seen: dict[int, int] = {}
     for index, item in enumerate(raw):
         path = f"experiments[{index}]"
-        values = _read_object(item, EXPERIMENT_FIELDS, file=file, path=path, problems=problems)
+        values = _read_object(item, ExperimentEntry, file=file, path=path, problems=problems)
         if values is None:
             continue
         if "id" in values:
@@ -394,7 +242,7 @@ def _check_experiments(raw: list, *, function_ids: set[int], file: str,
         if unknown:
             problems.add(file, f"{path}.depends_on", f"unknown function id(s) {unknown} (functions have ids "
                          f"{sorted(function_ids)})")
-        if len(values) == len(EXPERIMENT_FIELDS):
+        if len(values) == len(ExperimentEntry.model_fields):
             experiments.append(_ExperimentSpec(
                 exp_id=values["id"], description=values["description"], command=values["command"],
                 answer_format=values["answer_format"], depends_on=values["depends_on"],
@@ -411,7 +259,7 @@ def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], su
     if path.exists():
         raw = _load_json(path, file=file, problems=problems)
         if raw is not None:
-            values = _read_object(raw, GOLD_FIELDS, file=file, path="", problems=problems, strict=False)
+            values = _read_object(raw, GoldFile, file=file, path="", problems=problems)
             if values:
                 gold["results"] = values.get("results") or {}
                 gold["spread"] = values.get("spread") or {}
@@ -431,8 +279,8 @@ def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], su
                                  f"{json.dumps(experiment.answer_format)[:200]}")
                 else:
                     experiment.gold_result = value
-            elif _tolerance(value):
-                problems.add(file, where, f"expected null or a non-negative number, got {value!r}")
+            elif (tolerance_error := _tolerance_error(value)) is not None:
+                problems.add(file, where, tolerance_error)
             elif value is not None and key not in gold["results"]:
                 problems.add(file, where, "a spread without a gold result")
             elif value is not None:
@@ -454,7 +302,7 @@ def _check_paper(suite_dir: Path, directory: str, *, suite_name: str, problems: 
     if not code_dir.is_dir():
         problems.add(f"{directory}/code", "", "directory not found (the gold codebase is required)")
     raw = _load_json(paper_dir / "paper.json", file=file, problems=problems)
-    values = _read_object(raw, PAPER_FIELDS, file=file, path="", problems=problems) if raw is not None else None
+    values = _read_object(raw, PaperFile, file=file, path="", problems=problems) if raw is not None else None
     text = _check_paper_md(paper_dir / "paper.md", file=f"{directory}/paper.md",
                            title=(values or {}).get("title"), problems=problems)
     if values is None:
@@ -480,7 +328,7 @@ def _check_suite(suite_dir: Path, *, report: ImportReport) -> _SuiteSpec:
     """Read and validate the whole suite without touching the database; raise listing every problem."""
     problems = _Problems()
     raw = _load_json(suite_dir / "suite.json", file="suite.json", problems=problems)
-    values = _read_object(raw, SUITE_FIELDS, file="suite.json", path="", problems=problems) if raw is not None else None
+    values = _read_object(raw, SuiteFile, file="suite.json", path="", problems=problems) if raw is not None else None
     if values is None or "papers" not in values:
         _raise(suite_dir, problems)
     name = values.get("name", suite_dir.name)

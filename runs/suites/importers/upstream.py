@@ -59,7 +59,7 @@ from runs.suites.importers.common import (
     upsert,
     upsert_tracked,
 )
-from runs.suites.importers.native import MAX_ID, PAPER_ID, SLUG
+from runs.suites.importers.schema import MAX_ID, PAPER_ID, SLUG
 
 MAIN, FUNCS, EXPS = "mlrc_main.csv", "mlrc_funcs.csv", "mlrc_exps.csv"
 REQUIRED_COLUMNS = {

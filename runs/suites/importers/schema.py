@@ -1,0 +1,190 @@
+"""The native suite format's JSON files as pydantic models: suite.json, paper.json (its functions and
+experiments), gold.json.
+
+runs.suites.importers.native reads each object through its model (`native_problem` words the
+errors as `<what is wrong>`; native.py adds the file and the JSON path), then checks what needs
+the code or the other files: function names against the source, dependencies, gold shapes.
+Unknown keys are errors except in gold.json, which `make_gold` writes and may extend.
+"""
+
+import re
+from pathlib import PurePosixPath
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from runs.benchmark.json_objects import refused_as
+from runs.benchmark.text import json_type
+from runs.models import Experiment, Function, Paper, Suite
+
+# PositiveIntegerField is a 32-bit integer in Postgres; a larger id would crash the write.
+MAX_ID = 2**31 - 1
+SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
+PAPER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+DEFAULT_TIMEOUT = Experiment._meta.get_field("timeout_seconds").default
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("blank", "must not be empty")
+    return value
+
+
+def _not_empty_answer_format(value: dict) -> dict:
+    if not value:
+        raise PydanticCustomError("blank", "must not be empty (it tells the agent which numbers to report)")
+    return value
+
+
+def resolve_dir_error(relative: str) -> str | None:
+    pure = PurePosixPath(relative)
+    if not relative or pure.is_absolute() or ".." in pure.parts or "\\" in relative:
+        return f"{relative!r} is not a relative directory inside the suite"
+    return None
+
+
+def _id_error(value: Any) -> bool:
+    return isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ID
+
+
+def _function_ids_described(value: Any) -> str:
+    if not isinstance(value, list):
+        return f"expected an array of function ids, got {json_type(value)}"
+    return f"expected function ids (non-negative integers), got {[item for item in value if _id_error(item)]!r}"
+
+
+def _function_ids_once(value: list[int]) -> list[int]:
+    if len(set(value)) != len(value):
+        raise PydanticCustomError("duplicate", "lists a function more than once: {value}", {"value": repr(value)})
+    return value
+
+
+def _paper_dirs_described(value: Any) -> str:
+    if not isinstance(value, list) or not value:
+        return "expected a non-empty array of paper directory names"
+    bad = [item for item in value if not isinstance(item, str) or resolve_dir_error(item)]
+    return f"expected relative directory names inside the suite, got {bad!r}"
+
+
+def _paper_dirs(value: list[str]) -> list[str]:
+    bad = [item for item in value if resolve_dir_error(item)]
+    if bad:
+        raise PydanticCustomError("paper_dirs", "expected relative directory names inside the suite, got {bad}", {"bad": repr(bad)})
+    if len(set(value)) != len(value):
+        raise PydanticCustomError("duplicate", "lists a paper directory more than once")
+    return value
+
+
+def _column(model, name: str) -> int:
+    """The database column's length: a longer value would fail at write time."""
+    return model._meta.get_field(name).max_length
+
+
+String = Annotated[str, refused_as(lambda value: f"expected a string, got {json_type(value)}")]
+Text = Annotated[str, refused_as(lambda value: f"expected a non-empty string, got {json_type(value)}"), AfterValidator(_not_blank)]
+Id = Annotated[int, Field(ge=0, le=MAX_ID), refused_as(lambda value: f"expected a non-negative integer, got {value!r}")]
+Tolerance = Annotated[
+    float | None, Field(ge=0), refused_as(lambda value: f"expected null or a non-negative number, got {value!r}")
+]
+AnyObject = Annotated[dict[str, Any], refused_as(lambda value: f"expected an object, got {json_type(value)}")]
+Array = Annotated[list[Any], refused_as(lambda value: f"expected an array, got {json_type(value)}")]
+
+
+class _Object(BaseModel):
+    # Strict: "60" is not 60 and true is not 1. Unknown keys are errors: a misspelt optional key
+    # would otherwise be silently ignored.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class SuiteFile(_Object):
+    """suite.json"""
+
+    name: Annotated[
+        str,
+        Field(pattern=SLUG.pattern, max_length=100),
+        refused_as(lambda value: f"{value!r} is not a slug (letters, digits, '-' and '_', at most 100 characters)"),
+    ] = Field(description="The suite's name, as the site shows it.")
+    version: Annotated[String, Field(max_length=_column(Suite, "version"))] = ""
+    description: String = ""
+    papers: Annotated[list[str], Field(min_length=1), refused_as(_paper_dirs_described), AfterValidator(_paper_dirs)] = Field(
+        description="The papers' directories, relative to the suite's."
+    )
+
+
+class PaperFile(_Object):
+    """<paper>/paper.json; its functions and experiments are read one by one (FunctionEntry,
+    ExperimentEntry), so that one broken entry does not hide the others' problems."""
+
+    id: Annotated[
+        str,
+        Field(pattern=PAPER_ID.pattern, max_length=100),
+        refused_as(lambda value: f"{value!r} is not a paper id (letters, digits, '.', '-', '_', at most 100 characters)"),
+    ]
+    title: Annotated[Text, Field(max_length=_column(Paper, "title"))] = Field(description='As paper.md\'s "# Title" line.')
+    functions: Array = Field(description="The functions a sample may mask (FunctionEntry).")
+    experiments: Array = Field(description="The experiments the agent runs (ExperimentEntry).")
+
+
+class FunctionEntry(_Object):
+    """One of paper.json's functions."""
+
+    id: Id
+    file: Annotated[Text, Field(max_length=_column(Function, "file"))] = Field(description="Relative to the paper's code/.")
+    name: Text = Field(description="The function's (qualified) name in the file.")
+    description: Text
+    relevant_paper: String = ""
+    line: Annotated[
+        int | None,
+        Field(ge=1, le=MAX_ID),
+        refused_as(lambda value: f"expected null or a line number (integer >= 1), got {value!r}"),
+    ] = Field(default=None, description="Where the def is, when the name is ambiguous; a stale hint is repaired.")
+
+
+class ExperimentEntry(_Object):
+    """One of paper.json's experiments."""
+
+    id: Id
+    description: Text
+    command: Text = Field(description="Run in the workspace; prints the experiment's numbers.")
+    answer_format: Annotated[
+        dict[str, Any],
+        refused_as(lambda value: f'expected an object such as {{"IoU": 0.0}}, got {json_type(value)}'),
+        AfterValidator(_not_empty_answer_format),
+    ]
+    depends_on: Annotated[
+        list[Annotated[int, Field(ge=0, le=MAX_ID)]], refused_as(_function_ids_described), AfterValidator(_function_ids_once)
+    ] = Field(description="The ids of the functions the experiment runs.")
+    rtol: Tolerance = None
+    atol: Tolerance = None
+    timeout: Annotated[
+        int, Field(ge=1, le=MAX_ID), refused_as(lambda value: f"expected a positive integer number of seconds, got {value!r}")
+    ] = DEFAULT_TIMEOUT
+
+
+class GoldFile(_Object):
+    """<paper>/gold.json, written by `make_gold`: extra keys are allowed."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    results: AnyObject = Field(description="Experiment id -> its gold result.")
+    # Absent is fine, null is not (there is no None in the type).
+    spread: AnyObject = Field(default=None, description="Experiment id -> the spread of its result over runs.")
+    generated_by: String = ""
+    python: String = ""
+    numpy: String = ""
+
+
+TOLERANCE = TypeAdapter(Tolerance, config=ConfigDict(strict=True, allow_inf_nan=False))
+
+
+def native_problem(model: type[_Object], error: ErrorDetails) -> str:
+    """What is wrong with one key, in the words of the native format's messages."""
+    kind = error["type"]
+    if kind == "missing":
+        return "missing required key"
+    if kind == "extra_forbidden":
+        return f"unknown key (expected one of: {', '.join(model.model_fields)})"
+    if kind in ("too_long", "string_too_long"):
+        return f"longer than {error['ctx']['max_length']} characters"
+    return error["msg"]  # ours (PydanticCustomError), written for suite authors
