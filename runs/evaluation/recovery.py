@@ -36,7 +36,7 @@ from runs.evaluation.claims import (
     record_unstarted,
     stale_seconds,
 )
-from runs.evaluation.kinds import RUN_ATTEMPT, run_mark_finished, work_kinds
+from runs.evaluation.kinds import RUN_ATTEMPT, WorkKind, run_mark_finished, work_kinds
 from runs.evaluation.queue import evaluation_queue, failed_jobs_get
 from runs.evaluation.workdirs import deployment_id, remove_tree
 from runs.models import Attempt, Run
@@ -67,7 +67,9 @@ def attempt_deadline(attempt: Attempt):
     return attempt.claimed_at + timedelta(seconds=attempt.run.max_seconds + timeouts + overrun_grace_seconds())
 
 
-def attempts_recover(*, stale_after: float | None = None, run: Run | None = None, requeue: bool = True) -> list[Recovered]:
+def attempts_recover(
+    *, stale_after: float | None = None, run: Run | None = None, requeue: bool = True, kinds: list[WorkKind] | None = None
+) -> list[Recovered]:
     """Find attempts held by a worker that died, or running past their budget, and settle them,
     for every kind of work (runs.evaluation.kinds: a run's attempts, submissions' re-executions).
 
@@ -80,13 +82,13 @@ def attempts_recover(*, stale_after: float | None = None, run: Run | None = None
     is killed and the attempt ends done and failed, labelled budget_exhausted: what the agent
     caused is its result.
 
-    Fenced by the try number, so running it concurrently with a live worker or another recovery
-    never double-counts. Then sweeps the leftovers (containers, cgroups, directories) of tries
+    `kinds` limits it to some kinds of work. Fenced by the try number, so running it concurrently
+    with a live worker or another recovery never double-counts. Then sweeps the leftovers (containers, cgroups, directories) of tries
     that are no longer running.
     """
     stale_after = stale_seconds() if stale_after is None else stale_after
     recovered = []
-    for kind in work_kinds():
+    for kind in work_kinds() if kinds is None else kinds:
         held = Attempt.objects.filter(kind.held())
         if run is not None:
             held = held.filter(run=run)

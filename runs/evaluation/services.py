@@ -21,7 +21,7 @@ from runs.benchmark.sampling import DEFAULT_CAP
 from runs.benchmark.workspace import CONTEXT_CONDITIONS
 from runs.evaluation.claims import LOST, InfrastructureFailure
 from runs.evaluation.harness import attempt_execute, construct_agent
-from runs.evaluation.kinds import run_mark_finished
+from runs.evaluation.kinds import RUN_ATTEMPT, run_mark_finished
 from runs.evaluation.queue import (
     attempts_enqueue,
     cancel_jobs,
@@ -200,7 +200,10 @@ def run_resume(*, run: Run, stale_after: float | None = None, enqueue: bool = Tr
     and every queued attempt without a live RQ job gets one. Attempts that are done keep their
     results, so after a resume each attempt still has exactly one.
     """
-    recovered = [r for r in attempts_recover(run=run, stale_after=stale_after, requeue=False) if r.outcome != LOST]
+    # A run's attempts only: a submission's re-executions are queued again by Re-execute, not Resume.
+    recovered = [
+        r for r in attempts_recover(run=run, stale_after=stale_after, requeue=False, kinds=[RUN_ATTEMPT]) if r.outcome != LOST
+    ]
     with transaction.atomic():
         uncancelled = run.attempts.filter(status=Attempt.CANCELLED).update(status=Attempt.QUEUED, finished_at=None)
         queued = list(run.attempts.filter(status=Attempt.QUEUED).select_related("run"))

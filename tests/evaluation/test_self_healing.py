@@ -193,7 +193,7 @@ def test_reexecutions_of_submissions_heal_too(builtin_suite, redis_queue, settin
 
 
 def _slow_gold_patch(sample, scratch, *, seconds: float) -> str:
-    """The gold patch of `sample`, each restored body starting with a sleep: a re-execution that
+    """The gold patch of `sample`, each restored body pausing on its first call: a re-execution that
     stays under way long enough to be killed, and still passes."""
     workspace = scratch / "slow-workspace"
     workspace_build(sample=sample, dest=workspace)
@@ -203,7 +203,9 @@ def _slow_gold_patch(sample, scratch, *, seconds: float) -> str:
         body = function_body_source((Path(sample.paper.code_dir) / function.file).read_text(encoding="utf-8"),
                                     function.name, line_hint=function.line_hint)
         indent = body[: len(body) - len(body.lstrip())]
-        restored = replace_function_body(masked, function.name, f"{indent}__import__('time').sleep({seconds})\n{body}")
+        # Once per experiment process, however often the function is called.
+        pause = f"{indent}globals().get('_paused') or (globals().update(_paused=True), __import__('time').sleep({seconds}))\n"
+        restored = replace_function_body(masked, function.name, pause + body)
         parts.append("".join(difflib.unified_diff(
             masked.splitlines(keepends=True), restored.splitlines(keepends=True),
             fromfile=f"a/{CODE_DIR}/{function.file}", tofile=f"b/{CODE_DIR}/{function.file}",
@@ -217,7 +219,7 @@ def test_a_worker_killed_during_a_submissions_reexecution_is_recovered_exactly_o
     run's attempt: its worker and work horse killed mid-re-execution, a long-running worker heals it
     on its schedule, re-executes it once more and the submission ends verified."""
     sample = Sample.objects.get(sample_id=SAMPLE)
-    patch = _slow_gold_patch(sample, tmp_path, seconds=4)
+    patch = _slow_gold_patch(sample, tmp_path, seconds=1.5)
     data = jsonl(record(SAMPLE, 0, final_answer=gold_numbers(sample), final_patch=patch))
     submission = submission_create(data=data, filename="slow.jsonl", uploader=make_user(), reexecute=True)
     [victim] = submission.run.attempts.all()
