@@ -46,7 +46,7 @@ def _released(attempt: Attempt, reason: str, retrying: bool) -> dict:
 
 
 def _settle(attempt: Attempt) -> None:
-    submission_refresh(submission_id=Submission.objects.values_list("pk", flat=True).get(run_id=attempt.run_id))
+    submission_refresh(submission_id=attempt.run.submission.pk)  # loaded with the attempt (select_related)
 
 
 def _enqueue_failed(attempt_ids: list[int], error: Exception) -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 import anthropic
 
+from runs.benchmark.text import sendable_text
+
 from . import pricing
 from ._errors import translate
 from .base import (
@@ -18,7 +20,6 @@ from .base import (
     Usage,
     resolve_endpoint,
     sendable_arguments,
-    sendable_text,
 )
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"

@@ -9,6 +9,8 @@ from typing import Any
 
 import openai
 
+from runs.benchmark.text import sendable_text
+
 from . import pricing
 from ._errors import translate
 from .base import (
@@ -22,7 +24,6 @@ from .base import (
     Usage,
     resolve_endpoint,
     sendable_arguments,
-    sendable_text,
 )
 
 API_KEY_ENV = "OPENAI_API_KEY"
