@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from leaderboard.reference import ReferenceRow
-from leaderboard.selectors import Leaderboard
+from leaderboard.selectors import TOLERANCES, Leaderboard, ToleranceRow, tolerance_label
+from runs.benchmark.scoring import DEFAULT_RTOL
 
 PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Dark24
 # Drawn at first: the table's first rows. More overlapping bands would hide each other; the
@@ -112,22 +113,69 @@ def _build(systems: tuple, references: tuple) -> go.Figure:
             visible="legendonly", legendgroup=f"reference-{name}",
             hovertemplate=f"{name}, reported in the paper (upstream suite)<br>n=%{{x}}: Pass@1 %{{y:.1%}}<extra></extra>",
         ))
-    axis = {"gridcolor": "#e6e6e6", "linecolor": "#999999", "zeroline": False, "ticks": "outside"}
-    # A light layout of our own instead of a named template: validating "plotly_white" costs more
-    # than building all the traces.
     return go.Figure(
         data=traces,
-        layout={
-            "template": "none",
-            "height": 460,
-            "margin": {"l": 60, "r": 20, "t": 30, "b": 50},
-            "paper_bgcolor": "white",
-            "plot_bgcolor": "white",
-            "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1d1f21"},
-            "xaxis": {**axis, "title": {"text": plotly_text("n (functions masked)")}, "dtick": 1, "tickformat": "d"},
-            "yaxis": {**axis, "title": {"text": plotly_text("Pass@1 (shaded: 95% CI)")}, "tickformat": ".0%",
-                      "rangemode": "tozero"},
-            "legend": {"font": {"size": 11}},
-            "hovermode": "closest",
-        },
+        layout=_layout(
+            height=460,
+            xaxis={"title": {"text": plotly_text("n (functions masked)")}, "dtick": 1, "tickformat": "d"},
+            yaxis={"title": {"text": plotly_text("Pass@1 (shaded: 95% CI)")}, "tickformat": ".0%", "rangemode": "tozero"},
+        ),
     )
+
+
+_AXIS = {"gridcolor": "#e6e6e6", "linecolor": "#999999", "zeroline": False, "ticks": "outside"}
+
+
+def _layout(*, height: int, xaxis: dict, yaxis: dict, **more) -> dict:
+    """The figures' shared layout. A light layout of our own instead of a named template:
+    validating "plotly_white" costs more than building all the traces."""
+    return {
+        "template": "none",
+        "height": height,
+        "margin": {"l": 60, "r": 20, "t": 30, "b": 50},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1d1f21"},
+        "xaxis": {**_AXIS, **xaxis},
+        "yaxis": {**_AXIS, **yaxis},
+        "legend": {"font": {"size": 11}},
+        "hovermode": "closest",
+        **more,
+    }
+
+
+def tolerance_figure_payload(rows: list[ToleranceRow]) -> dict:
+    """The tolerance sensitivity as plain JSON data for `json_script`: Pass@1 against the relative
+    tolerance (log scale), one line per n, the rule marked. Memoised like `figure_payload`."""
+    curves = tuple(
+        (row.n, row.samples, tuple((t, value) for t, value in zip(TOLERANCES, row.pass1) if value is not None))
+        for row in rows
+    )
+    return _tolerance_payload(curves)
+
+
+@functools.lru_cache(maxsize=64)
+def _tolerance_payload(curves: tuple) -> dict:
+    traces = []
+    for position, (n, samples, points) in enumerate(curves):
+        if not points:
+            continue
+        label = plotly_text(f"n = {n}")
+        traces.append(go.Scatter(
+            x=[t for t, _ in points], y=[value for _, value in points], mode="lines+markers", name=label,
+            line={"color": PALETTE[position % len(PALETTE)], "width": 2}, marker={"size": 7},
+            hovertemplate=f"{label}, {samples} samples<br>tolerance %{{x:.1%}}: Pass@1 %{{y:.1%}}<extra></extra>",
+        ))
+    figure = go.Figure(
+        data=traces,
+        layout=_layout(
+            height=380,
+            xaxis={"type": "log", "title": {"text": plotly_text("relative tolerance (log scale; the rule: 5%)")},
+                   "tickvals": list(TOLERANCES), "ticktext": [plotly_text(tolerance_label(t)) for t in TOLERANCES]},
+            yaxis={"title": {"text": plotly_text("Pass@1")}, "tickformat": ".0%", "rangemode": "tozero"},
+            # The rule, where this curve meets the leaderboard's Pass@1.
+            shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": DEFAULT_RTOL, "x1": DEFAULT_RTOL, "y0": 0,
+                     "y1": 1, "line": {"color": "#888888", "dash": "dash", "width": 1}}],
+        ),
+    )
+    return json.loads(figure.to_json())

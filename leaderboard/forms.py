@@ -3,7 +3,15 @@ import re
 
 from django import forms
 
-from leaderboard.selectors import SORT_FIELDS, SORT_FIELDS_BY_N, LeaderboardFilters
+from leaderboard.selectors import (
+    SORT_FIELDS,
+    SORT_FIELDS_BY_N,
+    TOLERANCES,
+    LeaderboardFilters,
+    parse_sort,
+    tolerance_label,
+)
+from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.models import Run
 
 MAX_N = 50
@@ -13,6 +21,12 @@ _SORT = re.compile(
 SORT_HELP = (
     "sort is a column key, with '-' in front for descending: "
     f"{', '.join(f'{name}_n<n>' for name in SORT_FIELDS_BY_N)} (e.g. -pass1_n1), or {', '.join(SORT_FIELDS)}"
+)
+
+
+TOLERANCE_HELP = (
+    "tolerance is a relative tolerance as a fraction, one of "
+    f"{', '.join(f'{t:g} ({tolerance_label(t)})' for t in TOLERANCES)}"
 )
 
 
@@ -61,6 +75,12 @@ class LeaderboardFilterForm(forms.Form):
     n_min = forms.IntegerField(required=False, min_value=1, max_value=MAX_N, label="n from")
     n_max = forms.IntegerField(required=False, min_value=1, max_value=MAX_N, label="to")
     sort = forms.CharField(required=False, max_length=40, widget=forms.HiddenInput)
+    tolerance = forms.CharField(
+        required=False, label="Pass@1 also at",
+        widget=forms.Select(choices=[("", "the rule only")] + [
+            (f"{t:g}", f"{tolerance_label(t)} tolerance" + (" (the rule)" if t == DEFAULT_RTOL else "")) for t in TOLERANCES
+        ]),
+    )
 
     def __init__(self, *args, suites: list[str], agents: list[str], **kwargs):
         super().__init__(*args, **kwargs)
@@ -75,8 +95,27 @@ class LeaderboardFilterForm(forms.Form):
             raise forms.ValidationError(f"{sort!r} is not a sort key; {SORT_HELP}", code="invalid")
         return sort
 
+    def clean_tolerance(self) -> float | None:
+        text = self.cleaned_data["tolerance"].strip()
+        if not text:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        # The value itself, not one a rounding away: it keys the Pass@1 it selects.
+        for tolerance in TOLERANCES:
+            if value is not None and abs(value - tolerance) <= 1e-12:
+                return tolerance
+        raise forms.ValidationError(f"not a tolerance of the sensitivity table; {TOLERANCE_HELP}", code="invalid")
+
     def clean(self):
         cleaned = super().clean()
+        sort = cleaned.get("sort")
+        if sort and parse_sort(sort)[0] == "pass1_tol" and cleaned.get("tolerance") is None:
+            # No tolerance chosen (say, "the rule only" picked while sorted by that column): Pass@1
+            # at the rule is Pass@1, so sort by it rather than by a column no longer shown.
+            cleaned["sort"] = sort.replace("pass1_tol_n", "pass1_n")
         low, high = cleaned.get("n_min"), cleaned.get("n_max")
         if low is not None and high is not None and low > high:
             # Both are dropped: neither alone says what was meant.
@@ -103,4 +142,5 @@ class LeaderboardFilterForm(forms.Form):
             n_min=data.get("n_min"),
             n_max=data.get("n_max"),
             sort=data.get("sort") or "",
+            tolerance=data.get("tolerance"),
         )

@@ -21,6 +21,9 @@ The rules (also shown on the page, "How to read this"):
   largest attempts-per-sample among the system's runs) is the mean of the unbiased per-sample
   pass@k over samples with at least k counted attempts.
 - Verifier-selected Pass@1 is the share of samples whose chosen attempt passes (per verifier).
+- Pass@1 at tolerance t (the tolerance sensitivity) is the same estimator with every number's
+  tolerance scaled by t / 5% (the rule): an attempt passes at t when its stored `tolerance_ratio`
+  (its verdict's largest error in units of the tolerance) is at most t / 5%, so at 5% it is Pass@1.
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ from django.db.models import (
 from django.urls import NoReverseMatch, reverse
 
 from leaderboard.models import VerifierSelection
+from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
 from runs.models import Attempt, Function, Run, Sample, Suite
 from runs.visibility import public_runs_q
@@ -60,10 +64,30 @@ CONFIDENCE = 0.95
 CONTEXT_LABELS = dict(Run.CONTEXT_CHOICES)
 
 # Sort keys: "<field>_n<n>" for a number at one n, "<field>" for a system total; "-" for descending.
-SORT_FIELDS_BY_N = {"pass1": "pass1", "passk": "passk", "verifier": "verifier", "samples": "samples"}
+SORT_FIELDS_BY_N = {
+    "pass1": "pass1", "passk": "passk", "verifier": "verifier", "samples": "samples", "pass1_tol": "pass1_tol",
+}
 SORT_FIELDS = {
     "name": "name", "cost": "cost_mean", "seconds": "seconds_mean", "attempts": "attempts", "errors": "errors", "date": "date",
 }
+
+
+# Relative tolerances of the tolerance sensitivity (fractions); DEFAULT_RTOL, the rule, is among them.
+TOLERANCES = (0.005, 0.01, 0.02, 0.05, 0.10, 0.20)
+# Failed attempts whose every number is within this many tolerances are near misses.
+NEAR_MISS_FACTOR = 2.0
+NEAR_MISS_LIMIT = 50
+
+
+def tolerance_scale(tolerance: float) -> float:
+    """How many of an attempt's own tolerances `tolerance` is worth: t / DEFAULT_RTOL, rounded so
+    that 0.01 / 0.05 is 0.2 and not 0.19999999999999998 (which would fail a ratio of exactly 0.2)."""
+    return round(tolerance / DEFAULT_RTOL, 9)
+
+
+def tolerance_label(tolerance: float) -> str:
+    """0.005 -> "0.5%", 0.1 -> "10%"."""
+    return f"{tolerance * 100:g}%"
 
 
 # --- filters and system keys -------------------------------------------------------------------------
@@ -80,6 +104,7 @@ class LeaderboardFilters:
     n_min: int | None = None
     n_max: int | None = None
     sort: str = ""
+    tolerance: float | None = None  # one of TOLERANCES: show (and allow sorting by) Pass@1 at it
 
 
 def canonical_config(config) -> str:
@@ -189,8 +214,16 @@ def _grouped(queryset, select: str, group_by: str, *, join: str = "", where: str
         return cursor.fetchall()
 
 
-def _per_sample(runs: pd.DataFrame, filters: LeaderboardFilters, *, counted_only: bool = False, every_run: bool = False):
-    """Per (system, sample): counted attempts m, passes c, verified ones, errors, cost and time sums.
+def _tolerance_column(index: int) -> str:
+    return f"c_tol_{index}"
+
+
+def _per_sample(
+    runs: pd.DataFrame, filters: LeaderboardFilters, *, counted_only: bool = False, every_run: bool = False,
+    tolerances: tuple[float, ...] = (),
+):
+    """Per (system, sample): counted attempts m, passes c, verified ones, errors, cost and time sums,
+    and for each of `tolerances` the passes at it (`c_tol_<index>`, see `tolerance_scale`).
 
     `every_run`: `runs` holds every public run, so no run filter is needed (a scan beats an index
     lookup of most of the table); attempts of other runs (hidden runs, runs created since
@@ -214,26 +247,39 @@ def _per_sample(runs: pd.DataFrame, filters: LeaderboardFilters, *, counted_only
             cost_known=Count("cost", filter=counted),
             seconds_sum=Sum("agent_seconds", filter=counted),
             seconds_known=Count("agent_seconds", filter=counted),
+            **{
+                _tolerance_column(index): Count(
+                    "id", filter=counted & Q(tolerance_ratio__lte=tolerance_scale(tolerance))
+                )
+                for index, tolerance in enumerate(tolerances)
+            },
         )
     )
 
 
-def _summary_frame(runs: pd.DataFrame, filters: LeaderboardFilters, *, every_run: bool = False) -> pd.DataFrame:
+def _summary_frame(
+    runs: pd.DataFrame, filters: LeaderboardFilters, *, every_run: bool = False, tolerances: tuple[float, ...] = ()
+) -> pd.DataFrame:
     """Per (system, n, c, m): how many samples had c of m counted attempts pass, with the sums
-    of the other counts (one query)."""
+    of the other counts, the passes at each of `tolerances` included (one query). m is in the
+    group, so the sum over samples of c_t / m is the sum over rows of SUM(c_t) / m: the tolerance
+    sensitivity costs no query of its own."""
+    tolerance_columns = [_tolerance_column(index) for index in range(len(tolerances))]
+    columns = _SUMMARY_COLUMNS + tolerance_columns
     if runs.empty:
-        return pd.DataFrame(columns=_SUMMARY_COLUMNS)
+        return pd.DataFrame(columns=columns)
     rows = _grouped(
-        _per_sample(runs, filters, every_run=every_run),
+        _per_sample(runs, filters, every_run=every_run, tolerances=tolerances),
         "system_no, n, c, m, COUNT(*), SUM(verified_m), SUM(errors), SUM(cost_sum), SUM(cost_known), "
-        "SUM(seconds_sum), SUM(seconds_known)",
+        "SUM(seconds_sum), SUM(seconds_known)" + "".join(f", SUM({column})" for column in tolerance_columns),
         "system_no, n, c, m",
         where="WHERE system_no >= 0",
     )
-    frame = pd.DataFrame.from_records(rows, columns=_SUMMARY_COLUMNS)
+    frame = pd.DataFrame.from_records(rows, columns=columns)
     for column in ("cost_sum", "seconds_sum"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float).fillna(0.0)
-    for column in ("system_no", "n", "c", "m", "samples", "verified_m", "errors", "cost_known", "seconds_known"):
+    for column in ("system_no", "n", "c", "m", "samples", "verified_m", "errors", "cost_known", "seconds_known",
+                   *tolerance_columns):
         frame[column] = frame[column].astype("int64")
     return frame
 
@@ -299,8 +345,17 @@ class NMetrics:
     cost_mean: float | None = None
     cost_unknown: int = 0
     seconds_mean: float | None = None
+    # Tolerance sensitivity: Pass@1 at each tolerance computed (see tolerance_scale), and the one the
+    # view asks for (LeaderboardFilters.tolerance), which the "pass1_tol" sort key reads.
+    pass1_at: dict[float, float] = field(default_factory=dict)
+    tolerance: float | None = None
+
+    @property
+    def pass1_tol(self) -> float | None:
+        return self.pass1_at.get(self.tolerance) if self.tolerance is not None else None
 
     def as_dict(self) -> dict:
+        tolerance = {"pass1_at_tolerance": {f"{t:g}": value for t, value in self.pass1_at.items()}} if self.pass1_at else {}
         return {
             "n": self.n,
             "samples": self.samples,
@@ -317,6 +372,7 @@ class NMetrics:
             "cost_mean": self.cost_mean,
             "cost_unknown": self.cost_unknown,
             "seconds_mean": self.seconds_mean,
+            **tolerance,
         }
 
 
@@ -420,8 +476,12 @@ def _mean(total: float, count: int) -> float | None:
     return float(total) / count if count else None
 
 
-def _build_systems(runs: pd.DataFrame, summary: pd.DataFrame, verifiers: pd.DataFrame) -> list[SystemRow]:
-    """Systems with their metrics by n, from the per-(system, n, c, m) summary."""
+def _build_systems(
+    runs: pd.DataFrame, summary: pd.DataFrame, verifiers: pd.DataFrame, *, tolerances: tuple[float, ...] = (),
+    tolerance: float | None = None,
+) -> list[SystemRow]:
+    """Systems with their metrics by n, from the per-(system, n, c, m) summary; Pass@1 at each of
+    `tolerances` when the summary has their counts, `tolerance` the one the view shows."""
     # A system shows when it has counted attempts, or errors to own up to.
     summary = summary[(summary["m"] > 0) | (summary["errors"] > 0)]
     if summary.empty:
@@ -462,6 +522,12 @@ def _build_systems(runs: pd.DataFrame, summary: pd.DataFrame, verifiers: pd.Data
     evaluated = summary[summary["m"] > 0].sort_values(["system_no", "n", "c", "m"])
     for number, n, c, m, times in zip(evaluated["system_no"], evaluated["n"], evaluated["c"], evaluated["m"], evaluated["samples"]):
         triples.setdefault((int(number), int(n)), []).append((int(c), int(m), int(times)))
+    # Sum over samples of c_t / m, per system and n and tolerance (divided by the samples below).
+    tolerance_sums: dict[tuple[int, int], dict[float, float]] = {}
+    for index, tol in enumerate(tolerances):
+        shares = evaluated[_tolerance_column(index)] / evaluated["m"]
+        for (number, n), total in shares.groupby([evaluated["system_no"], evaluated["n"]]).sum().items():
+            tolerance_sums.setdefault((int(number), int(n)), {})[tol] = float(total)
 
     for (number, n), totals in zip(per_n.index, per_n.itertuples(index=False)):
         system = systems[int(number)]
@@ -478,9 +544,10 @@ def _build_systems(runs: pd.DataFrame, summary: pd.DataFrame, verifiers: pd.Data
                 passk = sum(_pass_at_k(m, c, system.k) * times for c, m, times in usable) / eligible
         attempts = int(totals.attempts)
         chosen, counts = scores.get((int(number), n), ({}, {}))
+        samples = sum(times for _, _, times in counts_cm)
         system.by_n[n] = NMetrics(
             n=n,
-            samples=sum(times for _, _, times in counts_cm),
+            samples=samples,
             attempts=attempts,
             errors=int(totals.errors),
             pass1=_none_if_nan(estimate),
@@ -494,6 +561,8 @@ def _build_systems(runs: pd.DataFrame, summary: pd.DataFrame, verifiers: pd.Data
             cost_mean=_mean(totals.cost_sum, int(totals.cost_known)),
             cost_unknown=attempts - int(totals.cost_known),
             seconds_mean=_mean(totals.seconds_sum, int(totals.seconds_known)),
+            pass1_at={tol: total / samples for tol, total in tolerance_sums.get((int(number), n), {}).items()},
+            tolerance=tolerance,
         )
 
     # Totals over the n shown: sums of the per-n sums, then the means.
@@ -546,9 +615,10 @@ def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
     """The measured systems for `filters`, sorted (three queries)."""
     run_q = _run_filter(filters)
     runs = _runs_frame(run_q)
-    summary = _summary_frame(runs, filters, every_run=not run_q)
+    tolerances = (filters.tolerance,) if filters.tolerance is not None else ()
+    summary = _summary_frame(runs, filters, every_run=not run_q, tolerances=tolerances)
     verifiers = _verifier_frame(runs, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
-    rows = _build_systems(runs, summary, verifiers)
+    rows = _build_systems(runs, summary, verifiers, tolerances=tolerances, tolerance=filters.tolerance)
     n_values = sorted({n for row in rows for n in row.by_n})
     sort = filters.sort or default_sort(n_values)
     return Leaderboard(rows=sort_systems(rows, sort), n_values=n_values, sort=sort, filters=filters)
@@ -762,12 +832,49 @@ class RunSummary:
 
 
 @dataclass
+class NearMiss:
+    """A failed counted attempt whose every number is within NEAR_MISS_FACTOR of its tolerance."""
+
+    pk: int
+    run_id: int
+    index: int
+    sample_id: str
+    n: int
+    tolerance_ratio: float  # in (1, NEAR_MISS_FACTOR]: its largest error in units of the tolerance
+    verified: bool
+    url: str | None
+
+    def as_dict(self) -> dict:
+        return {"attempt_id": self.pk, "run_id": self.run_id, "index": self.index, "sample_id": self.sample_id,
+                "n": self.n, "tolerance_ratio": self.tolerance_ratio, "verified": self.verified}
+
+
+@dataclass
+class ToleranceRow:
+    """The tolerance sensitivity at one n: Pass@1 at each of TOLERANCES, in that order."""
+
+    n: int
+    samples: int
+    pass1: list[float | None]
+
+
+@dataclass
 class SystemDetail:
     system: SystemRow
     runs: list[RunSummary]
     samples: list[SampleResult]
     n_values: list[int]
     out_of_scope_attempts: int = 0  # attempts whose final patch edited outside the task (dropped)
+    near_misses: list[NearMiss] = field(default_factory=list)  # nearest first, at most NEAR_MISS_LIMIT
+    near_miss_total: int = 0
+
+    @property
+    def tolerance_rows(self) -> list[ToleranceRow]:
+        return [
+            ToleranceRow(n=n, samples=self.system.by_n[n].samples,
+                         pass1=[self.system.by_n[n].pass1_at.get(tolerance) for tolerance in TOLERANCES])
+            for n in self.n_values
+        ]
 
 
 def _url(name: str, pk: int) -> str | None:
@@ -778,15 +885,16 @@ def _url(name: str, pk: int) -> str | None:
 
 
 def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | None:
-    """A system's metrics, runs and per-sample results (None: no such system). A few queries."""
+    """A system's metrics (with its tolerance sensitivity), runs, per-sample results and near misses
+    (None: no such system). A few queries."""
     runs = _runs_frame(Q())
     runs = runs[runs["slug"] == slug]
     if runs.empty:
         return None
     run_ids = [int(pk) for pk in runs["run_id"]]
-    summary = _summary_frame(runs, filters)
+    summary = _summary_frame(runs, filters, tolerances=TOLERANCES)
     verifiers = _verifier_frame(runs, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
-    built = _build_systems(runs, summary, verifiers)
+    built = _build_systems(runs, summary, verifiers, tolerances=TOLERANCES)
     first = runs.iloc[0]
     system = built[0] if built else SystemRow(
         slug=slug, suite=first["suite"], agent=first["agent"], model=first["model"], config=first["agent_config"] or {},
@@ -798,14 +906,17 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         .order_by("sample__sample_id", "run_id", "index")
         .annotate(out_of_scope=ExpressionWrapper(~Q(out_of_scope_edits=[]), output_field=BooleanField()))
         .values_list("id", "run_id", "index", "status", "passed", "reported_passed", "reexecution_passed",
-                     "sample_id", "sample__sample_id", "sample__paper__paper_id", "sample__n", "out_of_scope")
+                     "sample_id", "sample__sample_id", "sample__paper__paper_id", "sample__n", "out_of_scope",
+                     "tolerance_ratio")
     )
     samples: dict[int, SampleResult] = {}
     counts: dict[int, dict[str, int]] = {pk: {} for pk in run_ids}
     verified_runs: dict[int, bool] = dict.fromkeys(run_ids, True)
     attempt_url = _attempt_url_maker()
     out_of_scope_attempts = 0
-    for pk, run_id, index, status, passed, reported, reexecuted, sample_pk, sample_id, paper, n, out_of_scope in attempt_rows:
+    near_misses: list[NearMiss] = []
+    for (pk, run_id, index, status, passed, reported, reexecuted, sample_pk, sample_id, paper, n, out_of_scope,
+         ratio) in attempt_rows:
         out_of_scope_attempts += bool(out_of_scope)
         counts[run_id][status] = counts[run_id].get(status, 0) + 1
         verified = reexecuted is not None
@@ -815,6 +926,8 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         verdict = (bool(passed) if verified else bool(reported)) if counted else None
         result = samples.setdefault(sample_pk, SampleResult(sample_pk=sample_pk, sample_id=sample_id, paper=paper, n=n))
         result.attempts.append(AttemptCell(pk, index, run_id, status, verdict, verified, attempt_url(pk), bool(out_of_scope)))
+        if verdict is False and ratio is not None and 1 < ratio <= NEAR_MISS_FACTOR:
+            near_misses.append(NearMiss(pk, run_id, index, sample_id, n, ratio, verified, attempt_url(pk)))
     choices = VerifierSelection.objects.filter(run_id__in=run_ids, sample_id__in=list(samples)).values_list(
         "sample_id", "verifier", "attempt_id"
     )
@@ -831,8 +944,10 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         for run in runs.sort_values("run_id", ascending=False).itertuples(index=False)
     ]
     ordered = sorted(samples.values(), key=lambda s: (s.n, s.paper, s.sample_id))
+    near_misses.sort(key=lambda miss: (miss.tolerance_ratio, miss.n, miss.sample_id, miss.pk))
     return SystemDetail(system=system, runs=run_summaries, samples=ordered, n_values=sorted(system.by_n),
-                        out_of_scope_attempts=out_of_scope_attempts)
+                        out_of_scope_attempts=out_of_scope_attempts, near_misses=near_misses[:NEAR_MISS_LIMIT],
+                        near_miss_total=len(near_misses))
 
 
 def _attempt_url_maker():

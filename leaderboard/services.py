@@ -10,7 +10,7 @@ from leaderboard.models import VerifierSelection
 from leaderboard.selectors import attempt_verdict
 from runs.agents.llm import model_from_name
 from runs.agents.verifier import Candidate, select_oracle, select_with_model
-from runs.benchmark.workspace import experiment_label
+from runs.benchmark.workspace import WorkspaceError, task_document
 from runs.models import Attempt, Run, Sample
 from runs.suites.selectors import workspace_spec
 
@@ -31,25 +31,16 @@ class SelectionReport:
 
 
 def _task(sample: Sample, context: str) -> tuple[dict, str | None]:
-    """The task as the workspace's task.json describes it, and the paper text the verifier may read."""
-    spec = workspace_spec(sample=sample, context=context)
-    task = {
-        "sample_id": spec.sample_id,
-        "paper_title": spec.paper_title,
-        "missing_functions": [{"file": f.file, "name": f.name} for f in spec.masked],
-        "experiments": [
-            {"label": experiment_label(number), "description": e.description, "command": e.command}
-            for number, e in enumerate(spec.experiments, start=1)
-        ],
-        "answer_format": {experiment_label(number): e.answer_format for number, e in enumerate(spec.experiments, start=1)},
-    }
-    if context == "full":
-        paper = spec.paper_text
-    elif context == "oracle":
-        paper = "\n\n".join(f"{f.file}: {f.name}\n{f.relevant_paper.strip()}" for f in spec.masked if f.relevant_paper.strip())
-    else:
-        paper = None
-    return task, paper or None
+    """The task.json content and the paper.md text of the sample's workspace under `context`: what
+    the agents were given, from the same builder. Raises WorkspaceError when the paper's gold code
+    is not on this server (the task's lines are those of the masked code)."""
+    if not sample.paper.code_dir:
+        raise WorkspaceError(
+            f"paper {sample.paper.paper_id} has no gold code on this server, so the task the agents of sample "
+            f"{sample.sample_id} were given cannot be rebuilt for the verifier"
+        )
+    document = task_document(workspace_spec(sample=sample, context=context))
+    return document.task, document.context_text
 
 
 def _candidate(attempt: Attempt) -> Candidate:
@@ -65,7 +56,8 @@ def run_select_with_verifier(*, run: Run, verifier: str, replace: bool = False) 
     model spec (`provider:model`, see runs.agents.llm) used as the paper's model-as-verifier.
     Samples that already have a selection by this verifier are kept unless `replace`. Each
     selection is saved as soon as it is made, so a model failure (ModelError, raised) loses none
-    of the earlier ones. Raises ValueError for a malformed model spec.
+    of the earlier ones. Raises ValueError for a malformed model spec, and WorkspaceError when a
+    model verifier cannot rebuild a sample's task (its paper's gold code is not on this server).
     """
     verifier = verifier.strip()
     model = None if verifier == ORACLE else model_from_name(verifier)

@@ -9,17 +9,21 @@ from django.views.decorators.http import require_GET
 
 from leaderboard import reference as paper
 from leaderboard.exports import csv_response
-from leaderboard.figures import SHOWN_SYSTEMS, figure_payload
+from leaderboard.figures import SHOWN_SYSTEMS, figure_payload, tolerance_figure_payload
 from leaderboard.forms import LeaderboardFilterForm
 from leaderboard.selectors import (
     FLAT_COLUMNS,
+    NEAR_MISS_FACTOR,
+    TOLERANCES,
     filter_choices,
     function_difficulty,
     leaderboard_flat_rows,
     leaderboard_get,
     system_detail,
+    tolerance_label,
 )
 from runs.models import Attempt
+from runs.suites.selectors import suites_gold_stability
 
 FORMATS = ("html", "json", "csv")
 ASCENDING_FIRST = {"name", "cost", "seconds", "errors"}
@@ -49,6 +53,11 @@ RULES = [
     (
         "Cost and time are means per counted attempt; attempts whose cost is unknown are left out of the mean "
         "and counted."
+    ),
+    (
+        "Pass@1 at another relative tolerance t (“Pass@1 also at”, and each system's page) scales every number's tolerance, "
+        "relative and absolute, by t / 5%: an experiment with its own or a widened tolerance scales in proportion. "
+        "It is computed from the stored scores, without re-running anything; at 5% it is Pass@1."
     ),
 ]
 
@@ -117,7 +126,7 @@ def _filters_payload(form, filters) -> dict:
     return {
         "suite": filters.suite, "agent": filters.agent, "context": filters.context,
         "verified_only": filters.verified_only, "n_min": filters.n_min, "n_max": filters.n_max,
-        "errors": form.problems(),
+        "tolerance": filters.tolerance, "errors": form.problems(),
     }
 
 
@@ -160,9 +169,11 @@ def home(request):
             "passk": sort_link(f"passk_n{n}"),
             "verifier": sort_link(f"verifier_n{n}"),
             "samples": sort_link(f"samples_n{n}"),
+            "pass1_tol": sort_link(f"pass1_tol_n{n}") if filters.tolerance is not None else None,
         }
         for n in display_n
     ]
+    per_n_columns = 4 if filters.tolerance is None else 5
     reference_table = [
         {
             "row": ref,
@@ -193,7 +204,11 @@ def home(request):
         "json_url": _query_with(request, format="json"),
         "csv_url": _query_with(request, format="csv"),
         "functions_url": reverse("leaderboard:functions") + _query_with(request, sort=None, format=None),
-        "column_count": 1 + 4 * len(display_n) + 6,
+        "gold_stability": suites_gold_stability(names={row.suite for row in board.rows}),
+        "show_tolerance": True,
+        "tolerance_label": tolerance_label(filters.tolerance) if filters.tolerance is not None else None,
+        "per_n_columns": per_n_columns,
+        "column_count": 1 + per_n_columns * len(display_n) + 6,
     }
     return render(request, "leaderboard/home.html", context, status=status)
 
@@ -256,6 +271,9 @@ def system(request, slug: str):
             ],
             "samples": samples,
             "out_of_scope_attempts": detail.out_of_scope_attempts,
+            "tolerances": list(TOLERANCES),
+            "near_misses": [miss.as_dict() for miss in detail.near_misses],
+            "near_miss_total": detail.near_miss_total,
         }, status=status)
     if output == "csv":
         table = request.GET.get("table", "samples")
@@ -263,9 +281,10 @@ def system(request, slug: str):
             return _csv(f"system-{slug}-runs.csv", [_run_row(run) for run in detail.runs], RUN_COLUMNS)
         if table == "by_n":
             rows = [{**metrics.as_dict(), "verifier_pass1": json.dumps(metrics.verifier, sort_keys=True) if metrics.verifier else "",
-                     "verifier_samples": json.dumps(metrics.verifier_samples, sort_keys=True) if metrics.verifier else ""}
+                     "verifier_samples": json.dumps(metrics.verifier_samples, sort_keys=True) if metrics.verifier else "",
+                     **{_tolerance_column(t): metrics.pass1_at.get(t) for t in TOLERANCES}}
                     for metrics in (detail.system.by_n[n] for n in detail.n_values)]
-            return _csv(f"system-{slug}-by-n.csv", rows, BY_N_COLUMNS)
+            return _csv(f"system-{slug}-by-n.csv", rows, BY_N_COLUMNS + [_tolerance_column(t) for t in TOLERANCES])
         if table != "samples":
             return JsonResponse({"error": f"table={table!r} is not one of: samples, runs, by_n"}, status=400)
         for row in samples:
@@ -273,14 +292,24 @@ def system(request, slug: str):
             row["passed_attempt_ids"] = " ".join(map(str, row["passed_attempt_ids"]))
             row["verifier_choices"] = json.dumps(row["verifier_choices"], sort_keys=True) if row["verifier_choices"] else ""
         return _csv(f"system-{slug}-samples.csv", samples, SAMPLE_COLUMNS)
+    tolerance_rows = detail.tolerance_rows
     return render(request, "leaderboard/system.html", {
         "detail": detail,
         "system": detail.system,
         "metrics": [detail.system.by_n[n] for n in detail.n_values],
+        "tolerance_labels": [tolerance_label(t) for t in TOLERANCES],
+        "tolerance_rows": tolerance_rows,
+        "tolerance_figure": tolerance_figure_payload(tolerance_rows) if tolerance_rows else None,
+        "near_miss_factor": NEAR_MISS_FACTOR,
         "problems": form.problems(),
         "json_url": _query_with(request, format="json"),
         "csv_urls": {table: _query_with(request, format="csv", table=table) for table in ("samples", "runs", "by_n")},
     }, status=status)
+
+
+def _tolerance_column(tolerance: float) -> str:
+    """The by-n CSV's column of Pass@1 at `tolerance`: "pass1_at_0.01"."""
+    return f"pass1_at_{tolerance:g}"
 
 
 def _run_row(run) -> dict:

@@ -187,7 +187,7 @@ def native_gold() -> dict:
 
 # Functions placed away from their `header_line` hint, to exercise stale hints: (paper, func_id) -> shift.
 # 2303.11932 func 3 is one of four `__call__` in losses.py: its hint (105) then matches none of them
-# and the nearest def (107) must still be chosen.
+# and the def inside the row's line_start..line_end span (107) must still be chosen.
 STALE_SHIFTS = {("2205.00048", 3): 2, ("2303.11932", 3): 2}
 
 

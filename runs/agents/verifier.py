@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs.benchmark.workspace import task_json
+
 from .llm import ChatModel, Message, ToolSpec, Usage
 from .tools import truncate
 from .trajectory import Trajectory
@@ -93,15 +95,10 @@ line `CHOICE: <n>`, where n is the candidate's number (1 to {count}).
 
 
 def _task_text(task: Mapping[str, Any]) -> str:
-    lines = [f"Paper: {task.get('paper_title', '')}", "", "Functions to re-implement:"]
-    lines += [f"- {f.get('file')}: {f.get('name')}" for f in task.get("missing_functions", [])] or ["- (none listed)"]
-    lines += ["", "Experiments (each run from code/):"]
-    for experiment in task.get("experiments", []):
-        lines.append(f"- {experiment.get('label')}: {experiment.get('description', '').strip()}")
-        lines.append(f"  command: {experiment.get('command')}")
-    if task.get("answer_format"):
-        lines += ["", "Answer format:", json.dumps(task["answer_format"], indent=1)]
-    return "\n".join(lines)
+    # The workspace's task.json itself, spelled as the file is: the verifier judges the candidates
+    # against exactly the task the agents were given (functions with their lines in the masked
+    # files, experiments, answer format, context condition).
+    return f"The task.json of the agents' workspace (code/ holds the codebase):\n```json\n{task_json(dict(task)).rstrip()}\n```"
 
 
 def _candidate_text(number: int, candidate: Candidate, *, max_patch_chars: int, max_output_chars: int) -> str:
@@ -186,7 +183,8 @@ def select_with_model(
 ) -> VerifierChoice:
     """The candidate `model` picks (the paper's model-as-verifier).
 
-    `task` is the workspace's task.json; `paper` its paper.md when the context condition had one.
+    `task` is the workspace's task.json; `paper` its paper.md when the context condition had one
+    (`runs.benchmark.workspace.task_document` gives both without building the workspace).
     Patches and outputs are cut (head and tail) to the given bounds. A single candidate is chosen
     without asking. A reply from which no valid choice can be read falls back to candidate 0,
     with `fallback=True` and the reasoning saying so. Raises ValueError for no candidates and

@@ -6,8 +6,9 @@ replaced bodies is kept, and the result must parse (`verify_masked` checks both)
 
 Functions are named by qualified name (`Loss.__call__`, `outer.inner`). The upstream data names
 them by bare name plus line numbers that are often stale, so a bare or partial name is accepted
-and a line number is only ever a hint to choose between definitions; a hint that does not match
-is reported (`hint_status="stale"`), never obeyed.
+and line numbers are only ever evidence to choose between definitions (`locate_function` lists
+the rules); a hint that does not match is reported (`hint_status="stale"`), never obeyed, and
+when the evidence picks no single definition the name is ambiguous: nothing is guessed.
 
 Offsets are 0-based character offsets into the `str` source (`ast` reports UTF-8 byte columns,
 which are converted). Lines end in `\\n`, `\\r\\n` or `\\r`, exactly as Python itself splits them.
@@ -75,6 +76,12 @@ class FunctionLocation:
     line, before its line break, including trailing comment lines indented deeper than the `def`.
     For a body on the colon's line (`def f(x): return x`, `inline=True`) it starts right after
     the colon.
+
+    `hint_status` says how the line hint relates to the definition chosen: "none" (no hint),
+    "exact" (the hint falls on its decorators, `def` line or body) or "stale". `rule` names the
+    evidence that chose it (see `locate_function`): "only definition", "def line", "decorator
+    line", "inside", "class line", "span" or "main definition". `note` explains a choice the hint
+    did not make; `scope` holds the names of the enclosing classes and functions.
     """
 
     qualified_name: str
@@ -85,6 +92,8 @@ class FunctionLocation:
     hint_status: str = "none"
     note: str = ""
     inline: bool = False
+    rule: str = ""
+    scope: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -208,6 +217,7 @@ class _Function:
     primary: bool  # not a setter/deleter/explicit getter, not an @overload
     aliases: tuple[str, ...]
     scope: tuple[str, ...] = ()  # the names of the classes and functions enclosing it
+    owner: ast.AST | None = None  # the class or function it is defined in (None: the module)
 
     @property
     def def_line(self) -> int:
@@ -265,22 +275,24 @@ def _statements(node: ast.AST):
 def _collect(tree: ast.Module) -> list[_Function]:
     functions = []
 
-    def visit(node: ast.AST, scope: tuple[str, ...]) -> None:
+    def visit(node: ast.AST, scope: tuple[str, ...], owner: ast.AST | None) -> None:
         for name in _BLOCK_FIELDS:
             for child in getattr(node, name, None) or ():
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    functions.append(_function(child, scope))
-                    visit(child, (*scope, child.name))
+                    functions.append(_function(child, scope, owner))
+                    visit(child, (*scope, child.name), child)
                 elif isinstance(child, ast.ClassDef):
-                    visit(child, (*scope, child.name))
+                    visit(child, (*scope, child.name), child)
                 else:
-                    visit(child, scope)
+                    visit(child, scope, owner)
 
-    visit(tree, ())
+    visit(tree, (), None)
     return functions
 
 
-def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, scope: tuple[str, ...]) -> _Function:
+def _function(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, scope: tuple[str, ...], owner: ast.AST | None = None
+) -> _Function:
     base = ".".join([*scope, node.name])
     accessor = accessor_kind(node)
     is_overload = any(_decorator_name(d) == "overload" for d in node.decorator_list)
@@ -294,6 +306,7 @@ def _function(node: ast.FunctionDef | ast.AsyncFunctionDef, scope: tuple[str, ..
         primary=accessor is None and not is_overload,
         aliases=aliases,
         scope=scope,
+        owner=owner,
     )
 
 
@@ -314,13 +327,15 @@ class _Analysis:
     lines: SourceLines
     tree: ast.Module
     functions: tuple[_Function, ...]
+    classes: tuple[ast.ClassDef, ...] = ()
 
 
 @lru_cache(maxsize=32)
 def _parse(source: str) -> _Analysis:
     tree = python_ast.parse(source)
     functions = tuple(sorted(_collect(tree), key=lambda f: (f.def_line, f.node.col_offset)))
-    return _Analysis(source=source, lines=SourceLines(source), tree=tree, functions=functions)
+    classes = tuple(node for node in _statements(tree) if isinstance(node, ast.ClassDef))
+    return _Analysis(source=source, lines=SourceLines(source), tree=tree, functions=functions, classes=classes)
 
 
 def _analyse(source: str) -> _Analysis:
@@ -368,61 +383,160 @@ def _not_found(analysis: _Analysis, requested: str, key: str, line_hint: int | N
     return FunctionNotFound(message)
 
 
-def _choose(analysis: _Analysis, name: str, line_hint: int | None) -> tuple[_Function, str, str]:
-    """The definition `name` refers to, with the hint status and a note when the hint was stale."""
-    if line_hint is not None:
-        try:
-            if isinstance(line_hint, bool):
-                raise TypeError
-            line_hint = operator.index(line_hint)  # also numpy and pandas integers
-        except TypeError:
-            raise MaskingError(f"line hint {line_hint!r} for `{name}` is not a line number") from None
+def _line_number(value, what: str, name: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)  # also numpy and pandas integers
+    except TypeError:
+        raise MaskingError(f"{what} {value!r} for `{name}` is not a line number") from None
+
+
+def _line_span(span, name: str) -> tuple[int, int] | None:
+    if span is None:
+        return None
+    try:
+        first, last = span
+    except (TypeError, ValueError):
+        raise MaskingError(f"span {span!r} for `{name}` is not a pair of line numbers") from None
+    first, last = _line_number(first, "span start", name), _line_number(last, "span end", name)
+    if first is None or last is None or not 1 <= first <= last:
+        raise MaskingError(f"span {first}-{last} for `{name}` is not a range of lines")
+    return first, last
+
+
+@dataclass(frozen=True)
+class _Choice:
+    function: _Function
+    hint_status: str
+    rule: str
+    note: str = ""
+
+
+def _main_definition(candidates: list[_Function]) -> _Function | None:
+    """The one definition a shared name means, if the candidates are one property's accessors or
+    one function's overloads: the getter, the implementation. None otherwise."""
+    primary = [f for f in candidates if f.primary]
+    if len({f.base_name for f in candidates}) == 1 and len(primary) == 1:
+        return primary[0]
+    return None
+
+
+def _class_at(analysis: _Analysis, line: int) -> ast.ClassDef | None:
+    """The class whose statement (decorators and header, up to its first statement) holds `line`."""
+
+    def first_line(node: ast.stmt) -> int:
+        return min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
+
+    for node in analysis.classes:
+        if first_line(node) <= line <= max(node.lineno, first_line(node.body[0]) - 1):
+            return node
+    return None
+
+
+def _in_span(candidates: list[_Function], span: tuple[int, int]) -> list[_Function]:
+    """The candidates whose lines overlap the span; of nested ones containing it all, the innermost."""
+    first, last = span
+    overlapping = [f for f in candidates if f.first_line <= last and first <= f.end_line]
+    containing = [f for f in overlapping if f.first_line <= first and last <= f.end_line]
+    if len(overlapping) > 1 and containing:
+        return [min(containing, key=lambda f: f.end_line - f.first_line)]
+    return overlapping
+
+
+def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[int, int] | None = None) -> _Choice:
+    """The definition `name` refers to, chosen by evidence (rules in `locate_function`)."""
+    line_hint = _line_number(line_hint, "line hint", name)
+    span = _line_span(span, name)
     key = _split_name(name)
     candidates = [f for f in analysis.functions if any(a == key or a.endswith("." + key) for a in f.aliases)]
     if not candidates:
         raise _not_found(analysis, name, key, line_hint)
 
-    if line_hint is None:
-        if len(candidates) == 1:
-            return candidates[0], "none", ""
-        # A property's accessors and an overloaded function's stubs share one name; the name
-        # means the getter / the implementation, which is what a reader would mean by it.
-        primary = [f for f in candidates if f.primary]
-        if len({f.base_name for f in candidates}) == 1 and len(primary) == 1:
-            return primary[0], "none", ""
-        raise AmbiguousFunction(
-            f"`{name}` is ambiguous: {len(candidates)} definitions match ({_describe(candidates)}); "
-            "give the qualified name or a line hint"
-        )
+    def hint_rule(function: _Function) -> str:
+        if function.def_line == line_hint:
+            return "def line"
+        if any(d.lineno == line_hint for d in function.node.decorator_list):
+            return "decorator line"
+        return "inside"
 
-    matching = [f for f in candidates if f.matches_hint(line_hint)]
     if len(candidates) == 1:
         function = candidates[0]
-        if matching:
-            return function, "exact", ""
+        if line_hint is None:
+            return _Choice(function, "none", "only definition")
+        if function.matches_hint(line_hint):
+            return _Choice(function, "exact", hint_rule(function))
         note = (
             f"line hint {line_hint} does not match; `{function.qualified_name}` is defined at line "
             f"{function.def_line} (lines {function.first_line}-{function.end_line})"
         )
-        return function, "stale", note
-    if matching:
-        # The def line itself is the strongest evidence, then a decorator line, then the
-        # innermost definition whose lines contain the hint.
-        function = min(
-            matching,
-            key=lambda f: (
-                f.def_line != line_hint,
-                not any(d.lineno == line_hint for d in f.node.decorator_list),
-                f.end_line - f.first_line,
-            ),
+        return _Choice(function, "stale", "only definition", note)
+
+    status = "none" if line_hint is None else "stale"
+    everyone = f"{len(candidates)} definitions of `{name}` ({_describe(candidates)})"
+    unmatched = "" if line_hint is None else f" (line hint {line_hint} matches none of them)"
+    all_candidates = candidates
+    tried = []
+    if line_hint is None:
+        tried.append("no line hint")
+    else:
+        matching = [f for f in candidates if f.matches_hint(line_hint)]
+        if matching:
+            # The def line itself is the strongest evidence, then a decorator line, then the
+            # innermost definition whose lines contain the hint.
+            function = min(
+                matching,
+                key=lambda f: (hint_rule(f) != "def line", hint_rule(f) != "decorator line", f.end_line - f.first_line),
+            )
+            return _Choice(function, "exact", hint_rule(function))
+        # Upstream's header_line often points at the class statement instead of the method.
+        owner = _class_at(analysis, line_hint)
+        in_class = [f for f in candidates if owner is not None and f.owner is owner]
+        if in_class:
+            function = in_class[0] if len(in_class) == 1 else _main_definition(in_class)
+            class_name = ".".join(in_class[0].scope)
+            if function is not None:
+                note = (
+                    f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the "
+                    f"method of class `{class_name}`, on whose statement line hint {line_hint} falls"
+                )
+                return _Choice(function, status, "class line", note)
+            tried.append(f"line hint {line_hint} is on class `{class_name}`, which defines {len(in_class)} of them")
+            candidates = in_class
+        elif owner is not None:
+            tried.append(f"line hint {line_hint} is in none of them and on class `{owner.name}`, which defines none")
+        else:
+            tried.append(f"line hint {line_hint} is in none of them nor on the statement of a class defining one")
+
+    if span is None:
+        tried.append("no span")
+    else:
+        spanned = _in_span(candidates, span)
+        function = spanned[0] if len(spanned) == 1 else (_main_definition(spanned) if spanned else None)
+        if function is not None:
+            note = (
+                f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the one in "
+                f"the span {span[0]}-{span[1]}{unmatched}"
+            )
+            return _Choice(function, status, "span", note)
+        tried.append(f"the span {span[0]}-{span[1]} overlaps {len(spanned) or 'none'} of them")
+        candidates = spanned or candidates
+
+    # A property's accessors and an overloaded function's stubs share one name; the name
+    # means the getter / the implementation, which is what a reader would mean by it.
+    function = _main_definition(candidates)
+    if function is not None:
+        note = "" if line_hint is None else (
+            f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the definition "
+            f"the name means{unmatched}"
         )
-        return function, "exact", ""
-    function = min(candidates, key=lambda f: (abs(f.def_line - line_hint), f.def_line))
-    note = (
-        f"line hint {line_hint} matches none of the {len(candidates)} definitions of `{name}` "
-        f"({_describe(candidates)}); chose the nearest, `{function.qualified_name}` at line {function.def_line}"
+        return _Choice(function, status, "main definition", note)
+    raise AmbiguousFunction(
+        f"`{name}` is ambiguous: {len(all_candidates)} definitions match ({_describe(all_candidates)}) and no evidence "
+        f"picks one ({'; '.join(tried)}); give the qualified name or the def line as hint"
     )
-    return function, "stale", note
 
 
 def _header_colon(lines: SourceLines, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int]:
@@ -460,8 +574,9 @@ def _indent_unit(analysis: _Analysis, def_indent: str) -> str:
     return "\t" if "\t" in def_indent else _DEFAULT_UNIT
 
 
-def _location(analysis: _Analysis, function: _Function, hint_status: str, note: str) -> FunctionLocation:
-    lines, node = analysis.lines, function.node
+def _location(analysis: _Analysis, choice: _Choice) -> FunctionLocation:
+    lines, function = analysis.lines, choice.function
+    node = function.node
     def_indent = lines.indent(node.lineno)
     colon_line, colon_col = _header_colon(lines, node)
     after_colon = lines.content(colon_line)[colon_col + 1 :].strip()
@@ -495,19 +610,25 @@ def _location(analysis: _Analysis, function: _Function, hint_status: str, note: 
         body_start=body_start,
         body_end=body_end,
         body_indent=body_indent,
-        hint_status=hint_status,
-        note=note,
+        hint_status=choice.hint_status,
+        note=choice.note,
         inline=inline,
+        rule=choice.rule,
+        scope=function.scope,
     )
 
 
-def _find(source: str, name: str, line_hint: int | None) -> tuple[_Analysis, _Function, FunctionLocation]:
+def _find(
+    source: str, name: str, line_hint: int | None, span: tuple[int, int] | None = None
+) -> tuple[_Analysis, _Function, FunctionLocation]:
     analysis = _analyse(source)
-    function, status, note = _choose(analysis, name, line_hint)
-    return analysis, function, _location(analysis, function, status, note)
+    choice = _choose(analysis, name, line_hint, span)
+    return analysis, choice.function, _location(analysis, choice)
 
 
-def locate_function(source: str, name: str, *, line_hint: int | None = None) -> FunctionLocation:
+def locate_function(
+    source: str, name: str, *, line_hint: int | None = None, span: tuple[int, int] | None = None
+) -> FunctionLocation:
     """Find the definition `name` refers to and the span of its body.
 
     `name` is a qualified name (`Class.method`, `outer.inner`, `outer.<locals>.inner`) or a bare or
@@ -515,15 +636,28 @@ def locate_function(source: str, name: str, *, line_hint: int | None = None) -> 
     ends with `.name` is a candidate. A property's getter, setter and deleter share a name, which
     means the getter; `Foo.bar.setter` (and `.deleter`, `.getter`) selects explicitly.
 
-    `line_hint` only chooses between candidates. It matches a candidate when it falls on a
-    decorator, the `def` line or anywhere up to the function's last line. A single candidate is
-    used whatever the hint says; several are narrowed by the hint, or else the nearest `def` is
-    taken. Either way a hint that matched nothing gives `hint_status="stale"` and a note.
+    `line_hint` (a line number) and `span` (first and last line of the function, or of its body as
+    upstream gives it) only choose between candidates, by evidence, never by distance. The first
+    rule that picks one definition wins; the chosen location's `rule` names it:
 
-    Raises FunctionNotFound (with close names suggested) or AmbiguousFunction (several candidates,
-    no hint), both MaskingError, also raised when the source does not parse.
+    1. "only definition": a single candidate is used whatever the hint says.
+    2. "def line", "decorator line", "inside": the hint falls on a candidate's `def` line, then on
+       one of its decorators, then inside it (the innermost such candidate).
+    3. "class line": the hint falls on a class statement (its decorators or header): the candidate
+       defined directly in that class.
+    4. "span": the one candidate whose lines overlap the span (of nested ones that all contain
+       it, the innermost).
+    5. "main definition": what is left is one property's accessors or one function's overloads,
+       and the name means the getter / the implementation.
+
+    Rules 3-5 narrow the candidates for the next rule when they leave several. A hint that fell in
+    no chosen definition gives `hint_status="stale"` and a `note` saying what chose it.
+
+    Raises FunctionNotFound (with close names suggested), AmbiguousFunction (several candidates
+    and no rule picks one: the message lists them and the evidence tried), both MaskingError,
+    also raised when the source does not parse or the hint or span is not made of line numbers.
     """
-    return _find(source, name, line_hint)[2]
+    return _find(source, name, line_hint, span)[2]
 
 
 def list_functions(source: str) -> list[tuple[str, int]]:
@@ -742,8 +876,7 @@ def mask_source(source: str, targets: list[MaskTarget], *, filename: str = "<fil
     requested: list[str] = []
     for target in targets:
         try:
-            function, status, note = _choose(analysis, target.name, target.line_hint)
-            located.append(_location(analysis, function, status, note))
+            located.append(_location(analysis, _choose(analysis, target.name, target.line_hint)))
         except MaskingError as error:
             raise type(error)(f"{filename}: {error}") from None
         requested.append(target.name)

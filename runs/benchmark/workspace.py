@@ -4,7 +4,9 @@ A workspace holds the masked codebase under `code/`, the paper (depending on the
 condition), `refsol.sh` with the experiments' commands, and the task in `TASK.md` and `task.json`.
 It never holds gold numbers, version-control history, byte-code caches, notebook outputs or editor
 backups: each of those can carry the original bodies or the results. `audit_workspace` checks
-that promise independently of how the workspace was built.
+that promise independently of how the workspace was built. `task_document` gives a spec's task.json,
+TASK.md and paper.md without building it, from the same code, so the verifier shows its model the
+task the agents were given.
 
 No Django here: the service layer turns a Sample into a `WorkspaceSpec`.
 """
@@ -79,37 +81,88 @@ def experiment_label(number: int) -> str:
     return f"Experiment {number}"
 
 
+@dataclass(frozen=True)
+class TaskDocument:
+    """The task as a workspace states it: the content of task.json, the text of TASK.md and the
+    text of paper.md (None when the context condition gives no paper).
+
+    Whoever shows a model the task (the agents through the workspace, the verifier through
+    `task_document`) shows these, so every model sees the same task.
+    """
+
+    task: dict
+    markdown: str
+    context_text: str | None
+
+
+@dataclass(frozen=True)
+class _MaskedFile:
+    """One file of the codebase with its masked functions' bodies replaced, as the workspace holds it."""
+
+    relative: str
+    text: str
+    notes: tuple[str, ...]
+    missing_functions: tuple[dict, ...]  # task.json's entries of its stubs, lines in `text`
+
+
+def task_json(task: dict) -> str:
+    """The text of task.json for `task` (the verifier quotes the task in this spelling too)."""
+    return json.dumps(task, indent=2) + "\n"
+
+
+def task_document(spec: WorkspaceSpec) -> TaskDocument:
+    """The task.json, TASK.md and paper.md of `spec`'s workspace, without building it.
+
+    The masked files are masked in memory exactly as `build_workspace` masks them, so each missing
+    function's line is the one in the masked file the agent opens. Raises WorkspaceError for an
+    unknown context condition, a missing gold code directory or masked file.
+    """
+    code_dir = _gold_code_dir(spec)
+    return _task_document_of(spec, _mask_files(spec, code_dir))
+
+
 def build_workspace(spec: WorkspaceSpec, dest: Path) -> WorkspaceManifest:
     """Write the workspace of `spec` into `dest`, which must not exist or be empty."""
-    if spec.context not in CONTEXT_CONDITIONS:
-        raise WorkspaceError(f"context {spec.context!r} is not one of {', '.join(CONTEXT_CONDITIONS)}")
-    code_dir = Path(spec.code_dir).resolve()
-    if not code_dir.is_dir():
-        raise WorkspaceError(f"gold code directory {code_dir} does not exist")
+    code_dir = _gold_code_dir(spec)
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise WorkspaceError(f"{dest} is not empty; a workspace is always built into a fresh directory")
     if dest.resolve().is_relative_to(code_dir):
         raise WorkspaceError(f"{dest} is inside the gold code directory {code_dir}")
+    masked_files = _mask_files(spec, code_dir)
+    document = _task_document_of(spec, masked_files)
     dest.mkdir(parents=True, exist_ok=True)
     manifest = WorkspaceManifest(root=dest)
 
-    by_file: dict[str, list[MaskedFunctionSpec]] = defaultdict(list)
-    for function in spec.masked:
-        by_file[function.file].append(function)
-    _copy_code(code_dir, dest / CODE_DIR, masked_files=set(by_file), manifest=manifest)
-    for relative, functions in sorted(by_file.items()):
-        _write_masked_file(code_dir, dest / CODE_DIR, relative, functions, manifest)
+    _copy_code(code_dir, dest / CODE_DIR, masked_files={f.relative for f in masked_files}, manifest=manifest)
+    for masked_file in masked_files:
+        manifest.notes.extend(f"{masked_file.relative}: {note}" for note in masked_file.notes)
+        _write(dest / CODE_DIR / masked_file.relative, masked_file.text, manifest)
+    manifest.missing_functions.extend(document.task["missing_functions"])
 
-    task = _task_document(spec, manifest.missing_functions)
-    _write(dest / "task.json", json.dumps(task, indent=2) + "\n", manifest)
-    _write(dest / "TASK.md", _task_markdown(spec, task), manifest)
+    _write(dest / "task.json", task_json(document.task), manifest)
+    _write(dest / "TASK.md", document.markdown, manifest)
     _write(dest / "refsol.sh", _refsol(spec), manifest)
     (dest / "refsol.sh").chmod(0o755)
-    paper = _paper_for_context(spec)
-    if paper is not None:
-        _write(dest / "paper.md", paper, manifest)
+    if document.context_text is not None:
+        _write(dest / "paper.md", document.context_text, manifest)
     return manifest
+
+
+def _gold_code_dir(spec: WorkspaceSpec) -> Path:
+    """The spec's gold code directory, resolved, after checking the spec can be built at all."""
+    if spec.context not in CONTEXT_CONDITIONS:
+        raise WorkspaceError(f"context {spec.context!r} is not one of {', '.join(CONTEXT_CONDITIONS)}")
+    code_dir = Path(spec.code_dir).resolve()
+    if not code_dir.is_dir():
+        raise WorkspaceError(f"gold code directory {code_dir} does not exist")
+    return code_dir
+
+
+def _task_document_of(spec: WorkspaceSpec, masked_files: list[_MaskedFile]) -> TaskDocument:
+    missing = [entry for masked_file in masked_files for entry in masked_file.missing_functions]
+    task = _task_document(spec, missing)
+    return TaskDocument(task=task, markdown=_task_markdown(spec, task), context_text=_paper_for_context(spec))
 
 
 def _write(path: Path, text: str, manifest: WorkspaceManifest) -> None:
@@ -163,24 +216,32 @@ def _strip_notebook_outputs(path: Path, relative: str, manifest: WorkspaceManife
     return json.dumps(notebook, indent=1) + "\n"
 
 
-def _write_masked_file(
-    source: Path, target: Path, relative: str, functions: list[MaskedFunctionSpec], manifest: WorkspaceManifest
-) -> None:
+def _mask_files(spec: WorkspaceSpec, code_dir: Path) -> list[_MaskedFile]:
+    """Each file holding masked functions, masked once, in path order (the order of task.json's entries)."""
+    by_file: dict[str, list[MaskedFunctionSpec]] = defaultdict(list)
+    for function in spec.masked:
+        by_file[function.file].append(function)
+    return [_mask_file(code_dir, relative, functions) for relative, functions in sorted(by_file.items())]
+
+
+def _mask_file(source: Path, relative: str, functions: list[MaskedFunctionSpec]) -> _MaskedFile:
     path = source / relative
     if not path.is_file():
         raise WorkspaceError(f"masked function file {relative} does not exist in {source}")
     original = path.read_bytes().decode("utf-8")
     targets = [MaskTarget(name=f.name, description=f.description, line_hint=f.line_hint) for f in functions]
     masked = mask_source(original, targets, filename=relative)
-    manifest.notes.extend(f"{relative}: {note}" for note in masked.notes)
-    _write(target / relative, masked.text, manifest)
     # Report each stub's line in the masked file, which is what the agent will open; earlier stubs
     # shift it, so look it up again rather than reuse the original line.
-    for location in masked.locations:
-        masked_line = locate_function(masked.text, location.qualified_name, line_hint=location.def_line).def_line
-        manifest.missing_functions.append(
-            {"file": f"{CODE_DIR}/{relative}", "name": location.qualified_name, "line": masked_line}
-        )
+    missing = tuple(
+        {
+            "file": f"{CODE_DIR}/{relative}",
+            "name": location.qualified_name,
+            "line": locate_function(masked.text, location.qualified_name, line_hint=location.def_line).def_line,
+        }
+        for location in masked.locations
+    )
+    return _MaskedFile(relative=relative, text=masked.text, notes=tuple(masked.notes), missing_functions=missing)
 
 
 def _paper_for_context(spec: WorkspaceSpec) -> str | None:

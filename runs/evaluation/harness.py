@@ -34,12 +34,20 @@ from runs.agents.base import (
     MODEL_ERROR,
 )
 from runs.agents.llm import ModelError, model_from_name
-from runs.benchmark.scoring import ParsedAnswer, parse_answer, score_sample
+from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from runs.benchmark.text import json_safe, storable_text
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError
 from runs.evaluation.claims import ClaimLost, Heartbeat, InfrastructureFailure, ModelProviderFailure, execute
 from runs.evaluation.kinds import RUN_ATTEMPT
-from runs.evaluation.verdicts import INFRASTRUCTURE_EXITS, failure_label, reexecute, sandbox_image, score_dict, scoring_specs
+from runs.evaluation.verdicts import (
+    INFRASTRUCTURE_EXITS,
+    failure_label,
+    reexecute,
+    sandbox_image,
+    score_answer,
+    score_dict,
+    with_tolerance_ratio,
+)
 from runs.evaluation.workdirs import (
     attempt_reexecution_dir,
     attempt_sandbox_name,
@@ -88,13 +96,14 @@ def _result_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
             },
             timings={},
         )
-    return {
+    fields = {
         **result.fields,
         "finished_at": timezone.now(),
         "timings": json_safe(result.timings),
         "harness_seconds": result.timings.get("harness"),
         "experiment_seconds": result.timings.get("experiments"),
     }
+    return with_tolerance_ratio(fields, attempt)
 
 
 def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
@@ -150,12 +159,11 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
         raise InfrastructureFailure(f"agent ended with {result.exit_status}: {result.exit_message}")
 
     experiments = sample_experiments(sample=sample)
-    specs = scoring_specs(experiments)
     raw = result.final_answer_raw
     parsed = result.final_answer if result.final_answer is not None else (parse_answer(raw) if raw is not None else None)
     started = time.monotonic()
     try:
-        reported = score_sample(experiments=specs, answer=parsed) if parsed is not None else None
+        reported = score_answer(experiments=experiments, answer=parsed) if parsed is not None else None
     except Exception as error:  # noqa: BLE001 - an answer the scorer cannot take is the agent's unreadable answer
         logger.exception("attempt %s: the reported answer could not be scored", attempt.pk)
         parsed = ParsedAnswer(None, f"the answer could not be scored ({type(error).__name__}: {error})"[:2000], "none")

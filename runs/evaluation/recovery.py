@@ -38,6 +38,7 @@ from runs.evaluation.claims import (
 )
 from runs.evaluation.kinds import RUN_ATTEMPT, WorkKind, run_mark_finished, work_kinds
 from runs.evaluation.queue import evaluation_queue, failed_jobs_get
+from runs.evaluation.verdicts import with_tolerance_ratio
 from runs.evaluation.workdirs import deployment_id, remove_tree
 from runs.models import Attempt, Run
 from runs.suites.selectors import sample_experiments
@@ -123,10 +124,13 @@ def attempt_overrun(*, attempt: Attempt) -> str:
         f"killed by the harness: still running {overdue:.0f} s past its deadline (time budget "
         f"{attempt.run.max_seconds:g} s, the experiments' timeouts and {overrun_grace_seconds():g} s of grace)"
     )
-    fields = {
+    fields = with_tolerance_ratio({
         "status": Attempt.DONE, "exit_status": TIME_LIMIT, "exit_message": detail, "failure_label": Attempt.BUDGET_EXHAUSTED,
         "failure_detail": detail, "passed": False, "mismatch": False, "finished_at": timezone.now(), "heartbeat_at": None,
-    }
+        # The killed try gave no answer: an earlier try's (a model-error try retried) must not become its verdict.
+        **dict.fromkeys(("final_answer_raw", "parsed_answer", "reported_score", "reported_passed", "reexecution_score",
+                         "reexecution_passed")),
+    }, attempt)
     trajectory = partial_trajectory(attempt.pk, attempt.tries)
     if trajectory is not None:
         fields["trajectory"] = trajectory

@@ -1,9 +1,10 @@
 """What an attempt's work is worth: failure labels, scoring against gold, and re-execution.
 
-Scoring turns a sample's experiments into what runs.benchmark.scoring needs (`scoring_specs`) and
-its result into stored JSON (`score_dict`); `failure_label` says why an attempt that did not pass
-failed. `reexecute` is the harness's own verdict on a final patch, shared by a run's attempts and a
-submission's: the patch is applied to a fresh masked workspace keeping only what the task allows
+Scoring turns a sample's experiments into what runs.benchmark.scoring needs (`scoring_specs`),
+applies the suite's policy for unstable gold (`score_answer`) and turns the result into stored JSON
+(`score_dict`); `with_tolerance_ratio` adds what the tolerance curves read; `failure_label` says
+why an attempt that did not pass failed. `reexecute` is the harness's own verdict on a final patch,
+shared by a run's attempts and a submission's: the patch is applied to a fresh masked workspace keeping only what the task allows
 (runs.benchmark.patches, runs.benchmark.scope), every experiment runs in a fresh sandbox
 (runs.benchmark.execution) and what they print is scored. A broken workspace or sandbox raises
 InfrastructureFailure; whatever the code does is the verdict."""
@@ -29,12 +30,13 @@ from runs.agents.base import (
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
 from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
 from runs.benchmark.scope import OutOfScopeEdit, restrict_to_scope
-from runs.benchmark.scoring import SampleScore, score_sample
+from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_sample
 from runs.benchmark.text import json_safe
 from runs.benchmark.workspace import WorkspaceError, experiment_label
 from runs.evaluation.claims import InfrastructureFailure
 from runs.evaluation.workdirs import remove_tree
-from runs.models import Attempt, Experiment, Sample
+from runs.models import Attempt, Experiment, Sample, Suite
+from runs.suites.gold import scoring_tolerance
 from runs.suites.selectors import experiment_spec, sample_experiments
 from runs.suites.services import workspace_build
 from sandbox import SandboxError, fs, open_sandbox
@@ -74,11 +76,48 @@ def failure_label(*, exit_status: str, final_answer_raw: str | None, answer_pars
 
 
 def scoring_specs(experiments: list[Experiment]) -> list[tuple]:
-    """What score_sample needs, keyed by the labels the workspace gives the experiments."""
-    return [
-        (experiment_label(number), experiment.gold_result, experiment.rtol, experiment.atol)
+    """What score_sample needs, keyed by the labels the workspace gives the experiments.
+
+    An experiment whose gold is unstable (make_gold) gets its tolerance widened to cover every
+    value its gold runs printed (runs.suites.gold.scoring_tolerance), whatever the suite's policy:
+    under "exclude" it is then left out by `score_answer`, and scored so only when the sample has
+    nothing else. Each experiment's score records the tolerance it was judged with.
+    """
+    specs = []
+    for number, experiment in enumerate(experiments, start=1):
+        rtol, atol = (
+            scoring_tolerance(experiment) if experiment.gold_unstable else (experiment.rtol, experiment.atol)
+        )
+        specs.append((experiment_label(number), experiment.gold_result, rtol, atol))
+    return specs
+
+
+def excluded_labels(experiments: list[Experiment]) -> set[str]:
+    """The labels of the experiments the suite's "exclude" policy leaves out of scoring: the
+    unstable ones, unless that is every experiment of the sample (a sample nobody can pass must not
+    count, so it falls back to widening their tolerance). `experiments` come with paper__suite
+    loaded (runs.suites.selectors.sample_experiments)."""
+    excluded = {
+        experiment_label(number)
         for number, experiment in enumerate(experiments, start=1)
-    ]
+        if experiment.gold_unstable and experiment.paper.suite.unstable_policy == Suite.EXCLUDE
+    }
+    return excluded if len(excluded) < len(experiments) else set()
+
+
+def score_answer(*, experiments: list[Experiment], answer) -> SampleScore:
+    """score_sample over a sample's experiments with the suite's policy for unstable gold applied.
+
+    Excluded experiments are scored with the others and then dropped from the verdict, rather than
+    left out of score_sample: the answer keys them by their position among all the sample's
+    experiments ("Experiment 3"), which leaving one out would shift.
+    """
+    score = score_sample(experiments=scoring_specs(experiments), answer=answer)
+    excluded = excluded_labels(experiments)
+    if excluded:
+        score.experiments = [item for item in score.experiments if item.experiment_id not in excluded]
+        score.passed = bool(score.experiments) and all(item.passed for item in score.experiments)
+    return score
 
 
 def score_dict(score: SampleScore, experiments: list[Experiment]) -> dict:
@@ -88,6 +127,18 @@ def score_dict(score: SampleScore, experiments: list[Experiment]) -> dict:
     for item in data["experiments"]:
         item["exp_id"] = ids.get(item["experiment_id"])
     return json_safe(data)
+
+
+_VERDICT_FIELDS = ("status", "reported_score", "reported_passed", "reexecution_score", "reexecution_passed", "passed")
+
+
+def with_tolerance_ratio(fields: dict, attempt: Attempt | None = None) -> dict:
+    """`fields`, an attempt's verdict fields about to be written, with the `tolerance_ratio` they
+    imply (runs.benchmark.scoring.attempt_tolerance_ratio); a field that is not being written is
+    read from `attempt`. Every write of a verdict goes through here, so the ratio never goes stale."""
+    values = {name: fields[name] if name in fields else getattr(attempt, name, None) for name in _VERDICT_FIELDS}
+    status = values.pop("status")
+    return {**fields, "tolerance_ratio": attempt_tolerance_ratio(done=status == Attempt.DONE, **values)}
 
 
 @dataclass
@@ -155,7 +206,6 @@ def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: P
     what the code does (crash, timeout, wrong numbers, a patch that does not apply) is the verdict."""
     timings: dict[str, float] = {}
     experiments = sample_experiments(sample=sample)
-    specs = scoring_specs(experiments)
     started = time.monotonic()
     remove_tree(dest)
     try:
@@ -169,7 +219,7 @@ def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: P
     out_of_scope_edits = json_safe([dataclasses.asdict(edit) for edit in out_of_scope])
     timings["patch"] = time.monotonic() - started
     if error:
-        score = score_sample(experiments=specs, answer={})
+        score = score_answer(experiments=experiments, answer={})
         return Reexecution(score=score_dict(score, experiments), passed=False, error=error, timings=timings)
 
     outcomes: list[ExperimentOutcome] = []
@@ -197,7 +247,7 @@ def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: P
         for number, outcome in enumerate(outcomes, start=1)
         if outcome.result is not None
     }
-    score = score_sample(experiments=specs, answer=answer)
+    score = score_answer(experiments=experiments, answer=answer)
     timings["scoring"] = time.monotonic() - started
     failures = [
         f"{experiment_label(number)}: {outcome.error}" for number, outcome in enumerate(outcomes, start=1) if outcome.error

@@ -123,6 +123,12 @@ class Attempt(models.Model):
     )
     passed = models.BooleanField(default=False)
     mismatch = models.BooleanField(default=False, help_text="Reported numbers pass, the re-executed code does not.")
+    tolerance_ratio = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The verdict's largest number error in units of that number's tolerance (<= 1 passes); "
+        "null when no tolerance would make it pass (missing, unparseable or crashed) or not scored.",
+    )
 
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)

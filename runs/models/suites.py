@@ -17,6 +17,15 @@ class Suite(models.Model):
     description = models.TextField(blank=True)
     source_format = models.CharField(max_length=20, choices=FORMATS, default=NATIVE)
     gold_root = models.CharField(max_length=1000, help_text="Directory holding the papers' gold code on this server.")
+    # What scoring does with an experiment whose repeated gold runs disagree by more than half its
+    # tolerance (Experiment.gold_unstable): recorded with the suite, shown on the leaderboard.
+    WIDEN = "widen"
+    EXCLUDE = "exclude"
+    UNSTABLE_POLICIES = [
+        (WIDEN, "scored with a tolerance widened to cover the gold spread"),
+        (EXCLUDE, "excluded from scoring"),
+    ]
+    unstable_policy = models.CharField(max_length=10, choices=UNSTABLE_POLICIES, default=WIDEN)
     imported_at = models.DateTimeField(auto_now=True)
 
     def __str__(self):
@@ -67,6 +76,15 @@ class Experiment(models.Model):
     gold_result = models.JSONField(null=True, blank=True, help_text="Produced by running the gold code.")
     gold_spread = models.FloatField(
         null=True, blank=True, help_text="Largest relative difference between repeated gold runs (noise)."
+    )
+    gold_repeats = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="How many fresh-sandbox gold runs gold_spreads was measured over."
+    )
+    gold_spreads = models.JSONField(
+        default=dict, blank=True, help_text='Per flattened number key: {"min": ..., "max": ...} over the gold runs.'
+    )
+    gold_unstable = models.BooleanField(
+        default=False, help_text="Some number's gold runs differ by more than half its tolerance."
     )
     dependencies = models.ManyToManyField(Function, related_name="experiments", blank=True)
     rtol = models.FloatField(null=True, blank=True, help_text="Overrides the default relative tolerance.")

@@ -22,7 +22,7 @@ from django.utils import timezone
 from runs.benchmark.text import json_safe, storable_text
 from runs.evaluation.claims import Heartbeat, execute, max_infra_retries
 from runs.evaluation.kinds import WorkKind, register
-from runs.evaluation.verdicts import failure_label, reexecute
+from runs.evaluation.verdicts import failure_label, reexecute, with_tolerance_ratio
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
 from runs.models import Attempt, Submission
 
@@ -109,7 +109,7 @@ def _verdict_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
     mismatch = reported_passed and not result.passed
     timings = dict(attempt.timings or {})
     timings.update({f"reexecution_{key}": value for key, value in result.timings.items()})
-    return {
+    return with_tolerance_ratio({
         "reexecution_score": result.score,
         "reexecution_passed": result.passed,
         "reexecution_error": storable_text(result.error or ""),
@@ -127,7 +127,7 @@ def _verdict_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
             passed=passed,
         ),
         "failure_detail": "reported numbers pass but the re-executed code does not produce them" if mismatch else "",
-    }
+    }, attempt)
 
 
 def _cleanup(attempt: Attempt) -> None:

@@ -21,11 +21,11 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from runs.benchmark.scoring import parse_answer, score_sample
+from runs.benchmark.scoring import parse_answer
 from runs.benchmark.text import json_safe
 from runs.evaluation.claims import LOST, SKIPPED, max_infra_retries
 from runs.evaluation.queue import enqueue as enqueue_work
-from runs.evaluation.verdicts import failure_label, score_dict, scoring_specs
+from runs.evaluation.verdicts import failure_label, score_answer, score_dict, with_tolerance_ratio
 from runs.models import ApiToken, Attempt, Run, Submission
 from runs.submissions.reexecution import REEXECUTION, attempt_reexecute, submission_refresh
 from runs.submissions.validation import Record, ValidatedSubmission, submission_validate
@@ -113,19 +113,22 @@ def _attempt(run: Run, record: Record, validated: ValidatedSubmission, now) -> A
     else:
         raw = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
         parsed = parse_answer(answer)
-    reported = score_sample(experiments=scoring_specs(experiments), answer=parsed) if parsed is not None else None
+    reported = score_answer(experiments=experiments, answer=parsed) if parsed is not None else None
     reported_passed = bool(reported and reported.passed)
+    verdict = with_tolerance_ratio({
+        "status": Attempt.DONE,
+        "reported_score": score_dict(reported, experiments) if reported is not None else None,
+        "reported_passed": reported_passed,
+        "passed": False,
+    })
     return Attempt(
         run=run,
         sample=sample,
         index=record.attempt_index,
-        status=Attempt.DONE,
         exit_status=SUBMITTED,
         final_answer_raw=None if raw is None else raw.replace("\x00", ""),
         parsed_answer=json_safe(parsed.value) if parsed is not None and parsed.ok else None,
-        reported_score=score_dict(reported, experiments) if reported is not None else None,
-        reported_passed=reported_passed,
-        passed=False,
+        **verdict,
         mismatch=False,
         # Labelled by the reported verdict until re-execution gives the final one.
         failure_label=failure_label(

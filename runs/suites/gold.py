@@ -1,9 +1,14 @@
 """Producing gold results and validating a suite, by running its code in the sandbox.
 
-make_gold: gold numbers come from running the gold code (twice, to measure noise), never from a
-person typing them. validate_suite: every function must matter (masking it breaks a dependent
-experiment), the gold code must pass in a built workspace, and plausible wrong implementations
-(mutants) must be caught; otherwise a sample could be passed without implementing anything.
+make_gold: gold numbers come from running the gold code (N times, each in a fresh workspace and
+sandbox, to measure noise), never from a person typing them. An experiment whose runs differ by
+more than half its tolerance is marked unstable (runs.benchmark.stability) and handled by the
+suite's policy when scoring (`scoring_tolerance`, runs.evaluation.verdicts). `make_gold --check`
+re-runs the gold code and reports each number's drift from the stored gold, writing nothing.
+validate_suite: every function must matter (masking it breaks a dependent experiment), the gold
+code must pass in a built workspace and be stable (or marked unstable), and plausible wrong
+implementations (mutants) must be caught; otherwise a sample could be passed without implementing
+anything.
 """
 import json
 import tempfile
@@ -16,7 +21,17 @@ from django.db import transaction
 from runs.benchmark.execution import ExperimentOutcome, printed_result, run_experiment
 from runs.benchmark.masking import MaskTarget, mask_source
 from runs.benchmark.mutation import function_mutants
-from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, flatten_numbers, score_experiment
+from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, score_experiment
+from runs.benchmark.stability import (
+    UNSTABLE_FRACTION,
+    DriftRow,
+    StabilityError,
+    drift_rows,
+    largest_relative_spread,
+    number_spreads,
+    spread_in_tolerances,
+    widened_tolerance,
+)
 from runs.benchmark.workspace import CODE_DIR, build_workspace
 from runs.models import Experiment, Paper, Suite
 from runs.suites.selectors import experiment_spec, gold_workspace_spec
@@ -24,75 +39,134 @@ from sandbox import open_sandbox
 
 Progress = Callable[[str], None]
 
+DEFAULT_REPEATS = 3
+
 
 class GoldError(Exception):
     pass
 
 
-def _tolerance(experiment: Experiment) -> tuple[float, float]:
+def experiment_tolerance(experiment: Experiment) -> tuple[float, float]:
+    """The experiment's own (rtol, atol): its overrides, else the scoring rule's defaults."""
     rtol = DEFAULT_RTOL if experiment.rtol is None else experiment.rtol
     atol = DEFAULT_ATOL if experiment.atol is None else experiment.atol
     return rtol, atol
 
 
-def _paper_sandbox(paper: Paper, scratch: Path, backend: str):
+def scoring_tolerance(experiment: Experiment) -> tuple[float, float]:
+    """The (rtol, atol) a number of `experiment` is judged with when it is scored: its own, widened
+    to cover every value its gold runs printed when it is marked unstable (see
+    runs.benchmark.stability.widened_tolerance)."""
+    rtol, atol = experiment_tolerance(experiment)
+    if experiment.gold_unstable and experiment.gold_result is not None and experiment.gold_spreads:
+        return widened_tolerance(experiment.gold_result, experiment.gold_spreads, rtol, atol)
+    return rtol, atol
+
+
+def _where(experiment: Experiment) -> str:
+    return f"{experiment.paper.paper_id} experiment {experiment.exp_id}"
+
+
+def _paper_sandbox(paper: Paper, scratch: Path, backend: str, *, repeat: int = 1):
     """A sandbox on a fresh workspace of the paper's gold code (nothing masked)."""
-    workspace = scratch / paper.paper_id
+    workspace = scratch / f"{paper.paper_id}-{repeat}"
     build_workspace(gold_workspace_spec(paper=paper), workspace)
-    return workspace, open_sandbox(backend, workspace, name=f"suite-check-{paper.paper_id}")
+    return workspace, open_sandbox(backend, workspace, name=f"suite-check-{paper.paper_id}-{repeat}")
 
 
-def _runs_disagreement(first: dict, second: dict, rtol: float, atol: float) -> tuple[float, list[str]]:
-    """Largest relative difference between two runs, and the keys that differ by more than 1% of the tolerance."""
-    a, b = flatten_numbers(first), flatten_numbers(second)
-    problems = []
-    if set(a) != set(b):
-        problems.append(f"the runs printed different keys: {sorted(set(a) ^ set(b))}")
-    spread = 0.0
-    for key in sorted(set(a) & set(b)):
-        x, y = float(a[key]), float(b[key])
-        difference = abs(x - y)
-        spread = max(spread, difference / abs(x) if x else difference)
-        limit = (rtol * abs(x) + atol) / 100
-        if difference > limit:
-            problems.append(f"{key}: {x!r} then {y!r} (differ by {difference:.3g}, limit {limit:.3g})")
-    return spread, problems
+def _gold_pass(paper: Paper, experiments: list[Experiment], scratch: Path, backend: str, *, repeat: int,
+               environments: dict[str, dict] | None = None) -> list[ExperimentOutcome]:
+    """One run of every experiment of `paper` in a fresh workspace and sandbox of its gold code."""
+    _, sandbox = _paper_sandbox(paper, scratch, backend, repeat=repeat)
+    with sandbox:
+        if environments is not None:
+            environments[paper.paper_id] = _sandbox_versions(sandbox, backend)
+        return [run_experiment(sandbox, experiment_spec(experiment)) for experiment in experiments]
 
 
-def suite_make_gold(*, suite: Suite, backend: str, runs: int = 2, progress: Progress = print) -> None:
-    """Run every experiment of `suite` `runs` times in the sandbox and store the results as gold.
-
-    Nothing is stored unless every experiment ran and its runs agreed within a hundredth of the
-    tolerance; a native suite also gets its `gold.json` files rewritten.
-    """
-    if runs < 2:
-        raise GoldError("make_gold needs at least two runs to measure noise")
-    results: dict[int, tuple[dict, float]] = {}
-    environments: dict[str, dict] = {}
-    failures = []
+def _gold_runs(suite: Suite, backend: str, repeats: int, environments: dict[str, dict] | None = None
+               ) -> list[tuple[Experiment, list[ExperimentOutcome]]]:
+    """Every experiment of the suite's papers with gold code, with its outcome in each of `repeats`
+    passes (a fresh workspace and sandbox per paper and pass, so no run sees another's files)."""
+    runs = []
     with tempfile.TemporaryDirectory(prefix="make-gold-") as scratch:
         for paper in suite.papers.exclude(code_dir="").order_by("paper_id"):
-            workspace, sandbox = _paper_sandbox(paper, Path(scratch), backend)
-            with sandbox:
-                environments[paper.paper_id] = _sandbox_versions(sandbox, backend)
-                for experiment in paper.experiments.order_by("exp_id"):
-                    outcomes = [run_experiment(sandbox, experiment_spec(experiment)) for _ in range(runs)]
-                    where = f"{paper.paper_id} experiment {experiment.exp_id}"
-                    broken = [outcome for outcome in outcomes if outcome.error]
-                    if broken:
-                        failures.append(f"{where}: {broken[0].error}\n{broken[0].output[-2000:]}")
-                        continue
-                    spread = 0.0
-                    for later in outcomes[1:]:
-                        run_spread, problems = _runs_disagreement(outcomes[0].result, later.result, *_tolerance(experiment))
-                        spread = max(spread, run_spread)
-                        failures.extend(f"{where}: {problem}" for problem in problems)
-                    results[experiment.pk] = (outcomes[0].result, spread)
-                    seconds = max(outcome.duration for outcome in outcomes)
-                    progress(f"{where}: {json.dumps(outcomes[0].result)} (spread {spread:.2g}, {seconds:.1f} s)")
+            experiments = list(paper.experiments.select_related("paper").order_by("exp_id"))
+            passes = [
+                _gold_pass(paper, experiments, Path(scratch), backend, repeat=repeat,
+                           environments=environments if repeat == 1 else None)
+                for repeat in range(1, repeats + 1)
+            ]
+            runs.extend((experiment, [outcomes[index] for outcomes in passes]) for index, experiment in enumerate(experiments))
+    return runs
+
+
+@dataclass(frozen=True)
+class GoldStability:
+    """An experiment's gold over repeated runs: the first run's result is the gold."""
+
+    experiment: Experiment
+    result: dict
+    spreads: dict
+    in_tolerances: float  # the largest number spread, in units of that number's tolerance
+    repeats: int
+
+    @property
+    def unstable(self) -> bool:
+        return self.in_tolerances > UNSTABLE_FRACTION
+
+    @property
+    def relative_spread(self) -> float:
+        return largest_relative_spread(self.result, self.spreads)
+
+
+def _failed_outcome(where: str, outcomes: list[ExperimentOutcome]) -> str | None:
+    for repeat, outcome in enumerate(outcomes, start=1):
+        if outcome.error:
+            return f"{where}: run {repeat} of {len(outcomes)}: {outcome.error}\n{outcome.output[-2000:]}"
+    return None
+
+
+def suite_make_gold(*, suite: Suite, backend: str, repeats: int = DEFAULT_REPEATS,
+                    progress: Progress = print) -> list[GoldStability]:
+    """Run every experiment of `suite` `repeats` times, each time in a fresh sandbox, and store the
+    first run's results as gold with every number's spread over the runs.
+
+    An experiment whose runs differ by more than half a number's tolerance is stored and marked
+    unstable (the suite's policy decides how it is scored). Nothing at all is stored if an
+    experiment crashed or its runs printed different keys. A native suite also gets its
+    `gold.json` files rewritten.
+    """
+    if repeats < 2:
+        raise GoldError(f"make_gold needs at least 2 repeats to measure noise, got {repeats}")
+    environments: dict[str, dict] = {}
+    measured: list[GoldStability] = []
+    failures = []
+    for experiment, outcomes in _gold_runs(suite, backend, repeats, environments):
+        where = _where(experiment)
+        if failure := _failed_outcome(where, outcomes):
+            failures.append(failure)
+            continue
+        try:
+            spreads = number_spreads([outcome.result for outcome in outcomes])
+        except StabilityError as error:
+            failures.append(f"{where}: {error}")
+            continue
+        gold = outcomes[0].result
+        stability = GoldStability(
+            experiment=experiment, result=gold, spreads=spreads, repeats=repeats,
+            in_tolerances=spread_in_tolerances(gold, spreads, *experiment_tolerance(experiment)),
+        )
+        measured.append(stability)
+        seconds = max(outcome.duration for outcome in outcomes)
+        progress(
+            f"{where}: {json.dumps(gold)} ({'UNSTABLE' if stability.unstable else 'stable'}: largest spread "
+            f"{stability.in_tolerances:.2g} of its tolerance over {repeats} runs, {seconds:.1f} s)"
+        )
     if failures:
         raise GoldError("gold results were not stored:\n" + "\n".join(failures))
-    _store_gold(suite, results, environments)
+    _store_gold(suite, measured, environments)
+    return measured
 
 
 def _sandbox_versions(sandbox, backend: str) -> dict:
@@ -106,23 +180,80 @@ def _sandbox_versions(sandbox, backend: str) -> dict:
 
 
 @transaction.atomic
-def _store_gold(suite: Suite, results: dict[int, tuple[dict, float]], environments: dict[str, dict]) -> None:
-    experiments = Experiment.objects.filter(pk__in=results).select_related("paper")
-    by_paper: dict[Paper, dict] = {}
-    for experiment in experiments:
-        experiment.gold_result, experiment.gold_spread = results[experiment.pk]
-        experiment.save(update_fields=["gold_result", "gold_spread"])
-        by_paper.setdefault(experiment.paper, {})[experiment.exp_id] = experiment
+def _store_gold(suite: Suite, measured: list[GoldStability], environments: dict[str, dict]) -> None:
+    by_paper: dict[Paper, dict[int, GoldStability]] = {}
+    for stability in measured:
+        experiment = stability.experiment
+        experiment.gold_result = stability.result
+        experiment.gold_spread = stability.relative_spread
+        experiment.gold_repeats = stability.repeats
+        experiment.gold_spreads = stability.spreads
+        experiment.gold_unstable = stability.unstable
+        experiment.save(update_fields=["gold_result", "gold_spread", "gold_repeats", "gold_spreads", "gold_unstable"])
+        by_paper.setdefault(experiment.paper, {})[experiment.exp_id] = stability
     if suite.source_format != Suite.NATIVE:
         return
     for paper, stored in by_paper.items():
+        ids = sorted(stored)
         document = {
             "generated_by": "python manage.py make_gold",
             **environments[paper.paper_id],
-            "results": {str(i): stored[i].gold_result for i in sorted(stored)},
-            "spread": {str(i): stored[i].gold_spread for i in sorted(stored)},
+            "repeats": stored[ids[0]].repeats,
+            "results": {str(i): stored[i].result for i in ids},
+            "spread": {str(i): stored[i].relative_spread for i in ids},
+            "spreads": {str(i): stored[i].spreads for i in ids},
+            "unstable": [i for i in ids if stored[i].unstable],
         }
         (Path(paper.code_dir).parent / "gold.json").write_text(json.dumps(document, indent=2) + "\n")
+
+
+@dataclass
+class GoldCheck:
+    """`make_gold --check`: each stored gold number against what the gold code prints now."""
+
+    repeats: int
+    rows: list[tuple[Experiment, DriftRow]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def drifted(self) -> list[tuple[Experiment, DriftRow]]:
+        return [(experiment, row) for experiment, row in self.rows if not row.within_tolerance]
+
+    def lines(self) -> list[str]:
+        lines = []
+        for experiment, row in self.rows:
+            relative = "n/a" if row.relative_difference is None else f"{row.relative_difference:.2e}"
+            status = "ok" if row.within_tolerance else "DRIFTED beyond tolerance"
+            lines.append(f"{_where(experiment)} {row.key or '(result)'}: stored {row.stored!r}, now {row.now!r}, "
+                         f"relative drift {relative}: {status}")
+        lines.extend(f"PROBLEM: {problem}" for problem in self.problems)
+        return lines
+
+
+def suite_check_gold(*, suite: Suite, backend: str, repeats: int = 1) -> GoldCheck:
+    """Re-run the suite's gold code `repeats` times and compare every number with the stored gold,
+    within the tolerance it is scored with (`scoring_tolerance`: an unstable experiment's widened
+    one). Writes nothing: neither the database nor gold.json."""
+    if repeats < 1:
+        raise GoldError(f"--check needs at least 1 repeat, got {repeats}")
+    check = GoldCheck(repeats=repeats)
+    for experiment, outcomes in _gold_runs(suite, backend, repeats):
+        where = _where(experiment)
+        if experiment.gold_result is None:
+            check.problems.append(f"{where}: no stored gold to compare with (run make_gold)")
+        elif failure := _failed_outcome(where, outcomes):
+            check.problems.append(failure)
+        else:
+            rows = drift_rows(experiment.gold_result, [o.result for o in outcomes], *scoring_tolerance(experiment))
+            check.rows.extend((experiment, row) for row in rows)
+    return check
+
+
+# How a mutant (or a mask) fares against a function's dependent experiments, run in order until one
+# fails (running the rest would multiply validate_suite's time for little): that first failure
+CRASH = "crash"  # errs: non-zero exit, timeout, no parseable result
+WRONG_NUMBERS = "wrong numbers"  # runs and prints numbers outside tolerance
+SURVIVES = "survives"  # or every dependent passes: the suite cannot tell it from the gold code
 
 
 @dataclass
@@ -131,13 +262,56 @@ class FunctionCheck:
     experiments: list[int]
     mask_breaks: bool
     mutants_tried: int = 0
-    mutants_caught: int = 0
+    mutants_crash: int = 0
+    mutants_wrong: int = 0
     survivors: list[str] = field(default_factory=list)
+
+    @property
+    def mutants_caught(self) -> int:
+        return self.mutants_crash + self.mutants_wrong
+
+
+@dataclass
+class ExperimentStability:
+    """An experiment's gold over `repeats` fresh runs at validation, measured as make_gold measures
+    it (runs.benchmark.stability), next to what make_gold stored."""
+
+    label: str
+    repeats: int
+    in_tolerances: float | None  # the largest number spread in units of its tolerance; None: a run failed
+    marked_unstable: bool  # what make_gold stored, which scoring acts on
+    # A marked-unstable experiment's run printed numbers outside even its widened tolerance: the
+    # spread make_gold measured understates the noise.
+    beyond_widened: bool = False
+
+    @property
+    def unstable(self) -> bool:
+        return self.in_tolerances is not None and self.in_tolerances > UNSTABLE_FRACTION
+
+    @property
+    def handled(self) -> bool:
+        """Stable, or unstable and marked so (then the suite's policy applies when scoring)."""
+        return not self.unstable or self.marked_unstable
+
+    def describe(self) -> str:
+        if self.in_tolerances is None:
+            return "not measured (a gold run failed)"
+        state = "UNSTABLE" if self.unstable else "stable"
+        if self.unstable and not self.marked_unstable:
+            state += " but stored as stable: re-run make_gold"
+        elif self.marked_unstable and not self.unstable:
+            state += " (stored as unstable)"
+        described = f"{state}, largest spread {self.in_tolerances:.2g} of tolerance"
+        if self.beyond_widened:
+            described += "; a run fell outside its widened tolerance: re-run make_gold with more repeats"
+        return described
 
 
 @dataclass
 class ValidationReport:
+    policy: str = Suite.WIDEN
     gold_failures: list[str] = field(default_factory=list)
+    stability: list[ExperimentStability] = field(default_factory=list)
     functions: list[FunctionCheck] = field(default_factory=list)
 
     @property
@@ -149,73 +323,155 @@ class ValidationReport:
         return sum(check.mutants_caught for check in self.functions)
 
     @property
+    def mutants_crash(self) -> int:
+        return sum(check.mutants_crash for check in self.functions)
+
+    @property
+    def mutants_wrong(self) -> int:
+        return sum(check.mutants_wrong for check in self.functions)
+
+    @property
     def catch_rate(self) -> float:
         return self.mutants_caught / self.mutants_tried if self.mutants_tried else 1.0
 
+    @property
+    def unstable(self) -> list[ExperimentStability]:
+        return [item for item in self.stability if item.unstable]
+
     def passed(self, *, min_catch_rate: float) -> bool:
+        # An unstable experiment is no reason to refuse the suite when make_gold marked it (the policy
+        # handles it); one measured unstable but stored as stable would be scored as if it were not.
         return (
             not self.gold_failures
+            and all(item.handled for item in self.stability)
             and all(check.mask_breaks for check in self.functions)
             and self.catch_rate >= min_catch_rate
         )
 
     def table(self) -> str:
-        header = f"{'function':<55} {'experiments':<14} {'mask breaks':<12} mutants caught"
+        header = (f"{'function':<55} {'experiments':<14} {'mask breaks':<12} {'mutants caught':<15} "
+                  f"{'crash':>5} {'wrong':>5} {'survive':>7}")
         rows = [header, "-" * len(header)]
         for check in self.functions:
             experiments = ",".join(map(str, check.experiments)) or "none"
+            caught = f"{check.mutants_caught}/{check.mutants_tried}"
             rows.append(
-                f"{check.label:<55} {experiments:<14} {'yes' if check.mask_breaks else 'NO':<12} "
-                f"{check.mutants_caught}/{check.mutants_tried}"
+                f"{check.label:<55} {experiments:<14} {'yes' if check.mask_breaks else 'NO':<12} {caught:<15} "
+                f"{check.mutants_crash:>5} {check.mutants_wrong:>5} {len(check.survivors):>7}"
             )
         rows.append("-" * len(header))
         rows.append(f"mutants caught: {self.mutants_caught}/{self.mutants_tried} ({self.catch_rate:.1%})")
+        rows.append(
+            f"mutants: {self.mutants_tried} tried: {self.mutants_crash} crash, {self.mutants_wrong} print wrong "
+            f"numbers, {self.mutants_tried - self.mutants_caught} survive"
+        )
+        if self.stability:
+            repeats = max(item.repeats for item in self.stability)
+            rows.append("")
+            rows.append(f"gold stability over {repeats} runs (unstable: a number's runs differ by more than "
+                        f"{UNSTABLE_FRACTION:g} of its tolerance)")
+            rows.extend(f"  {item.label:<45} {item.describe()}" for item in self.stability)
+            policy = dict(Suite.UNSTABLE_POLICIES)[self.policy]
+            rows.append(f"gold stability: {len(self.unstable)} of {len(self.stability)} experiments unstable "
+                        f"(policy: {policy})")
         rows.extend(f"GOLD FAILS: {failure}" for failure in self.gold_failures)
         return "\n".join(rows)
 
 
 def _fails(outcome: ExperimentOutcome, experiment: Experiment) -> bool:
+    """Whether the outcome fails the experiment as scoring would judge it (an unstable experiment
+    with its widened tolerance, which it is scored with under either policy when it is scored)."""
     if outcome.error:
         return True
-    rtol, atol = _tolerance(experiment)
+    rtol, atol = scoring_tolerance(experiment)
     return not score_experiment(gold=experiment.gold_result, predicted=outcome.result, rtol=rtol, atol=atol).passed
 
 
+def _stability(experiment: Experiment, outcomes: list[ExperimentOutcome]) -> ExperimentStability:
+    label = _where(experiment)
+    beyond_widened = experiment.gold_unstable and experiment.gold_result is not None and any(
+        not outcome.error and _fails(outcome, experiment) for outcome in outcomes
+    )
+    in_tolerances = None
+    if experiment.gold_result is not None and not any(outcome.error for outcome in outcomes):
+        try:
+            spreads = number_spreads([outcome.result for outcome in outcomes])
+        except StabilityError:
+            in_tolerances = None
+        else:
+            # Judged as make_gold would judge these runs (the first one as gold): would it mark them unstable?
+            in_tolerances = spread_in_tolerances(outcomes[0].result, spreads, *experiment_tolerance(experiment))
+    return ExperimentStability(label=label, repeats=len(outcomes), in_tolerances=in_tolerances,
+                               marked_unstable=experiment.gold_unstable, beyond_widened=beyond_widened)
+
+
 def suite_validate(
-    *, suite: Suite, backend: str, mutants_per_function: int = 6, seed: int = 0, progress: Progress = print
+    *, suite: Suite, backend: str, mutants_per_function: int = 6, seed: int = 0, repeats: int = DEFAULT_REPEATS,
+    progress: Progress = print,
 ) -> ValidationReport:
-    """Check that the gold code passes, that every mask breaks something and that mutants are caught."""
-    report = ValidationReport()
+    """Check that the gold code passes and is stable over `repeats` runs (the first run is also the
+    pass check; each further run is in a fresh workspace and sandbox), that every mask breaks
+    something and that mutants are caught, counting those that crash apart from those that run and
+    print wrong numbers."""
+    if repeats < 1:
+        raise GoldError(f"validate_suite needs at least 1 gold run, got {repeats}")
+    report = ValidationReport(policy=suite.unstable_policy)
     with tempfile.TemporaryDirectory(prefix="validate-suite-") as scratch:
         for paper in suite.papers.exclude(code_dir="").order_by("paper_id"):
+            experiments = list(paper.experiments.select_related("paper").order_by("exp_id"))
             workspace, sandbox = _paper_sandbox(paper, Path(scratch), backend)
             with sandbox:
-                experiments = {e.exp_id: e for e in paper.experiments.order_by("exp_id")}
-                for experiment in experiments.values():
+                first = [run_experiment(sandbox, experiment_spec(experiment)) for experiment in experiments]
+                for experiment, outcome in zip(experiments, first):
                     if experiment.gold_result is None:
-                        report.gold_failures.append(f"{paper.paper_id} experiment {experiment.exp_id}: no gold result")
-                    elif _fails(outcome := run_experiment(sandbox, experiment_spec(experiment)), experiment):
-                        reason = outcome.error or "numbers differ from gold"
-                        report.gold_failures.append(f"{paper.paper_id} experiment {experiment.exp_id}: {reason}")
-                for function in paper.functions.order_by("func_id").prefetch_related("experiments"):
+                        report.gold_failures.append(f"{_where(experiment)}: no gold result")
+                    elif outcome.error:
+                        report.gold_failures.append(f"{_where(experiment)}: {outcome.error}")
+                    elif _fails(outcome, experiment) and not experiment.gold_unstable:
+                        # (a marked-unstable experiment's noise is reported with its stability)
+                        report.gold_failures.append(f"{_where(experiment)}: numbers differ from gold")
+                for function in paper.functions.order_by("func_id").prefetch_related("experiments__paper"):
                     check = _check_function(sandbox, workspace, function, seed, mutants_per_function)
                     report.functions.append(check)
                     progress(
-                        f"{check.label}: mask breaks={'yes' if check.mask_breaks else 'NO'}, "
-                        f"mutants caught {check.mutants_caught}/{check.mutants_tried}"
+                        f"{check.label}: mask breaks={'yes' if check.mask_breaks else 'NO'}, mutants caught "
+                        f"{check.mutants_caught}/{check.mutants_tried} ({check.mutants_crash} crash, "
+                        f"{check.mutants_wrong} wrong numbers)"
                     )
+            passes = [first] + [
+                _gold_pass(paper, experiments, Path(scratch), backend, repeat=repeat) for repeat in range(2, repeats + 1)
+            ]
+            for index, experiment in enumerate(experiments):
+                outcomes = [outcomes[index] for outcomes in passes]
+                # The first run's failure is reported above; a later one is a gold failure too.
+                report.gold_failures.extend(
+                    f"{_where(experiment)}: run {repeat} of {repeats}: {outcome.error}"
+                    for repeat, outcome in enumerate(outcomes[1:], start=2) if outcome.error
+                )
+                stability = _stability(experiment, outcomes)
+                report.stability.append(stability)
+                progress(f"{stability.label}: {stability.describe()}")
     return report
 
 
 def _check_function(sandbox, workspace: Path, function, seed: int, limit: int) -> FunctionCheck:
-    dependents = [e for e in function.experiments.order_by("exp_id") if e.gold_result is not None]
+    with_gold = [e for e in function.experiments.order_by("exp_id") if e.gold_result is not None]
+    # Noise must not pass for a caught mutant: unstable experiments judge only a function that has
+    # no stable one (as scoring falls back to them when a sample has nothing else).
+    dependents = [e for e in with_gold if not e.gold_unstable] or with_gold
     path = workspace / CODE_DIR / function.file
     gold_source = path.read_text(encoding="utf-8")
 
-    def breaks_something(source: str) -> bool:
+    def verdict(source: str) -> str:
         path.write_text(source, encoding="utf-8", newline="")
         try:
-            return any(_fails(run_experiment(sandbox, experiment_spec(e)), e) for e in dependents)
+            for experiment in dependents:
+                outcome = run_experiment(sandbox, experiment_spec(experiment))
+                if outcome.error:
+                    return CRASH
+                if _fails(outcome, experiment):
+                    return WRONG_NUMBERS
+            return SURVIVES
         finally:
             path.write_text(gold_source, encoding="utf-8", newline="")
 
@@ -223,12 +479,15 @@ def _check_function(sandbox, workspace: Path, function, seed: int, limit: int) -
     check = FunctionCheck(
         label=f"{function.paper.paper_id}#{function.func_id} {function.name}",
         experiments=[e.exp_id for e in dependents],
-        mask_breaks=bool(dependents) and breaks_something(mask_source(gold_source, [target]).text),
+        mask_breaks=bool(dependents) and verdict(mask_source(gold_source, [target]).text) != SURVIVES,
     )
     for mutant in function_mutants(gold_source, function.name, line_hint=function.line_hint, seed=seed, limit=limit):
         check.mutants_tried += 1
-        if breaks_something(mutant.source):
-            check.mutants_caught += 1
+        outcome = verdict(mutant.source)
+        if outcome == CRASH:
+            check.mutants_crash += 1
+        elif outcome == WRONG_NUMBERS:
+            check.mutants_wrong += 1
         else:
             check.survivors.append(mutant.description)
     return check

@@ -2,7 +2,10 @@
 workspace of a sample (or of a paper's gold code) holds, as the plain `WorkspaceSpec` that
 runs.benchmark.workspace builds from. Plain functions with keyword-only arguments."""
 
+from dataclasses import dataclass
 from pathlib import Path
+
+from django.db.models import Count, Q
 
 from runs.benchmark.sampling import sample_id as make_sample_id
 from runs.benchmark.workspace import ExperimentSpec, MaskedFunctionSpec, WorkspaceSpec
@@ -32,8 +35,9 @@ def sample_get(*, sample_id: str, suite: str | None = None) -> Sample:
 
 
 def sample_experiments(*, sample: Sample) -> list[Experiment]:
-    """The experiments that depend on at least one masked function; all of them for n=0 (reproduction)."""
-    experiments = Experiment.objects.filter(paper=sample.paper)
+    """The experiments that depend on at least one masked function; all of them for n=0 (reproduction).
+    Their paper and suite come in the same query: scoring reads the suite's unstable-gold policy."""
+    experiments = Experiment.objects.filter(paper=sample.paper).select_related("paper__suite")
     if sample.n:
         experiments = experiments.filter(dependencies__in=sample.functions.all()).distinct()
     return list(experiments.order_by("exp_id"))
@@ -100,3 +104,30 @@ def suite_get(*, name: str) -> Suite:
     except Suite.DoesNotExist:
         known = ", ".join(Suite.objects.order_by("name").values_list("name", flat=True)) or "none"
         raise Suite.DoesNotExist(f"no suite named {name!r} (imported suites: {known})") from None
+
+
+@dataclass(frozen=True)
+class SuiteGoldStability:
+    name: str
+    experiments: int
+    unstable: int
+    policy: str
+
+    @property
+    def policy_label(self) -> str:
+        return dict(Suite.UNSTABLE_POLICIES)[self.policy]
+
+
+def suites_gold_stability(*, names) -> list[SuiteGoldStability]:
+    """For each named suite: how many of its experiments make_gold found unstable, and what its
+    policy does with them (one query)."""
+    rows = (
+        Suite.objects.filter(name__in=names)
+        .annotate(
+            experiment_count=Count("papers__experiments"),
+            unstable_count=Count("papers__experiments", filter=Q(papers__experiments__gold_unstable=True)),
+        )
+        .order_by("name")
+        .values_list("name", "experiment_count", "unstable_count", "unstable_policy")
+    )
+    return [SuiteGoldStability(*row) for row in rows]

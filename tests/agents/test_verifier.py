@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from leaderboard.services import run_select_with_verifier
 from runs.agents import agent_from_name, gold_bodies_for
 from runs.agents.llm import ToolCall
 from runs.agents.verifier import (
@@ -16,8 +18,13 @@ from runs.agents.verifier import (
     select_with_model,
     verifier_prompt,
 )
+from runs.benchmark.workspace import CONTEXT_CONDITIONS
+from runs.models import Sample
+from runs.suites.services import workspace_build
 from tests.agents.helpers import PROVIDERS, build_toy_workspace, model_for, texts
 from tests.fakes import FakeTurn
+from tests.leaderboard.factories import PASS, make_attempt, make_run
+from tests.support import import_builtin_suite
 
 TASK = {
     "sample_id": "toy_0",
@@ -133,3 +140,35 @@ def test_candidates_come_from_real_trajectories(fake_llm, tmp_path, sandbox_on):
     prompt = texts(fake_llm.requests[0].json, "user")[0]
     assert candidates[0].patch != candidates[1].patch
     assert all(candidate.patch.rstrip() in prompt for candidate in candidates)  # each whole patch is shown
+
+
+@pytest.mark.django_db
+def test_the_verifier_is_shown_the_task_and_paper_of_the_agents_workspace(fake_llm, tmp_path):
+    """Under each context condition, the verifier's request quotes the sample's task.json and its
+    paper.md as the workspace the agents worked in holds them (built by the harness's service)."""
+    suite = import_builtin_suite(samples="2")
+    # Two functions of one file: the second one's line in the masked file is not its gold line.
+    sample = next(
+        sample for sample in Sample.objects.filter(paper__suite=suite).prefetch_related("functions").order_by("sample_id")
+        if len({function.file for function in sample.functions.all()}) == 1
+    )
+    fake_llm.script([FakeTurn(tool_calls=[(CHOOSE_TOOL.name, {"candidate": 2})])] * len(CONTEXT_CONDITIONS))
+    for request_number, context in enumerate(CONTEXT_CONDITIONS):
+        run = make_run(suite, context=context, k=2, n_values=(2,))
+        for index in range(2):
+            make_attempt(run, sample, index, PASS)
+        assert run_select_with_verifier(run=run, verifier=f"openai-compatible:judge@{fake_llm.base_url_openai}").selected == 1
+
+        workspace = tmp_path / context
+        workspace_build(sample=sample, dest=workspace, context=context)
+        prompt = texts(fake_llm.requests[request_number].json, "user")[0]
+        task_text = (workspace / "task.json").read_text()
+        [quoted] = re.findall(r"```json\n(.*?)\n```", prompt, flags=re.DOTALL)
+        assert json.loads(quoted) == json.loads(task_text) and quoted == task_text.rstrip()
+        gold_lines = {f.name: f.line_hint for f in sample.functions.all()}
+        assert any(entry["line"] != gold_lines[entry["name"]] for entry in json.loads(quoted)["missing_functions"])
+        paper = workspace / "paper.md"
+        if context == "none":
+            assert not paper.exists() and "# The paper" not in prompt
+        else:
+            assert paper.read_text().strip() in prompt

@@ -137,11 +137,145 @@ def test_stale_hint_is_reported_not_obeyed():
     assert is_stub(masked.text, "RRRLoss.__init__")
 
 
-def test_stale_hint_among_several_candidates_takes_the_nearest_and_lists_them():
-    location = locate_function(TWO_LOSSES, "__call__", line_hint=30)
-    assert (location.qualified_name, location.hint_status) == ("RRRLoss.__call__", "stale")
-    assert "`EnergyLoss.__call__` at line 7" in location.note and "`RRRLoss.__call__` at line 17" in location.note
-    assert locate_function(TWO_LOSSES, "__call__", line_hint=1).qualified_name == "EnergyLoss.__call__"
+BOTH_CALLS = "2 definitions of `__call__` (`EnergyLoss.__call__` at line 7, `RRRLoss.__call__` at line 17)"
+
+
+def test_a_hint_in_no_candidate_is_ambiguous_not_resolved_to_the_nearest():
+    for hint in (1, 12, 30):
+        with pytest.raises(AmbiguousFunction) as caught:
+            locate_function(TWO_LOSSES, "__call__", line_hint=hint)
+        assert str(caught.value) == (
+            "`__call__` is ambiguous: 2 definitions match (`EnergyLoss.__call__` at line 7, `RRRLoss.__call__` at "
+            f"line 17) and no evidence picks one (line hint {hint} is in none of them nor on the statement of a class "
+            "defining one; no span); give the qualified name or the def line as hint"
+        )
+
+
+def test_a_hint_on_a_class_line_selects_the_method_of_that_class():
+    location = locate_function(TWO_LOSSES, "__call__", line_hint=13)  # `class RRRLoss:`
+    assert (location.qualified_name, location.def_line, location.hint_status, location.rule, location.scope) == (
+        "RRRLoss.__call__", 17, "stale", "class line", ("RRRLoss",))
+    assert location.note == (f"chose `RRRLoss.__call__` at line 17: of the {BOTH_CALLS}, the method of class "
+                             "`RRRLoss`, on whose statement line hint 13 falls")
+    assert locate_function(TWO_LOSSES, "__call__", line_hint=4).qualified_name == "EnergyLoss.__call__"
+    masked = mask(TWO_LOSSES, MaskTarget("__call__", "RRR.", line_hint=13))
+    assert masked.notes == [location.note] and is_stub(masked.text, "RRRLoss.__call__", "RRR.")
+
+
+CALLABLES = src(
+    '''
+    class Base:
+        def __call__(self, x):
+            raise NotImplementedError
+
+
+    @register
+    class A(Base):
+        def __call__(self, x):
+            return x
+
+
+    class B(
+        Base,
+    ):
+        """B."""
+
+        def __call__(self, x):
+            return 2 * x
+
+        class Inner:
+            def __call__(self, x):
+                return 3 * x
+
+
+    class Empty:
+        pass
+    '''
+)
+
+
+@pytest.mark.parametrize("hint, expected", [
+    (1, "Base.__call__"),
+    (6, "A.__call__"),  # the class's decorator
+    (13, "B.__call__"),  # inside a multi-line class header; not B.Inner.__call__, which is not directly in B
+    (20, "B.Inner.__call__"),
+])
+def test_class_line_rule_takes_the_method_defined_directly_in_the_class(hint, expected):
+    location = locate_function(CALLABLES, "__call__", line_hint=hint)
+    assert (location.qualified_name, location.rule, location.hint_status) == (expected, "class line", "stale")
+
+
+def test_class_line_rule_on_a_class_without_the_method_or_with_a_property():
+    with pytest.raises(AmbiguousFunction) as caught:
+        locate_function(CALLABLES, "__call__", line_hint=25)
+    assert "(line hint 25 is in none of them and on class `Empty`, which defines none; no span)" in str(caught.value)
+    # A decorator of the class's first method is that method's line, not the class statement's.
+    decorated_first = src(
+        """
+        class C:
+            @staticmethod
+            def helper():
+                return 0
+
+            def __call__(self):
+                return 1
+
+
+        class D:
+            def __call__(self):
+                return 2
+        """
+    )
+    assert locate_function(decorated_first, "__call__", line_hint=1).qualified_name == "C.__call__"
+    with pytest.raises(AmbiguousFunction, match="line hint 2 is in none of them nor on the statement of a class"):
+        locate_function(decorated_first, "__call__", line_hint=2)
+    # The class defines the getter, setter and deleter of `size`: the name means the getter.
+    assert (locate_function(PROPERTY, "size", line_hint=1).qualified_name,
+            locate_function(PROPERTY, "size", line_hint=1).rule) == ("Box.size", "class line")
+
+
+def test_span_rule_takes_the_candidate_in_the_span_over_a_nearer_one():
+    # Hint 12 is nearer EnergyLoss.__call__ (line 7) than RRRLoss.__call__ (17); the span decides.
+    location = locate_function(TWO_LOSSES, "__call__", line_hint=12, span=(18, 19))
+    assert (location.qualified_name, location.hint_status, location.rule) == ("RRRLoss.__call__", "stale", "span")
+    assert location.note == (f"chose `RRRLoss.__call__` at line 17: of the {BOTH_CALLS}, the one in the span 18-19 "
+                             "(line hint 12 matches none of them)")
+    no_hint = locate_function(TWO_LOSSES, "__call__", span=(5, 10))
+    assert (no_hint.qualified_name, no_hint.hint_status, no_hint.rule) == ("EnergyLoss.__call__", "none", "span")
+    # A hint that falls inside a candidate is stronger evidence than the span.
+    inside = locate_function(TWO_LOSSES, "__call__", line_hint=9, span=(18, 19))
+    assert (inside.qualified_name, inside.hint_status, inside.rule) == ("EnergyLoss.__call__", "exact", "inside")
+
+
+def test_span_rule_with_nested_definitions_takes_the_innermost_containing_the_span():
+    source = src(
+        """
+        def step(x):
+            def step(y):
+                return y
+            return step(x)
+        """
+    )
+    assert locate_function(source, "step", span=(3, 3)).qualified_name == "step.step"
+    assert locate_function(source, "step", span=(2, 4)).qualified_name == "step"
+
+
+@pytest.mark.parametrize("span, overlap", [((8, 18), "2"), ((1, 3), "none")])
+def test_a_span_that_does_not_single_out_a_candidate_is_ambiguous(span, overlap):
+    with pytest.raises(AmbiguousFunction) as caught:
+        locate_function(TWO_LOSSES, "__call__", line_hint=12, span=span)
+    assert str(caught.value) == (
+        "`__call__` is ambiguous: 2 definitions match (`EnergyLoss.__call__` at line 7, `RRRLoss.__call__` at "
+        "line 17) and no evidence picks one (line hint 12 is in none of them nor on the statement of a class "
+        f"defining one; the span {span[0]}-{span[1]} overlaps {overlap} of them); give the qualified name or the "
+        "def line as hint"
+    )
+
+
+@pytest.mark.parametrize("span", [(5, 4), (0, 3), ("a", 3), (3,)])
+def test_a_span_that_is_not_a_range_of_lines_is_a_masking_error(span):
+    with pytest.raises(MaskingError, match="span .* for `__call__` is not"):
+        locate_function(TWO_LOSSES, "__call__", span=span)
 
 
 NESTED = src(

@@ -1,3 +1,4 @@
+import functools
 import json
 import math
 import time
@@ -11,10 +12,12 @@ from runs.benchmark.scoring import (
     DEFAULT_RTOL,
     ParsedAnswer,
     as_number,
+    attempt_tolerance_ratio,
     flatten_numbers,
     parse_answer,
     score_experiment,
     score_sample,
+    tolerance_ratio,
 )
 
 
@@ -565,3 +568,157 @@ def test_an_answer_key_of_thousands_of_digits_is_just_an_unknown_key():
     score = score_sample(experiments=[("Experiment 1", {"x": 1.0}, None, None)], answer={"1" * 5000: 0, "Experiment 1": {"x": 1.0}})
     assert score.passed
     json.dumps(score.to_dict())
+
+
+# --- tolerance ratio: how far a verdict is from passing ------------------------------------------------
+
+
+def one(gold, answer, rtol=None, atol=None, mode="strict"):
+    return score_sample(experiments=[("e", gold, rtol, atol)], answer=answer, mode=mode)
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "rtol", "atol", "expected"),
+    [
+        ({"x": 1.0}, {"x": 1.03}, 0.05, 0.0, 0.6),  # 3% off with a 5% tolerance
+        ({"x": -2.0}, {"x": -2.3}, 0.05, 0.0, 3.0),  # abs(gold) in the tolerance
+        ({"x": 1.0, "y": 10.0}, {"x": 1.01, "y": 11.5}, 0.05, 0.0, 3.0),  # the largest number decides
+        ({"x": 100.0}, {"x": 101.0}, 0.0, 2.0, 0.5),  # an absolute tolerance alone
+        ({"x": 0.0}, {"x": 0.0}, 0.0, 0.0, 0.0),  # no tolerance, equal: 0
+        ({"x": 0.0}, {"x": 1e-12}, 0.0, 0.0, math.inf),  # no tolerance, different: inf
+        ({"x": 0.0}, {"x": 5e-9}, None, None, 0.5),  # gold 0: the default atol alone
+        ({"losses": [1.0, 2.0]}, {"losses": [1.0, 2.2]}, None, None, 2.0),  # flattened lists
+    ],
+)
+def test_tolerance_ratio_values(gold, answer, rtol, atol, expected):
+    score = one(gold, answer, rtol, atol)
+    assert tolerance_ratio(score) == pytest.approx(expected)
+    assert tolerance_ratio(score.to_dict()) == tolerance_ratio(score)  # the stored dict reads the same
+
+
+def test_tolerance_ratio_takes_the_largest_over_experiments_with_their_own_tolerances():
+    experiments = [(1, {"a": 1.0}, 0.01, 0.0), (2, {"b": 1.0}, 0.10, 0.0)]
+    score = score_sample(experiments=experiments, answer={"1": {"a": 1.005}, "2": {"b": 1.15}})
+    assert not score.passed
+    assert tolerance_ratio(score) == pytest.approx(1.5)  # 15% against 10%; 0.5% against 1% is 0.5
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"x": None},  # missing number
+        {"y": 1.0},  # missing key
+        {"x": "nan"},
+        {"x": float("inf")},
+        {"x": "93%"},  # not a number
+        {"x": [1.0]},  # a list where gold has a number
+        "no object here",  # unparseable
+    ],
+)
+def test_tolerance_ratio_is_none_when_no_tolerance_would_pass(answer):
+    score = one({"x": 1.0, "z": 2.0}, answer if isinstance(answer, str) else {"z": 2.0, **answer})
+    assert not score.passed
+    assert tolerance_ratio(score) is None
+    assert tolerance_ratio(score.to_dict()) is None
+
+
+def test_tolerance_ratio_is_none_for_missing_experiments_upstream_mode_and_no_score():
+    two = score_sample(experiments=[(1, {"a": 1.0}, None, None), (2, {"b": 1.0}, None, None)], answer={"1": {"a": 1.0}})
+    assert two.experiments[0].passed and tolerance_ratio(two) is None  # experiment 2 has no result
+    assert tolerance_ratio(one({"x": 1.0}, {"x": 1.0}, mode="upstream")) is None
+    assert tolerance_ratio(score_sample(experiments=[], answer={})) is None
+    assert tolerance_ratio(None) is None
+
+
+def test_tolerance_ratio_stays_on_the_side_of_one_the_rule_chose():
+    # At the boundary: 1.05 - 1 is 0.050000000000000044 in floats, which fails the rule.
+    score = one({"x": 1.0}, {"x": 1.05}, 0.05, 0.0)
+    assert not score.passed and tolerance_ratio(score) > 1
+    # The difference and the tolerance both overflow: the rule says inf <= inf passes, the quotient is nan.
+    huge = one({"x": -1e308}, {"x": 1e308}, 2.0, 0.0)
+    assert huge.passed and tolerance_ratio(huge) == 1.0
+
+
+_GOLD_VALUES = st.one_of(st.just(0.0), st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False))
+_REPORTED = st.one_of(
+    st.floats(min_value=-0.5, max_value=0.5).map(lambda error: ("relative", error)),  # near gold
+    st.floats(min_value=-1e-7, max_value=1e-7).map(lambda error: ("absolute", error)),  # round-off
+    st.just(("exact", 0.0)),
+    st.sampled_from([("value", math.nan), ("value", math.inf), ("value", "n/a"), ("value", None), ("missing", None)]),
+    st.floats(allow_nan=False).map(lambda value: ("value", value)),
+)
+
+
+@st.composite
+def _scored_samples(draw):
+    experiments, answer = [], {}
+    for number in range(1, draw(st.integers(1, 3)) + 1):
+        keys = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True))
+        gold = {key: draw(_GOLD_VALUES) for key in keys}
+        rtol = draw(st.sampled_from([None, 0.0, 0.01, 0.05, 0.2]))
+        atol = draw(st.sampled_from([None, 0.0, 1e-8, 1e-3]))
+        experiments.append((number, gold, rtol, atol))
+        reported = {}
+        for key, gold_value in gold.items():
+            kind, value = draw(_REPORTED)
+            if kind == "relative":
+                reported[key] = gold_value * (1 + value)
+            elif kind == "absolute":
+                reported[key] = gold_value + value
+            elif kind == "exact":
+                reported[key] = gold_value
+            elif kind == "value":
+                reported[key] = value
+        if draw(st.booleans()) or len(experiments) == 1:
+            answer[str(number)] = reported
+    return experiments, answer
+
+
+@given(_scored_samples())
+def test_tolerance_ratio_is_at_most_one_exactly_when_the_strict_score_passes(sample):
+    experiments, answer = sample
+    score = score_sample(experiments=experiments, answer=answer)
+    ratio = tolerance_ratio(score)
+    assert (ratio is not None and ratio <= 1) == score.passed
+    assert tolerance_ratio(json.loads(json.dumps(score.to_dict()))) == ratio  # as stored and read back
+    assert ratio is None or ratio >= 0
+
+
+def test_scaling_every_tolerance_by_f_passes_exactly_when_the_ratio_is_at_most_f():
+    gold = {"a": 10.0, "b": -0.5}
+    answer = {"a": 10.3, "b": -0.51}  # 3% and 2% off: ratio 0.6 at 5%
+    ratio = tolerance_ratio(one(gold, answer, 0.05, 0.0))
+    assert ratio == pytest.approx(0.6)
+    for tolerance in (0.005, 0.01, 0.02, 0.029, 0.031, 0.05, 0.1):
+        passed = one(gold, answer, tolerance, 0.0).passed
+        assert passed == (ratio <= tolerance / 0.05 + 1e-12), tolerance
+
+
+def _scores(*errors):
+    """Stored score dicts of one number `1 + error` against gold 1 at the rule's tolerance."""
+    return [one({"x": 1.0}, {"x": 1.0 + error}).to_dict() for error in errors]
+
+
+def test_attempt_ratio_follows_the_leaderboard_verdict():
+    near, off, far = _scores(0.01, 0.07, 0.15)  # ratios 0.2, 1.4, 3.0
+    missing = one({"x": 1.0}, {}).to_dict()
+    ratio = functools.partial(attempt_tolerance_ratio, done=True)
+    # Not re-executed: the reported score's ratio.
+    assert ratio(reported_score=near, reported_passed=True, reexecution_score=None, reexecution_passed=None,
+                 passed=False) == pytest.approx(0.2)
+    assert ratio(reported_score=off, reported_passed=False, reexecution_score=None, reexecution_passed=None,
+                 passed=False) == pytest.approx(1.4)
+    # Re-executed: the larger of the two, None if either is None.
+    assert ratio(reported_score=near, reported_passed=True, reexecution_score=far, reexecution_passed=False,
+                 passed=False) == pytest.approx(3.0)
+    assert ratio(reported_score=off, reported_passed=False, reexecution_score=near, reexecution_passed=True,
+                 passed=False) == pytest.approx(1.4)
+    assert ratio(reported_score=near, reported_passed=True, reexecution_score=near, reexecution_passed=True,
+                 passed=True) == pytest.approx(0.2)
+    assert ratio(reported_score=near, reported_passed=True, reexecution_score=missing, reexecution_passed=False,
+                 passed=False) is None
+    # A failed verdict whose numbers pass failed for another reason: no tolerance would make it pass.
+    assert ratio(reported_score=near, reported_passed=True, reexecution_score=near, reexecution_passed=True,
+                 passed=False) is None
+    assert attempt_tolerance_ratio(done=False, reported_score=near, reported_passed=True, reexecution_score=None,
+                                   reexecution_passed=None, passed=False) is None

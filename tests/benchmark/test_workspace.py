@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from runs.benchmark.masking import function_body_source
-from runs.benchmark.workspace import ExperimentSpec, MaskedFunctionSpec, WorkspaceError, WorkspaceSpec, audit_workspace, build_workspace
+from runs.benchmark.workspace import (
+    CONTEXT_CONDITIONS,
+    ExperimentSpec,
+    MaskedFunctionSpec,
+    WorkspaceError,
+    WorkspaceSpec,
+    audit_workspace,
+    build_workspace,
+    task_document,
+)
 
 MODEL_PY = textwrap.dedent(
     '''\
@@ -125,6 +134,40 @@ def test_several_masks_report_their_lines_in_the_masked_file(codebase, tmp_path)
         "def fit",
         "def weighted_loss",
     ]
+
+
+@pytest.mark.parametrize("context", CONTEXT_CONDITIONS)
+def test_the_task_document_is_what_the_workspace_holds(codebase, tmp_path, context):
+    masked = [
+        MaskedFunctionSpec(func_id=0, file="lib/model.py", name="Scaler.fit", description="Fit."),
+        MaskedFunctionSpec(func_id=1, file="lib/model.py", name="weighted_loss", description="Loss."),  # no excerpt
+    ]
+    spec = spec_for(codebase, context=context, masked=masked)
+    before = sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*"))
+    document = task_document(spec)
+    assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before  # nothing written
+
+    dest = tmp_path / "ws"
+    manifest = build_workspace(spec, dest)
+    assert document.task == json.loads((dest / "task.json").read_text())
+    assert document.task["missing_functions"] == manifest.missing_functions
+    assert document.markdown == (dest / "TASK.md").read_text()
+    paper = dest / "paper.md"
+    assert document.context_text == (paper.read_text() if context != "none" else None) and paper.exists() == (context != "none")
+    # The lines are the masked file's: the second stub moved up when the first body shrank.
+    assert [f["line"] for f in document.task["missing_functions"]] == [5, 14]
+    assert "`code/lib/model.py` line 14: `weighted_loss`" in document.markdown
+    if context == "oracle":
+        assert "## code/lib/model.py: weighted_loss\n\n(no excerpt is available for this function)" in document.context_text
+
+
+def test_the_task_document_refuses_what_build_workspace_refuses(codebase, tmp_path):
+    with pytest.raises(WorkspaceError, match="context 'some' is not one of none, full, oracle"):
+        task_document(spec_for(codebase, context="some"))
+    with pytest.raises(WorkspaceError, match="gold code directory .*nowhere does not exist"):
+        task_document(spec_for(tmp_path / "nowhere"))
+    with pytest.raises(WorkspaceError, match="masked function file lib/nope.py does not exist"):
+        task_document(spec_for(codebase, masked=[MaskedFunctionSpec(func_id=0, file="lib/nope.py", name="f")]))
 
 
 def test_refuses_a_non_empty_destination_or_one_inside_the_gold_code(codebase, tmp_path):

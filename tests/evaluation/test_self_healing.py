@@ -29,9 +29,11 @@ from runs.evaluation.queue import job_id_for
 from runs.evaluation.recovery import attempts_heal
 from runs.evaluation.selectors import run_progress, run_waiting_notes
 from runs.evaluation.services import run_create
+from runs.evaluation.workdirs import attempt_reexecution_dir
 from runs.models import Attempt, Run, Sample, Submission
 from runs.submissions.services import submission_create
 from runs.suites.services import workspace_build
+from sandbox.base import WORKSPACE_MOUNT
 from tests.evaluation.helpers import claimed_pid, trajectory_files, wait_for
 from tests.replay.factories import make_user
 from tests.submissions.helpers import OTHER_SAMPLE, SAMPLE, jsonl, record
@@ -192,11 +194,14 @@ def test_reexecutions_of_submissions_heal_too(builtin_suite, redis_queue, settin
     assert attempts_heal().settled("reexecution") == []  # settled once
 
 
-def _slow_gold_patch(sample, scratch, *, seconds: float) -> str:
-    """The gold patch of `sample`, each restored body pausing on its first call: a re-execution that
-    stays under way long enough to be killed, and still passes."""
-    workspace = scratch / "slow-workspace"
+def _gated_gold_patch(sample, scratch) -> str:
+    """The gold patch of `sample`, each restored body holding its experiment on its first call until
+    the test lets it go: it creates `paused` in the workspace's code/, then waits for `release`
+    there, which the test writes through the try's re-execution directory on the host. A
+    re-execution that stays under way until it is killed, without a timed pause, and still passes."""
+    workspace = scratch / "gated-workspace"
     workspace_build(sample=sample, dest=workspace)
+    gate = f"{WORKSPACE_MOUNT}/{CODE_DIR}"
     parts = []
     for function in sample.functions.order_by("func_id"):
         masked = (workspace / CODE_DIR / function.file).read_text(encoding="utf-8")
@@ -204,7 +209,11 @@ def _slow_gold_patch(sample, scratch, *, seconds: float) -> str:
                                     function.name, line_hint=function.line_hint)
         indent = body[: len(body) - len(body.lstrip())]
         # Once per experiment process, however often the function is called.
-        pause = f"{indent}globals().get('_paused') or (globals().update(_paused=True), __import__('time').sleep({seconds}))\n"
+        pause = (
+            f"{indent}globals().get('_released') or (open('{gate}/paused', 'w').close(), "
+            f"[__import__('time').sleep(0.05) for _ in iter(lambda: __import__('os').path.exists('{gate}/release'), True)], "
+            "globals().update(_released=True))\n"
+        )
         restored = replace_function_body(masked, function.name, pause + body)
         parts.append("".join(difflib.unified_diff(
             masked.splitlines(keepends=True), restored.splitlines(keepends=True),
@@ -219,7 +228,7 @@ def test_a_worker_killed_during_a_submissions_reexecution_is_recovered_exactly_o
     run's attempt: its worker and work horse killed mid-re-execution, a long-running worker heals it
     on its schedule, re-executes it once more and the submission ends verified."""
     sample = Sample.objects.get(sample_id=SAMPLE)
-    patch = _slow_gold_patch(sample, tmp_path, seconds=1.5)
+    patch = _gated_gold_patch(sample, tmp_path)
     data = jsonl(record(SAMPLE, 0, final_answer=gold_numbers(sample), final_patch=patch))
     submission = submission_create(data=data, filename="slow.jsonl", uploader=make_user(), reexecute=True)
     [victim] = submission.run.attempts.all()
@@ -237,6 +246,10 @@ def test_a_worker_killed_during_a_submissions_reexecution_is_recovered_exactly_o
     os.kill(claimed_pid(victim.claimed_by), signal.SIGKILL)
     doomed.wait(timeout=30)
 
+    # The healer's second try: let its experiments go once they are held.
+    second_try_code = attempt_reexecution_dir(victim.pk, 2, submission=True) / CODE_DIR
+    wait_for(lambda: (second_try_code / "paused").exists(), timeout=60, message="the second try's experiments held")
+    (second_try_code / "release").touch()
     wait_for(lambda: Submission.objects.get(pk=submission.pk).status == Submission.VERIFIED, timeout=120,
              message="the submission verified by itself")
     healer.terminate()

@@ -54,9 +54,13 @@ def test_command(board_data):
         call_command("select_with_verifier", str(board_data.run_a.pk), "--verifier", "gpt4")
 
 
-def test_model_verifier_through_the_real_sdk(board_data, fake_llm, monkeypatch):
+def test_model_verifier_through_the_real_sdk(board_data, fake_llm, monkeypatch, tmp_path):
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
+    # The verifier is shown the task the agents' workspaces held, masked from the gold code.
+    (tmp_path / "m.py").write_text("".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(3)))
+    board_data.paper.code_dir = str(tmp_path)
+    board_data.paper.save(update_fields=["code_dir"])
     # The judge always picks the second candidate.
     fake_llm.script([FakeTurn(tool_calls=[(CHOOSE_TOOL.name, {"candidate": 2, "reasoning": "tests pass"})])] * 4)
     spec = f"openai-compatible:judge@{fake_llm.base_url_openai}"

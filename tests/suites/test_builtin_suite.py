@@ -1,4 +1,5 @@
 """The built-in suite as users get it: imported by set-up, gold code passing inside built workspaces."""
+import re
 from io import StringIO
 
 import pytest
@@ -70,3 +71,14 @@ def test_validate_suite_passes_on_the_builtin_suite(builtin, settings):
     table = out.getvalue()
     rows = [line for line in table.splitlines() if "#" in line]
     assert len(rows) >= 20 and all(line.split()[3] == "yes" for line in rows)
+    # The mutants' outcome split, which README's "Built-in suite" section quotes.
+    tried, crash, wrong, survive = map(int, re.search(
+        r"mutants: (\d+) tried: (\d+) crash, (\d+) print wrong numbers, (\d+) survive", table).groups())
+    assert crash + wrong + survive == tried and wrong > crash
+    # Gold stability over 3 fresh-sandbox runs (the default): the code is seeded, every experiment stable.
+    experiments = Experiment.objects.filter(paper__suite=builtin).count()
+    stability = [line for line in table.splitlines() if line.startswith("  ") and " experiment " in line]
+    assert len(stability) == experiments and all("stable, largest spread 0 of tolerance" in line for line in stability)
+    assert "gold stability over 3 runs" in table and f"gold stability: 0 of {experiments} experiments unstable" in table
+    assert not Experiment.objects.filter(paper__suite=builtin, gold_unstable=True).exists()
+    assert set(Experiment.objects.filter(paper__suite=builtin).values_list("gold_repeats", flat=True)) == {3}

@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from runs.benchmark.masking import MaskTarget, mask_source
 from runs.models import Experiment, Function, Paper, Sample, Suite
 from runs.suites.importers.common import SuiteFormatError
 from runs.suites.importers.upstream import import_upstream
@@ -81,11 +82,13 @@ def test_fixture_imports_with_its_quirks_reported(upstream_metadata, upstream_co
     assert papers["2309.05569"].code_dir == ""
     assert papers["2303.11932"].source_url == "https://github.com/ryan-ott/model-guidance-reproducibility/tree/main"
     assert not Function.objects.filter(paper__paper_id__in=["2309.05569", "2203.01928", "2110.03485"]).exists()
-    assert any(e.startswith("mlrc_main.csv:2: code: no code directory ") and e.endswith(
-        "2309.05569: paper imported without code; its functions, experiments and samples are skipped") for e in found)
+    assert (f"mlrc_main.csv:2: code: no code directory {upstream_code / '2309.05569'} (nor "
+            f"{upstream_metadata / '2309.05569' / 'code'}): paper imported without code; its functions, experiments "
+            "and samples are skipped") in found
     assert "mlrc_funcs.csv:85: row: paper 2309.05569 has no code directory" in found
     assert "mlrc_exps.csv:64: row: paper 2110.03485 has no code directory" in found
-    assert "mlrc_main.csv:6: text: no papers/2205.00048.md or .txt in the metadata directory; paper text left empty" in found
+    assert ("mlrc_main.csv:6: text: no paper text: none of papers/2205.00048.md, papers/2205.00048.txt, "
+            "2205.00048/paper.md, 2205.00048/paper.txt in the metadata directory; paper text left empty") in found
 
     # Blank rows (five ",,,,,,," lines) are skipped, with the line numbers a person sees in an editor.
     assert [e for e in found if e.endswith("blank row")] == [f"mlrc_funcs.csv:{n}: row: blank row" for n in range(348, 353)]
@@ -99,14 +102,15 @@ def test_fixture_imports_with_its_quirks_reported(upstream_metadata, upstream_co
     assert experiment("2303.11932", 0).answer_format == {"IoU": 0.0}
     assert dependencies("2303.11932", 0) == [0, 4, 5, 6, 7, 8, 9, 10]
 
-    # Bare names are resolved by the line hint among same-named defs and stored qualified.
+    # Bare names are resolved by the line hint (or else the line_start..line_end span) among same-named
+    # defs and stored qualified.
     assert [(function("2303.11932", i).name, function("2303.11932", i).line_hint) for i in range(4)] == [
         ("F0.__call__", 68), ("F1.__call__", 90), ("F2.__call__", 120), ("F3.__call__", 107)]
     assert (function("2303.11932", 8).name, function("2303.11932", 8).line_hint) == ("F8.update", 170)
     assert function("2205.00048", 0).name == "II_F"
-    # Stale hints: the real def line is stored and the repair reported.
-    assert ("mlrc_funcs.csv:39: header_line: stale line hint 105 (matches no definition): F3.__call__ is defined "
-            "at line 107; stored 107") in found
+    # Stale hints: the real def line is stored and the repair reported with the rule that found it.
+    assert ("mlrc_funcs.csv:39: header_line: stale line hint 105 (the def in the row's span 106-117): F3.__call__ "
+            "is defined at line 107; stored 107") in found
     assert ("mlrc_funcs.csv:257: header_line: stale line hint 88 (matches no definition): GG_F is defined at "
             "line 90; stored 90") in found
     assert function("2205.00048", 3).line_hint == 90
@@ -115,8 +119,9 @@ def test_fixture_imports_with_its_quirks_reported(upstream_metadata, upstream_co
     assert function("2205.00048", 0).description.startswith("Performs certain calculations on energy systems")
     assert function("2205.00048", 0).relevant_paper.startswith("We refer to the expected exposure")
     assert function("2303.11932", 3).description == ""
-    assert ("mlrc_funcs.csv:39: description: none in mlrc_funcs.csv, 2303.11932.functions.jsonl or the samples' "
-            "func_details; left empty, so the masked stub gets no docstring") in found
+    assert ("mlrc_funcs.csv:39: description: none in mlrc_funcs.csv, 2303.11932.functions.jsonl, "
+            "2303.11932/functions.jsonl or the samples' func_details; left empty, so the masked stub gets no "
+            "docstring") in found
     assert not [e for e in found if e.startswith("mlrc_funcs.csv:177: description")]
 
     # The stale experiments.jsonl: disagreements reported, the CSV kept, renumbering explained.
@@ -163,6 +168,150 @@ def test_paper_text_and_a_function_without_header_line(tmp_path, upstream_metada
     assert not Experiment.objects.filter(paper__paper_id="2203.01928").exists()
 
 
+# Upstream's losses.py in miniature: four `__call__` in four classes, as in 2303.11932.
+LOSSES = """\
+import torch
+
+
+class BBMultipleLoss:
+    def __call__(self, attributions, bb_coordinates):
+        raise NotImplementedError
+
+
+class EnergyLoss(BBMultipleLoss):
+    def __init__(self):
+        self.only_positive = False
+
+    def __call__(self, attributions, bb_coordinates):
+        positive = attributions.clamp(min=0)
+        return 1 - positive.sum()
+
+
+class RRRLoss(BBMultipleLoss):
+    def __call__(self, attributions, bb_coordinates):
+        return (attributions ** 2).sum()
+
+
+class GradiaLoss(BBMultipleLoss):
+    def __call__(self, attributions, bb_coordinates):
+        return attributions.abs().sum()
+
+
+class ImgDataset:
+    def prepare_data_list(self):
+        return []
+"""
+
+
+def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\r\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def write_upstream_release(root: Path, upstream_metadata: Path) -> Path:
+    """A release in upstream's own layout: metadata CSVs beside one folder per paper (paper.txt, code/)."""
+    root.mkdir()
+    shutil.copyfile(upstream_metadata / "mlrc_main.csv", root / "mlrc_main.csv")  # the fixture's five papers
+    with open(upstream_metadata / "mlrc_funcs.csv", newline="", encoding="utf-8") as handle:
+        header = next(csv.reader(handle))
+    assert header == ["paper_id", "func_id", "file", "name", "header_line", "line_start", "line_end", "relevant_paper"]
+    write_csv(root / "mlrc_funcs.csv", header, [
+        ["2303.11932", 0, "losses.py", "__call__", 9, 14, 15, "Energy loss."],  # hint: `class EnergyLoss`
+        ["2303.11932", 1, "losses.py", "__call__", 18, 20, 20, "RRR loss."],  # hint: `class RRRLoss`
+        ["2303.11932", 2, "losses.py", "__call__", 22, 24, 25, "L1 loss."],  # hint: a blank line; the span decides
+        ["2303.11932", 3, "losses.py", "__call__", 2, "", "", "Base."],  # nothing decides: ambiguous
+        ["2303.11932", 4, "losses.py", "__init__", 10, "x", 12, ""],  # an exact hint and an unusable span
+        ["2303.11932", 5, "losses.py", "prepare_datalist", 29, 30, 30, "List."],  # renamed; the def line agrees
+        ["2303.11932", 6, "losses.py", "prepare_datalist", 28, 30, 30, "List."],  # renamed; only a similar name
+    ])
+    write_csv(root / "mlrc_exps.csv", ["paper_id", "exp_id", "description", "result", "func_dependencies", "solution"], [
+        ["2303.11932", 0, 'Train with the energy loss. Return {"IoU": 0.0}.', '{"IoU": 0.5}', "0,1,2,3",
+         "python train.py --localization_loss_fn Energy"],
+    ])
+    (root / "mlrc_n=1.jsonl").write_text('{"paper_id": "2303.11932", "func_ids": "1"}\n')
+    guide = root / "2303.11932"
+    (guide / "code").mkdir(parents=True)
+    (guide / "code" / "losses.py").write_text(LOSSES)
+    (guide / "paper.txt").write_text("Guide Models with Explanations\n\nBounding boxes — naïvely.\n")
+    (guide / "functions.jsonl").write_text(
+        '{"paper_id": "2303.11932", "func_id": "0", "header_line": 8, "description": "Compute the Energy loss."}\n')
+    (root / "2309.05569").mkdir()
+    (root / "2309.05569" / "paper.txt").write_bytes(b"ITI-GEN \xff prompts\x00\n")  # not UTF-8, and a NUL
+    (root / "papers").mkdir()
+    (root / "papers" / "2205.00048.md").write_text("# Joint Multisided Exposure Fairness\n")  # overrides paper.txt
+    (root / "2205.00048").mkdir()
+    (root / "2205.00048" / "paper.txt").write_text("upstream's copy\n")
+    return root
+
+
+def test_upstream_layout_paper_folders_and_line_hints_resolved_by_evidence(tmp_path, upstream_metadata):
+    release = write_upstream_release(tmp_path / "MLRC", upstream_metadata)
+
+    # The release as it is: each paper's code is its own folder's code/.
+    suite, report = import_upstream(metadata_dir=release, code_dir=release)
+    found = entries(report)
+
+    texts = dict(Paper.objects.filter(suite=suite).values_list("paper_id", "text"))
+    assert texts == {
+        "2303.11932": "Guide Models with Explanations\n\nBounding boxes — naïvely.\n",
+        "2205.00048": "# Joint Multisided Exposure Fairness\n",
+        "2309.05569": "ITI-GEN \ufffd prompts\n",
+        "2110.03485": "",
+        "2203.01928": "",
+    }
+    assert ("mlrc_main.csv:2: text: 2309.05569/paper.txt is not valid UTF-8 (invalid start byte at byte 8); read "
+            "with every undecodable byte replaced by U+FFFD") in found
+    assert "mlrc_main.csv:2: text: 2309.05569/paper.txt holds 1 NUL character(s); removed" in found
+    assert ("mlrc_main.csv:5: text: no paper text: none of papers/2110.03485.md, papers/2110.03485.txt, "
+            "2110.03485/paper.md, 2110.03485/paper.txt in the metadata directory; paper text left empty") in found
+    assert [e for e in found if ": text: " in e and "2205.00048" in e] == []
+    assert Paper.objects.get(paper_id="2303.11932").code_dir == str((release / "2303.11932" / "code").resolve())
+
+    functions = {f.func_id: (f.name, f.line_hint) for f in Function.objects.filter(paper__paper_id="2303.11932")}
+    assert functions == {0: ("EnergyLoss.__call__", 13), 1: ("RRRLoss.__call__", 19), 2: ("GradiaLoss.__call__", 24),
+                         4: ("EnergyLoss.__init__", 10), 5: ("ImgDataset.prepare_data_list", 29)}
+    assert function("2303.11932", 0).description == "Compute the Energy loss."  # from 2303.11932/functions.jsonl
+    no_description = ("none in mlrc_funcs.csv, 2303.11932.functions.jsonl, 2303.11932/functions.jsonl or the "
+                      "samples' func_details; left empty, so the masked stub gets no docstring")
+    assert [e for e in found if e.startswith(("mlrc_funcs.csv", "2303.11932/"))] == [
+        "2303.11932/functions.jsonl:1: header_line: '8' disagrees with mlrc_funcs.csv:2 ('9'); the CSV value is kept",
+        "mlrc_funcs.csv:5: name: losses.py: `__call__` is ambiguous: 4 definitions match (`BBMultipleLoss.__call__` "
+        "at line 5, `EnergyLoss.__call__` at line 13, `RRRLoss.__call__` at line 19, `GradiaLoss.__call__` at line "
+        "24) and no evidence picks one (line hint 2 is in none of them nor on the statement of a class defining one; "
+        "no span); give the qualified name or the def line as hint",
+        "mlrc_funcs.csv:8: name: losses.py: no function `prepare_datalist` (line hint 28); did you mean "
+        "`ImgDataset.prepare_data_list` at line 29?",
+        "mlrc_funcs.csv:2: header_line: stale line hint 9 (a class line: the method inside class EnergyLoss): "
+        "EnergyLoss.__call__ is defined at line 13; stored 13",
+        "mlrc_funcs.csv:3: header_line: stale line hint 18 (a class line: the method inside class RRRLoss): "
+        "RRRLoss.__call__ is defined at line 19; stored 19",
+        "mlrc_funcs.csv:3: description: " + no_description,
+        "mlrc_funcs.csv:4: header_line: stale line hint 22 (the def in the row's span 24-25): GradiaLoss.__call__ is "
+        "defined at line 24; stored 24",
+        "mlrc_funcs.csv:4: description: " + no_description,
+        "mlrc_funcs.csv:6: line_start: 'x' is not a line number; the row's span is not used",
+        "mlrc_funcs.csv:6: description: " + no_description,
+        "mlrc_funcs.csv:7: name: no function `prepare_datalist` in losses.py, but `ImgDataset.prepare_data_list` is "
+        "defined at the hinted line 29 and its name differs only in underscores or case; ImgDataset.prepare_data_list "
+        "stored",
+        "mlrc_funcs.csv:7: description: " + no_description,
+    ]
+    # The ambiguous row is not guessed: experiment 0 depends on the three resolved functions only.
+    assert dependencies("2303.11932", 0) == [0, 1, 2]
+    assert "mlrc_exps.csv:2: func_dependencies: function 3 is not imported (mlrc_funcs.csv:5 was skipped); dropped" \
+        in found
+    assert list(Sample.objects.values_list("sample_id", flat=True)) == ["2303.11932_1"]
+
+    # The stored (name, def line) pairs mask exactly the methods chosen, and a second import changes nothing.
+    masked = mask_source(LOSSES, [MaskTarget(name, "", line_hint=line) for name, line in functions.values()])
+    assert [location.qualified_name for location in masked.locations] == [name for name, _ in functions.values()]
+    assert masked.notes == []
+    _, again = import_upstream(metadata_dir=release, code_dir=release)
+    assert not again.changed_anything
+
+
 def test_corrupted_rows_are_skipped_or_repaired_and_the_rest_imported(tmp_path, upstream_metadata, upstream_code):
     metadata = copy_metadata(upstream_metadata, tmp_path / "meta")
 
@@ -171,6 +320,8 @@ def test_corrupted_rows_are_skipped_or_repaired_and_the_rest_imported(tmp_path, 
         row_of(rows, "2303.11932", "func_id", 9)["name"] = "missing_fn"  # line 45
         row_of(rows, "2303.11932", "func_id", 6)["file"] = "../../outside.py"  # line 42
         row_of(rows, "2303.11932", "func_id", 5)["header_line"] = "about 118"  # line 41
+        row_of(rows, "2303.11932", "func_id", 7)["line_start"] = ""  # line 43
+        row_of(rows, "2303.11932", "func_id", 8)["line_end"] = "100"  # line 44: before line_start 171
         rows.append(dict(row_of(rows, "2205.00048", "func_id", 0)))  # an identical duplicate at the end
         rows.append({"paper_id": "9999.99999", "func_id": "0", "file": "x.py", "name": "f"})
     edit_csv(metadata / "mlrc_funcs.csv", break_functions)
@@ -203,6 +354,8 @@ def test_corrupted_rows_are_skipped_or_repaired_and_the_rest_imported(tmp_path, 
         "mlrc_funcs.csv:318: func_id: 'seven' is not a non-negative integer",
         "mlrc_funcs.csv:42: file: '../../outside.py' is not a relative path inside the code directory",
         "mlrc_funcs.csv:41: header_line: 'about 118' is not a line number; ignored",
+        "mlrc_funcs.csv:43: line_start: empty while the other end is given; the row's span is not used",
+        "mlrc_funcs.csv:44: line_end: 100 is before line_start 171; the row's span is not used",
         "mlrc_funcs.csv:373: row: identical duplicate of line 177 (2205.00048 func_id 0); the first is kept",
         # The duplicate's relevant_paper spans 30 lines, so the next record starts at line 403.
         "mlrc_funcs.csv:403: paper_id: paper '9999.99999' is not in mlrc_main.csv",

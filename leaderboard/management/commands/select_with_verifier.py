@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from leaderboard.services import run_select_with_verifier
 from runs.agents.llm import MissingAPIKey, ModelError
+from runs.benchmark.workspace import WorkspaceError
 from runs.models import Run
 
 
@@ -26,6 +27,8 @@ class Command(BaseCommand):
             report = run_select_with_verifier(run=run, verifier=verifier, replace=replace)
         except (ValueError, MissingAPIKey) as error:
             raise CommandError(str(error)) from None
+        except WorkspaceError as error:
+            raise CommandError(f"{error} (selections made so far are kept)") from None
         except ModelError as error:
             raise CommandError(f"the verifier model failed (selections made so far are kept): {error}") from None
         cost = "unknown" if report.cost is None else f"${report.cost:.4f}"

@@ -167,10 +167,20 @@ def resolve_code_file(code_dir: Path, relative: str) -> tuple[Path | None, str |
     return path, None
 
 
-def hint_repair(location, hint: int) -> str:
-    """Why a line hint was replaced by the def line (a hint inside the body still found the function)."""
-    where = "matches no definition" if location.hint_status == "stale" else "is not the def line"
-    return (f"stale line hint {hint} ({where}): {location.qualified_name} is defined at line "
+def hint_repair(location, hint: int, *, span: tuple[int, int] | None = None) -> str:
+    """Why a line hint was replaced by the def line, naming the rule of `locate_function` that
+    found the definition (`span` is the row's span, when one was given)."""
+    if location.rule == "class line":
+        why = f"a class line: the method inside class {'.'.join(location.scope)}"
+    elif location.rule == "span" and span is not None:
+        why = f"the def in the row's span {span[0]}-{span[1]}"
+    elif location.rule == "main definition":
+        why = "matches no definition; the name means its getter or implementation"
+    elif location.hint_status == "stale":
+        why = "matches no definition"
+    else:
+        why = "is not the def line"  # a decorator line, or inside the function: it still found it
+    return (f"stale line hint {hint} ({why}): {location.qualified_name} is defined at line "
             f"{location.def_line}; stored {location.def_line}")
 
 

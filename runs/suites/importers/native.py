@@ -2,10 +2,12 @@
 
 Layout::
 
-    <suite>/suite.json          {"name", "version", "description", "papers": ["<paper dir>", ...]}
+    <suite>/suite.json          {"name", "version", "description", "papers": ["<paper dir>", ...],
+                                 optional "unstable_policy": "widen" (default) or "exclude"}
     <suite>/<paper>/paper.md    "# Title" on the first line; the whole file is the paper text
     <suite>/<paper>/paper.json  {"id", "title", "functions": [...], "experiments": [...]}
-    <suite>/<paper>/gold.json   optional, written by `make_gold`: {"results": {...}, "spread": {...}, ...}
+    <suite>/<paper>/gold.json   optional, written by `make_gold`: {"results": {...}, "spread": {...},
+                                 "repeats": N, "spreads": {id: {key: {"min", "max"}}}, "unstable": [ids]}
     <suite>/<paper>/code/       the gold codebase
 
 Our own format is strict, unlike the upstream importer: every problem found is collected and the
@@ -30,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from runs.benchmark.json_objects import read_object
 from runs.benchmark.masking import MaskingError, locate_function
+from runs.benchmark.scoring import flatten_numbers
 from runs.benchmark.text import json_type
 from runs.models import Experiment, Function, Paper, Suite
 from runs.suites.importers.common import (
@@ -126,6 +129,9 @@ class _ExperimentSpec:
     timeout: int
     gold_result: dict | None = None
     gold_spread: float | None = None
+    gold_repeats: int | None = None
+    gold_spreads: dict = field(default_factory=dict)
+    gold_unstable: bool = False
 
 
 @dataclass
@@ -145,6 +151,7 @@ class _SuiteSpec:
     version: str
     description: str
     root: str
+    unstable_policy: str
     papers: list[_PaperSpec] = field(default_factory=list)
 
 
@@ -253,9 +260,10 @@ def _check_experiments(raw: list, *, function_ids: set[int], file: str,
 
 def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], suite_name: str,
                 problems: _Problems, report: ImportReport) -> None:
-    """Attach gold results and spreads to `experiments`; report those still without gold."""
+    """Attach gold results, spreads and stability to `experiments`; report those still without gold."""
     by_id = {experiment.exp_id: experiment for experiment in experiments}
     gold = {"results": {}, "spread": {}}
+    stability = {"repeats": None, "spreads": {}, "unstable": []}
     if path.exists():
         raw = _load_json(path, file=file, problems=problems)
         if raw is not None:
@@ -263,6 +271,7 @@ def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], su
             if values:
                 gold["results"] = values.get("results") or {}
                 gold["spread"] = values.get("spread") or {}
+                stability = {key: values.get(key) or stability[key] for key in stability}
     for section in ("results", "spread"):
         for key, value in gold[section].items():
             where = f"{section}.{key}"
@@ -285,10 +294,61 @@ def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], su
                 problems.add(file, where, "a spread without a gold result")
             elif value is not None:
                 experiment.gold_spread = float(value)
+    _check_stability(stability, by_id=by_id, file=file, problems=problems)
     for experiment in experiments:
         if experiment.gold_result is None:
             report.skip(f"{file}: results.{experiment.exp_id}",
                         f"no gold result yet: run `python manage.py make_gold {suite_name}`")
+
+
+def _spread_problem(spread) -> str | None:
+    """What is wrong with one number's {"min": ..., "max": ...}, or None."""
+    if not isinstance(spread, dict) or set(spread) != {"min", "max"}:
+        return 'expected {"min": number, "max": number}'
+    low, high = spread["min"], spread["max"]
+    if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in (low, high)):
+        return f'expected numbers for "min" and "max", got {json.dumps(spread)[:200]}'
+    if low > high:
+        return f'"min" {low!r} is larger than "max" {high!r}'
+    return None
+
+
+def _check_stability(stability: dict, *, by_id: dict[int, _ExperimentSpec], file: str, problems: _Problems) -> None:
+    """Attach make_gold's repeats, per-number spreads and unstable marks to experiments with gold.
+
+    A spread must belong to a number of the experiment's gold result, and an unstable experiment
+    needs its spreads: the "widen" policy widens its tolerance to cover them.
+    """
+    for key, spreads in stability["spreads"].items():
+        where = f"spreads.{key}"
+        experiment = by_id.get(int(key)) if re.fullmatch(r"0|[1-9][0-9]*", key) else None
+        if experiment is None:
+            problems.add(file, where, f"no experiment with id {key!r} in paper.json")
+        elif experiment.gold_result is None:
+            problems.add(file, where, "spreads without a gold result")
+        elif not isinstance(spreads, dict):
+            problems.add(file, where, f"expected an object, got {json_type(spreads)}")
+        else:
+            numbers = flatten_numbers(experiment.gold_result)
+            bad = False
+            for number, spread in spreads.items():
+                if number not in numbers:
+                    problems.add(file, f"{where}.{number}", "not a number of the experiment's gold result")
+                    bad = True
+                elif (problem := _spread_problem(spread)) is not None:
+                    problems.add(file, f"{where}.{number}", problem)
+                    bad = True
+            if not bad:
+                experiment.gold_spreads = spreads
+                experiment.gold_repeats = stability["repeats"]
+    for index, exp_id in enumerate(stability["unstable"]):
+        experiment = by_id.get(exp_id)
+        if experiment is None:
+            problems.add(file, f"unstable[{index}]", f"no experiment with id {exp_id} in paper.json")
+        elif not stability["spreads"].get(str(exp_id)):
+            problems.add(file, f"unstable[{index}]", f"experiment {exp_id} is marked unstable but has no spreads")
+        else:
+            experiment.gold_unstable = True
 
 
 def _check_paper(suite_dir: Path, directory: str, *, suite_name: str, problems: _Problems,
@@ -333,7 +393,7 @@ def _check_suite(suite_dir: Path, *, report: ImportReport) -> _SuiteSpec:
         _raise(suite_dir, problems)
     name = values.get("name", suite_dir.name)
     spec = _SuiteSpec(name=name, version=values.get("version", ""), description=values.get("description", ""),
-                      root=str(suite_dir.resolve()))
+                      root=str(suite_dir.resolve()), unstable_policy=values.get("unstable_policy", Suite.WIDEN))
     seen: dict[str, str] = {}
     for directory in values["papers"]:
         paper = _check_paper(suite_dir, directory, suite_name=name, problems=problems, report=report)
@@ -375,7 +435,9 @@ def _write_paper(suite: Suite, spec: _PaperSpec, *, report: ImportReport) -> Non
             Experiment, lookup={"paper": paper, "exp_id": experiment.exp_id}, report=report, kind="experiment",
             values={"description": experiment.description, "command": experiment.command,
                     "answer_format": experiment.answer_format, "gold_result": experiment.gold_result,
-                    "gold_spread": experiment.gold_spread, "rtol": experiment.rtol, "atol": experiment.atol,
+                    "gold_spread": experiment.gold_spread, "gold_repeats": experiment.gold_repeats,
+                    "gold_spreads": experiment.gold_spreads, "gold_unstable": experiment.gold_unstable,
+                    "rtol": experiment.rtol, "atol": experiment.atol,
                     "timeout_seconds": experiment.timeout},
         )
         relation_sync(row.dependencies, [functions[i] for i in experiment.depends_on], created=created,
@@ -400,7 +462,8 @@ def import_native_suite(path: Path) -> tuple[Suite, ImportReport]:
     with transaction.atomic():
         suite = upsert(Suite, lookup={"name": spec.name}, report=report, kind="suite",
                        values={"version": spec.version, "description": spec.description,
-                               "source_format": Suite.NATIVE, "gold_root": spec.root})
+                               "source_format": Suite.NATIVE, "gold_root": spec.root,
+                               "unstable_policy": spec.unstable_policy})
         for paper in spec.papers:
             _write_paper(suite, paper, report=report)
         delete_gone_papers(suite=suite, keep={paper.paper_id for paper in spec.papers}, report=report,

@@ -9,7 +9,7 @@ Unknown keys are errors except in gold.json, which `make_gold` writes and may ex
 
 import re
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import ErrorDetails, PydanticCustomError
@@ -110,6 +110,10 @@ class SuiteFile(_Object):
     papers: Annotated[list[str], Field(min_length=1), refused_as(_paper_dirs_described), AfterValidator(_paper_dirs)] = Field(
         description="The papers' directories, relative to the suite's."
     )
+    unstable_policy: Annotated[
+        Literal["widen", "exclude"],
+        refused_as(lambda value: f'expected "widen" or "exclude", got {value!r}'),
+    ] = Field(default=Suite.WIDEN, description="How experiments whose gold runs disagree are scored (Suite.unstable_policy).")
 
 
 class PaperFile(_Object):
@@ -170,6 +174,16 @@ class GoldFile(_Object):
     results: AnyObject = Field(description="Experiment id -> its gold result.")
     # Absent is fine, null is not (there is no None in the type).
     spread: AnyObject = Field(default=None, description="Experiment id -> the spread of its result over runs.")
+    repeats: Annotated[
+        int | None, Field(ge=1, le=MAX_ID), refused_as(lambda value: f"expected a positive number of gold runs, got {value!r}")
+    ] = Field(default=None, description="How many fresh-sandbox gold runs the spreads were measured over.")
+    spreads: AnyObject = Field(
+        default=None, description='Experiment id -> number key -> {"min": ..., "max": ...} over the gold runs.'
+    )
+    unstable: Annotated[
+        list[Annotated[int, Field(ge=0, le=MAX_ID)]],
+        refused_as(lambda value: f"expected an array of experiment ids, got {value!r}"),
+    ] = Field(default_factory=list, description="The ids of the experiments whose gold runs disagree.")
     generated_by: String = ""
     python: String = ""
     numpy: String = ""

@@ -1,26 +1,33 @@
 """Import the upstream AutoExperiment release's metadata (DESIGN.md section 4) as a suite.
 
-Inputs, all in `metadata_dir`:
+Inputs, all in `metadata_dir` (upstream's `dataset/MLRC/`, which also holds one folder per paper,
+`<paper_id>/` with `paper.txt`, `code/`, `functions.jsonl` and `experiments.jsonl`):
 
 - `mlrc_main.csv` (Title, github, paper_id, conda_env), `mlrc_funcs.csv` (paper_id, func_id, file,
-  name, header_line, ...) and `mlrc_exps.csv` (paper_id, exp_id, description, result,
-  func_dependencies, solution): required, the source of truth. A missing file or a missing required
-  column is a whole-file problem and raises SuiteFormatError naming the file and column.
-- `<paper_id>.functions.jsonl` / `<paper_id>.experiments.jsonl`: optional and stale. They only fill
+  name, header_line, optional line_start and line_end, ...) and `mlrc_exps.csv` (paper_id, exp_id,
+  description, result, func_dependencies, solution): required, the source of truth. A missing file
+  or a missing required column is a whole-file problem and raises SuiteFormatError naming the file
+  and column.
+- `<paper_id>.functions.jsonl` / `<paper_id>.experiments.jsonl`, or upstream's
+  `<paper_id>/functions.jsonl` / `<paper_id>/experiments.jsonl`: optional and stale. They only fill
   what the CSVs lack (function descriptions; an empty description or command), and every
   disagreement with the CSVs is reported. They never supply gold results: a stale gold number is
   worse than none.
 - `mlrc_n=<K>*.jsonl`: upstream's samples, imported as Sample rows. Their `func_details` also
   supply function descriptions. Samples are only ever added or updated here, never deleted for
   being absent (samples_ensure may have drawn more), except with a function that is deleted.
-- `papers/<paper_id>.md` or `.txt`: the paper text, if present (upstream ships none).
+- The paper text, from the first of `papers/<paper_id>.md`, `papers/<paper_id>.txt` (our own
+  files: an explicit override), `<paper_id>/paper.md` and `<paper_id>/paper.txt` (as upstream ships
+  it). A paper with none is imported with an empty text and reported with every place looked at;
+  text that is not UTF-8 is read with the bad bytes replaced, and reported.
 
 Code: the gold code of paper P is the directory `<code_dir>/<P>/` (a checkout of the paper's
-repository). A paper whose directory is missing is still imported, with an empty `code_dir`, so it
-shows up; its functions, experiments and samples are skipped, because without code nothing can be
-located, masked or run. Run the import again once the code is there. `code_dir` itself must exist
-(a missing one is far more likely a typo than a release without any code; pass an empty directory
-to import the metadata alone).
+repository), else the `code/` folder upstream ships in `<metadata_dir>/<P>/` (so the release
+imports as it is with `code_dir` = `metadata_dir`). A paper with neither is still imported, with
+an empty `code_dir`, so it shows up; its functions, experiments and samples are skipped, because
+without code nothing can be located, masked or run. Run the import again once the code is there.
+`code_dir` itself must exist (a missing one is far more likely a typo than a release without any
+code; pass an empty directory to import the metadata alone).
 
 Re-importing deletes the papers, functions and experiments of the suite that are no longer
 imported (gone from the CSVs, or now skipped), and the samples masking a deleted function; each
@@ -28,8 +35,11 @@ deletion is reported.
 
 Bad rows never stop the import: each is skipped or repaired and reported as
 `<file>:<line>: <field>: <reason>` (the line where the CSV record starts; records span lines).
-Function names are resolved in the code by AST (upstream gives bare names such as `__call__` and a
-def line that may be stale; the line only chooses among same-named defs) and stored qualified.
+Function names are resolved in the code by AST and stored qualified. Upstream gives bare names such
+as `__call__`, a header_line that may be stale or point at the class statement, and the body's
+line_start..line_end: these are only evidence to choose among same-named defs (the rules of
+`runs.benchmark.masking.locate_function`), each repair reported with the rule that made it. A row
+the evidence cannot resolve is skipped as ambiguous, never guessed.
 """
 import ast
 import csv
@@ -42,7 +52,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from runs.benchmark.masking import MaskingError, locate_function
+from runs.benchmark.masking import FunctionNotFound, MaskingError, list_functions, locate_function
 from runs.benchmark.sampling import sample_id
 from runs.models import Experiment, Function, Paper, Sample, Suite
 from runs.suites.importers.common import (
@@ -68,6 +78,8 @@ REQUIRED_COLUMNS = {
     EXPS: ("paper_id", "exp_id", "description", "result", "func_dependencies", "solution"),
 }
 SAMPLE_FILE = re.compile(r"^mlrc_n=(\d+).*\.jsonl$")
+# Where a paper's text may be, in order of precedence: our own papers/ files override upstream's.
+PAPER_TEXT_PLACES = ("papers/{}.md", "papers/{}.txt", "{}/paper.md", "{}/paper.txt")
 URL = re.compile(r"^https?://\S+$")
 FIELD_LENGTH = {name: Function._meta.get_field(name).max_length for name in ("file", "name")}
 TITLE_LENGTH = Paper._meta.get_field("title").max_length
@@ -189,9 +201,12 @@ def _read_csv(path: Path, *, report: ImportReport, problems: list[str]) -> list[
     return rows
 
 
-def _read_jsonl(path: Path, *, report: ImportReport) -> list[_Row]:
-    """The objects of an optional JSON-lines file; unreadable lines are reported and left out."""
-    name = path.name
+def _read_jsonl(path: Path, *, report: ImportReport, name: str | None = None) -> list[_Row]:
+    """The objects of an optional JSON-lines file; unreadable lines are reported and left out.
+
+    `name` is the file as reports name it (default: its file name).
+    """
+    name = name or path.name
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -273,12 +288,41 @@ def _to_json(value):
     return value
 
 
-def _read_paper_text(metadata_dir: Path, paper_id: str) -> str | None:
-    for suffix in (".md", ".txt"):
-        path = metadata_dir / "papers" / f"{paper_id}{suffix}"
-        if path.is_file():
-            return path.read_text(encoding="utf-8", errors="replace")
-    return None
+def _read_paper_text(metadata_dir: Path, paper_id: str, *, row: _Row, report: ImportReport) -> str:
+    """The paper's text from the first of PAPER_TEXT_PLACES that has it, or "" after reporting it."""
+    places = [place.format(paper_id) for place in PAPER_TEXT_PLACES]
+    for place in places:
+        path = metadata_dir / place
+        if not path.is_file():
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            report.repair(row.at("text"), f"{place} cannot be read ({error}); looking further")
+            continue
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            report.repair(row.at("text"), f"{place} is not valid UTF-8 ({error.reason} at byte {error.start}); "
+                          "read with every undecodable byte replaced by U+FFFD")
+            text = data.decode("utf-8-sig", errors="replace")
+        if "\x00" in text:
+            # Postgres text cannot hold NUL, and text extracted from a PDF sometimes has one.
+            report.repair(row.at("text"), f"{place} holds {text.count(chr(0))} NUL character(s); removed")
+            text = text.replace("\x00", "")
+        return text
+    report.repair(row.at("text"), f"no paper text: none of {', '.join(places)} in the metadata directory; "
+                  "paper text left empty")
+    return ""
+
+
+def _paper_code_dir(metadata_dir: Path, code_dir: Path, paper_id: str) -> Path | None:
+    """Paper P's gold code: a checkout at `<code_dir>/P/`, else the `code/` upstream ships in `<metadata_dir>/P/`."""
+    checkout, shipped = code_dir / paper_id, metadata_dir / paper_id / "code"
+    # With code_dir = metadata_dir, `<code_dir>/P/` is upstream's paper folder, not the checkout.
+    if checkout.is_dir() and checkout.resolve() != shipped.parent.resolve():
+        return checkout
+    return shipped if shipped.is_dir() else None
 
 
 def _plan_papers(rows: list[_Row], *, metadata_dir: Path, code_dir: Path, plan: _Plan, report: ImportReport):
@@ -303,17 +347,14 @@ def _plan_papers(rows: list[_Row], *, metadata_dir: Path, code_dir: Path, plan: 
         if url and not (URL.match(url) and len(url) <= URL_LENGTH):
             report.repair(row.at("github"), f"{url[:80]!r} is not an http(s) URL; left empty")
             url = ""
-        text = _read_paper_text(metadata_dir, paper_id)
-        if text is None:
-            text = ""
-            report.repair(row.at("text"), f"no papers/{paper_id}.md or .txt in the metadata directory; "
-                          "paper text left empty")
-        paper_code = code_dir / paper_id
-        if paper_code.is_dir():
+        text = _read_paper_text(metadata_dir, paper_id, row=row, report=report)
+        paper_code = _paper_code_dir(metadata_dir, code_dir, paper_id)
+        if paper_code is not None:
             code = str(paper_code.resolve())
         else:
             code = ""
-            report.skip(row.at("code"), f"no code directory {paper_code}: paper imported without code; "
+            report.skip(row.at("code"), f"no code directory {code_dir / paper_id} (nor "
+                        f"{metadata_dir / paper_id / 'code'}): paper imported without code; "
                         "its functions, experiments and samples are skipped")
         plan.papers[paper_id] = _Paper(paper_id=paper_id, title=title, text=text, code_dir=code, source_url=url)
 
@@ -429,8 +470,9 @@ def _plan_functions(rows: list[_Row], *, stale: dict, details: dict, plan: _Plan
         if not description:
             description = details.get(key, "")
         if not description:
-            report.repair(row.at("description"), f"none in {FUNCS}, {paper_id}.functions.jsonl or the samples' "
-                          "func_details; left empty, so the masked stub gets no docstring")
+            report.repair(row.at("description"), f"none in {FUNCS}, {paper_id}.functions.jsonl, "
+                          f"{paper_id}/functions.jsonl or the samples' func_details; left empty, so the masked "
+                          "stub gets no docstring")
         relevant = row.get("relevant_paper") or (_text(stale_row.values.get("relevant_paper")) if stale_row else "")
         plan.functions[key] = _Function(paper_id=paper_id, func_id=func_id, file=row.get("file"), name=qualified,
                                         description=description, relevant_paper=relevant, line_hint=def_line)
@@ -469,8 +511,17 @@ def _locate(row: _Row, code_dir: Path, *, sources: dict, report: ImportReport) -
     if raw_hint and not hint:
         report.repair(row.at("header_line"), f"{raw_hint!r} is not a line number; ignored")
         hint = None
+    span = _span(row, report=report)
     try:
-        location = locate_function(source, name, line_hint=hint)
+        location = locate_function(source, name, line_hint=hint, span=span)
+    except FunctionNotFound as not_found:
+        renamed = _renamed_at_hint(source, name, hint)
+        if renamed is None:
+            report.skip(row.at("name"), f"{relative}: {not_found}")
+            return None
+        report.repair(row.at("name"), f"no function `{name}` in {relative}, but `{renamed}` is defined at the hinted "
+                      f"line {hint} and its name differs only in underscores or case; {renamed} stored")
+        location = locate_function(source, renamed, line_hint=hint)
     except (MaskingError, SyntaxError, ValueError) as locate_error:
         report.skip(row.at("name"), f"{relative}: {locate_error}")
         return None
@@ -478,11 +529,44 @@ def _locate(row: _Row, code_dir: Path, *, sources: dict, report: ImportReport) -
         report.skip(row.at("name"), f"qualified name longer than {FIELD_LENGTH['name']} characters")
         return None
     if hint is not None and hint != location.def_line:
-        report.repair(row.at("header_line"), hint_repair(location, hint))
+        report.repair(row.at("header_line"), hint_repair(location, hint, span=span))
     elif not raw_hint:
-        report.repair(row.at("header_line"), f"empty; {location.qualified_name} found by name at line "
+        found_by = f"the row's span {span[0]}-{span[1]}" if location.rule == "span" else "name"
+        report.repair(row.at("header_line"), f"empty; {location.qualified_name} found by {found_by} at line "
                       f"{location.def_line}; stored {location.def_line}")
     return location.qualified_name, location.def_line
+
+
+def _renamed_at_hint(source: str, name: str, hint: int | None) -> str | None:
+    """The qualified name of the one definition on the hinted line whose name is `name` spelled with
+    other underscores or case (upstream's `prepare_datalist` for `prepare_data_list`), or None.
+
+    Two pieces of evidence must agree, the exact def line and the same letters; a similar name alone
+    is only suggested, never taken."""
+    if hint is None:
+        return None
+
+    def letters(text: str) -> str:
+        return text.rsplit(".", 1)[-1].replace("_", "").lower()
+
+    found = [qualified for qualified, line in list_functions(source) if line == hint and letters(qualified) == letters(name)]
+    return found[0] if len(found) == 1 else None
+
+
+def _span(row: _Row, *, report: ImportReport) -> tuple[int, int] | None:
+    """The row's line_start..line_end (upstream's lines of the body), or None; unusable values are reported."""
+    start, end = row.get("line_start"), row.get("line_end")
+    if not start and not end:
+        return None
+    for column, value in (("line_start", start), ("line_end", end)):
+        if not _parse_id(value):
+            problem = f"{value!r} is not a line number" if value else "empty while the other end is given"
+            report.repair(row.at(column), f"{problem}; the row's span is not used")
+            return None
+    if int(start) > int(end):
+        report.repair(row.at("line_end"), f"{int(end)} is before line_start {int(start)}; the row's span is not used")
+        return None
+    return int(start), int(end)
 
 
 def _plan_experiments(rows: list[_Row], *, stale: dict, plan: _Plan, report: ImportReport):
@@ -649,11 +733,12 @@ def _collect_details(files: list[tuple[int, list[_Row]]]) -> dict[tuple[str, int
 
 
 def _stale_rows(metadata_dir: Path, suffix: str, id_column: str, *, report: ImportReport) -> dict:
-    """The rows of every `<paper>.<suffix>` file, by (paper_id, id)."""
+    """The rows of every `<paper>.<suffix>` file, then of upstream's `<paper>/<suffix>`, by (paper_id, id)."""
     rows = {}
-    for path in sorted(metadata_dir.glob(f"*.{suffix}")):
-        paper_id = path.name[: -len(f".{suffix}")]
-        for row in _read_jsonl(path, report=report):
+    files = [(path.name[: -len(f".{suffix}")], path) for path in sorted(metadata_dir.glob(f"*.{suffix}"))]
+    files += [(path.parent.name, path) for path in sorted(metadata_dir.glob(f"*/{suffix}"))]
+    for paper_id, path in files:
+        for row in _read_jsonl(path, report=report, name=path.relative_to(metadata_dir).as_posix()):
             number = _parse_id(row.values.get(id_column))
             if _text(row.values.get("paper_id")) not in ("", paper_id):
                 report.skip(row.at("paper_id"), f"{row.values.get('paper_id')!r} in the file of paper {paper_id}; ignored")
