@@ -483,17 +483,20 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
         tried.append("no line hint")
     else:
         matching = [f for f in candidates if f.matches_hint(line_hint)]
-        if matching:
-            # The def line itself is the strongest evidence, then a decorator line, then the
-            # innermost definition whose lines contain the hint.
-            function = min(
-                matching,
-                key=lambda f: (hint_rule(f) != "def line", hint_rule(f) != "decorator line", f.end_line - f.first_line),
-            )
-            return _Choice(function, "exact", hint_rule(function))
+        # The def line itself is the strongest evidence, then a decorator line, then (below) the
+        # statement of a class defining one of them, then the innermost definition containing the hint.
+        best = min(
+            matching,
+            key=lambda f: (hint_rule(f) != "def line", hint_rule(f) != "decorator line", f.end_line - f.first_line),
+            default=None,
+        )
+        if best is not None and hint_rule(best) != "inside":
+            return _Choice(best, "exact", hint_rule(best))
         # Upstream's header_line often points at the class statement instead of the method.
         owner = _class_at(analysis, line_hint)
         in_class = [f for f in candidates if owner is not None and f.owner is owner]
+        if best is not None and not in_class:
+            return _Choice(best, "exact", "inside")
         if in_class:
             function = in_class[0] if len(in_class) == 1 else _main_definition(in_class)
             class_name = ".".join(in_class[0].scope)

@@ -385,9 +385,13 @@ class NumberScore:
     passed: bool
     reason: str
     predicted_text: str | None = None
+    # Set only when this number was judged with its own tolerance (a noisy gold number widened by
+    # the suite's policy), not its experiment's.
+    rtol: float | None = None
+    atol: float | None = None
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "key": self.key,
             "gold": _json_float(self.gold),
             "predicted": _json_float(self.predicted),
@@ -396,6 +400,9 @@ class NumberScore:
             "reason": self.reason,
             "predicted_text": self.predicted_text,
         }
+        if self.rtol is not None:
+            data.update(rtol=self.rtol, atol=self.atol)
+        return data
 
 
 @dataclass
@@ -530,6 +537,7 @@ def score_experiment(
     atol: float = DEFAULT_ATOL,
     experiment_id: Any = None,
     mode: str = "strict",
+    number_tolerances: Mapping[str, tuple[float, float]] | None = None,
 ) -> ExperimentScore:
     """Compare one experiment's reported result with its gold result.
 
@@ -543,10 +551,16 @@ def score_experiment(
     nan or infinite number fails the experiment in both modes: 0 can be within tolerance of a
     small gold value, which would reward not answering.
 
+    `number_tolerances` gives some numbers (flattened keys) their own (rtol, atol) instead of the
+    experiment's: a noisy gold number widened by the suite's policy (runs.benchmark.stability). Those
+    numbers record it in their score. In upstream mode they only change the per-number report.
+
     Raises ValueError for a negative or non-finite tolerance or an unknown mode; never for a bad
     answer or bad gold, which fail with a reason instead.
     """
     _check_arguments(rtol, atol, mode)
+    for own_rtol, own_atol in (number_tolerances or {}).values():
+        _check_arguments(own_rtol, own_atol, mode)
     rtol, atol = float(rtol), float(atol)
     score = ExperimentScore(experiment_id=experiment_id, passed=False, mode=mode, rtol=rtol, atol=atol)
     if not isinstance(gold, Mapping):
@@ -567,10 +581,14 @@ def score_experiment(
     else:
         pred_flat = flatten_numbers(predicted)
 
-    score.numbers = [
-        _score_number(key, gold_value, pred_flat.get(key, _MISSING), pred_flat, rtol, atol, mode)
-        for key, gold_value in gold_flat.items()
-    ]
+    score.numbers = []
+    for key, gold_value in gold_flat.items():
+        own = number_tolerances.get(key) if number_tolerances else None
+        key_rtol, key_atol = (float(own[0]), float(own[1])) if own else (rtol, atol)
+        number = _score_number(key, gold_value, pred_flat.get(key, _MISSING), pred_flat, key_rtol, key_atol, mode)
+        if own:
+            number.rtol, number.atol = key_rtol, key_atol
+        score.numbers.append(number)
     comparable = all(number.reason in (REASON_OK, REASON_OUTSIDE) for number in score.numbers)
     if mode == "strict":
         score.passed = score.error is None and all(number.passed for number in score.numbers)
@@ -629,14 +647,15 @@ def _match_experiments(experiment_ids: Sequence[Any], answer: Mapping) -> list[A
 
 def score_sample(
     *,
-    experiments: Sequence[tuple[Any, Mapping, float | None, float | None]],
+    experiments: Sequence[tuple],
     answer: Any,
     mode: str = "strict",
 ) -> SampleScore:
     """Score an agent's final answer for a sample.
 
     `experiments` lists `(experiment_id, gold_result, rtol or None, atol or None)` in the order the
-    sample presents them (None means the default tolerance). `answer` is a mapping, a
+    sample presents them (None means the default tolerance), optionally with a fifth item, the
+    numbers judged with their own tolerance (`score_experiment`'s `number_tolerances`). `answer` is a mapping, a
     `ParsedAnswer`, or text for `parse_answer`.
 
     How the answer is keyed:
@@ -658,18 +677,20 @@ def score_sample(
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     specs = []
     for spec in experiments:
-        experiment_id, gold, rtol, atol = spec
-        specs.append(
-            (experiment_id, gold, DEFAULT_RTOL if rtol is None else rtol, DEFAULT_ATOL if atol is None else atol)
-        )
+        experiment_id, gold, rtol, atol, *own = spec
+        specs.append((
+            experiment_id, gold, DEFAULT_RTOL if rtol is None else rtol, DEFAULT_ATOL if atol is None else atol,
+            own[0] if own else None,
+        ))
     parsed = answer if isinstance(answer, ParsedAnswer) else parse_answer(answer)
     if not specs:
         return SampleScore(passed=False, error="the sample has no experiments", parse_method=parsed.method)
 
     def score(spec, predicted, *, key=None, error=None) -> ExperimentScore:
-        experiment_id, gold, rtol, atol = spec
+        experiment_id, gold, rtol, atol, number_tolerances = spec
         result = score_experiment(
-            gold=gold, predicted=predicted, rtol=rtol, atol=atol, experiment_id=experiment_id, mode=mode
+            gold=gold, predicted=predicted, rtol=rtol, atol=atol, experiment_id=experiment_id, mode=mode,
+            number_tolerances=number_tolerances,
         )
         result.answer_key = None if key is None else str(key)
         if error is not None:
@@ -751,8 +772,8 @@ def _number_ratio(number: Any, rtol: float, atol: float) -> float | None:
 def tolerance_ratio(score: SampleScore | Mapping | None) -> float | None:
     """A strict-mode sample score's largest number error in units of that number's tolerance.
 
-    For each number: `|pred - gold| / (rtol * |gold| + atol)` with its experiment's own rtol and
-    atol as the score recorded them; 0 when the two are equal, inf when they differ and the
+    For each number: `|pred - gold| / (rtol * |gold| + atol)` with the rtol and atol the score
+    recorded for it (its own when it has them, else its experiment's); 0 when the two are equal, inf when they differ and the
     tolerance is 0 (gold 0 with atol 0, or both tolerances 0). The result is the largest over every
     number of every experiment, so it is <= 1 exactly when the score passes, and scaling every
     tolerance (relative and absolute) by a factor f would make the sample pass exactly when it is
@@ -778,7 +799,8 @@ def tolerance_ratio(score: SampleScore | Mapping | None) -> float | None:
         if rtol is None or atol is None:
             return None
         for number in experiment_numbers:
-            ratio = _number_ratio(number, rtol, atol)
+            own = (as_number(_field(number, "rtol")), as_number(_field(number, "atol")))
+            ratio = _number_ratio(number, *(own if None not in own else (rtol, atol)))
             if ratio is None:
                 return None
             largest = max(largest, ratio)

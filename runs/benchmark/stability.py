@@ -4,7 +4,7 @@
 for every number (flattened key, as scoring sees it), the smallest and largest value printed: its
 *spread*. An experiment is *unstable* when some number's spread is more than half its tolerance
 (`rtol * |gold| + atol`, the scoring rule): then a correct implementation could fail by noise
-alone, and the suite's policy either widens its tolerance (`widened_tolerance`) or leaves it out
+alone, and the suite's policy either widens its noisy numbers' tolerances (`widened_tolerances`) or leaves it out
 of scoring. `make_gold --check` compares a new run with the stored gold (`drift_rows`).
 
 No Django here: runs.suites and runs.evaluation call these with an experiment's stored values.
@@ -22,6 +22,7 @@ from runs.benchmark.scoring import as_number, flatten_numbers
 UNSTABLE_FRACTION = 0.5
 
 Spreads = dict[str, dict[str, float]]  # flattened key -> {"min": ..., "max": ...}
+NumberTolerances = dict[str, tuple[float, float]]  # flattened key -> (rtol, atol) replacing the experiment's
 
 
 class StabilityError(ValueError):
@@ -31,6 +32,15 @@ class StabilityError(ValueError):
 def _finite_number(value: Any) -> float | None:
     number = as_number(value)
     return number if number is not None and math.isfinite(number) else None
+
+
+def _same_leaf(first: Any, second: Any) -> bool:
+    """Whether two printed leaves are the same; NaN is the same as NaN (also spelled "NaN", as
+    stored gold holds it), though `nan != nan`: a number that is NaN in every run has not changed."""
+    if first == second:
+        return True
+    first_number, second_number = as_number(first), as_number(second)
+    return first_number is not None and second_number is not None and math.isnan(first_number) and math.isnan(second_number)
 
 
 def number_spreads(results: Sequence[Mapping]) -> Spreads:
@@ -54,7 +64,7 @@ def number_spreads(results: Sequence[Mapping]) -> Spreads:
         values = [_finite_number(run[key]) for run in flat]
         if any(value is None for value in values):
             raw = [run[key] for run in flat]
-            if any(item != raw[0] for item in raw[1:]):
+            if not all(_same_leaf(item, raw[0]) for item in raw[1:]):
                 raise StabilityError(f"{key or 'the result'}: not a finite number in every run, and the runs differ: {raw!r}")
             continue
         spreads[key] = {"min": min(values), "max": max(values)}
@@ -108,28 +118,32 @@ def _covers(value: float, gold: float, rtol: float, atol: float) -> bool:
     return abs(value - gold) <= rtol * abs(gold) + atol
 
 
-def widened_tolerance(gold: Mapping, spreads: Mapping, rtol: float, atol: float) -> tuple[float, float]:
-    """The smallest (rtol', atol') >= (rtol, atol) under which every value a gold run printed passes.
+def widened_tolerances(gold: Mapping, spreads: Mapping, rtol: float, atol: float) -> NumberTolerances:
+    """Per number that needs it, the smallest (rtol', atol') >= (rtol, atol) under which every value
+    its gold runs printed passes; numbers already covered are left out (they keep (rtol, atol)).
 
-    rtol' is the smallest relative tolerance with `|v - gold| <= rtol' * |gold| + atol` for the
-    minimum and maximum of every number. No relative tolerance covers a number whose gold is 0, so
-    for those numbers (only) the absolute tolerance is widened to their largest |v|; atol is
-    otherwise unchanged.
+    Per number, not per experiment: one noisy number (a timing, a near-zero loss) must not loosen
+    the experiment's other numbers. rtol' is the smallest relative tolerance with
+    `|v - gold| <= rtol' * |gold| + atol` for the number's minimum and maximum. No relative tolerance
+    covers a gold of 0, so there the absolute tolerance is widened to the largest |v| instead.
     """
-    widened_rtol, widened_atol = rtol, atol
-    for _, value, low, high in _gold_numbers(gold, spreads):
+    widened: NumberTolerances = {}
+    for key, value, low, high in _gold_numbers(gold, spreads):
+        key_rtol, key_atol = rtol, atol
         for observed in (low, high):
-            if value == 0:
-                widened_atol = max(widened_atol, abs(observed))
+            if _covers(observed, value, key_rtol, key_atol):
                 continue
-            if _covers(observed, value, widened_rtol, atol):
+            if value == 0:
+                key_atol = abs(observed)
                 continue
             candidate = (abs(observed - value) - atol) / abs(value)
             # Division rounds: step up until the scoring rule itself accepts the value.
             while not _covers(observed, value, candidate, atol):
                 candidate = math.nextafter(candidate, math.inf)
-            widened_rtol = max(widened_rtol, candidate)
-    return widened_rtol, widened_atol
+            key_rtol = max(key_rtol, candidate)
+        if (key_rtol, key_atol) != (rtol, atol):
+            widened[key] = (key_rtol, key_atol)
+    return widened
 
 
 @dataclass(frozen=True)
@@ -146,10 +160,16 @@ class DriftRow:
     now: float | None
     relative_difference: float | None
     within_tolerance: bool
+    # A key the gold code prints now but the stored gold lacks: scoring only reads the stored gold's
+    # keys, so it is not drift (within_tolerance is True), only reported.
+    new_key: bool = False
 
 
-def drift_rows(stored: Mapping, runs: Sequence[Mapping], rtol: float, atol: float) -> list[DriftRow]:
-    """Per number, the stored gold against `runs` (each a printed result), in the stored order."""
+def drift_rows(
+    stored: Mapping, runs: Sequence[Mapping], rtol: float, atol: float, number_tolerances: NumberTolerances | None = None
+) -> list[DriftRow]:
+    """Per number, the stored gold against `runs` (each a printed result), in the stored order, each
+    judged with the tolerance it is scored with (`number_tolerances` for the widened ones)."""
     stored_flat = flatten_numbers(stored)
     run_flats = [flatten_numbers(run) for run in runs]
     keys = list(stored_flat) + sorted({key for flat in run_flats for key in flat} - set(stored_flat))
@@ -158,18 +178,21 @@ def drift_rows(stored: Mapping, runs: Sequence[Mapping], rtol: float, atol: floa
         gold = _finite_number(stored_flat.get(key))
         values = [_finite_number(flat.get(key)) for flat in run_flats]
         if gold is None or not values or any(value is None for value in values):
-            # Missing on one side, or not a number: only an identical leaf in every run is no drift.
+            # Missing on one side, or not a number: only an identical leaf in every run is no drift,
+            # and a key only the new runs print is not scored (so not drift either).
+            new_key = key not in stored_flat
             same = key in stored_flat and bool(run_flats) and all(
-                key in flat and flat[key] == stored_flat[key] for flat in run_flats
+                key in flat and _same_leaf(flat[key], stored_flat[key]) for flat in run_flats
             )
             now = values[0] if values and all(value is not None for value in values) else None
-            rows.append(DriftRow(key=key, stored=gold, now=now, relative_difference=None, within_tolerance=same))
+            rows.append(DriftRow(key=key, stored=gold, now=now, relative_difference=None,
+                                 within_tolerance=same or new_key, new_key=new_key))
             continue
         now = max(values, key=lambda value: abs(value - gold))
         difference = abs(now - gold)
         relative = difference / abs(gold) if gold else (0.0 if difference == 0 else math.inf)
         rows.append(DriftRow(
             key=key, stored=gold, now=now, relative_difference=relative,
-            within_tolerance=difference <= number_tolerance(gold, rtol, atol),
+            within_tolerance=difference <= number_tolerance(gold, *(number_tolerances or {}).get(key, (rtol, atol))),
         ))
     return rows

@@ -23,7 +23,15 @@ from difflib import SequenceMatcher
 from pathlib import Path
 
 from runs.benchmark import python_ast
-from runs.benchmark.masking import MaskTarget, function_body_source, list_functions, locate_function, mask_source, normalise_code
+from runs.benchmark.masking import (
+    MaskingError,
+    MaskTarget,
+    function_body_source,
+    list_functions,
+    locate_function,
+    mask_source,
+    normalise_code,
+)
 from runs.benchmark.scoring import flatten_numbers
 
 CONTEXT_CONDITIONS = ("none", "full", "oracle")
@@ -115,7 +123,8 @@ def task_document(spec: WorkspaceSpec) -> TaskDocument:
 
     The masked files are masked in memory exactly as `build_workspace` masks them, so each missing
     function's line is the one in the masked file the agent opens. Raises WorkspaceError for an
-    unknown context condition, a missing gold code directory or masked file.
+    unknown context condition, a missing gold code directory or masked file, or a masked file that
+    cannot be masked (not UTF-8, or a function no longer where the suite says).
     """
     code_dir = _gold_code_dir(spec)
     return _task_document_of(spec, _mask_files(spec, code_dir))
@@ -228,19 +237,32 @@ def _mask_file(source: Path, relative: str, functions: list[MaskedFunctionSpec])
     path = source / relative
     if not path.is_file():
         raise WorkspaceError(f"masked function file {relative} does not exist in {source}")
-    original = path.read_bytes().decode("utf-8")
+    # The functions were located when the suite was imported; gold code changed since (a renamed
+    # function, a stale hint, another encoding) is a broken workspace, reported as such to every
+    # caller (build_workspace's and task_document's), not a traceback.
+    try:
+        original = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise WorkspaceError(
+            f"masked function file {relative} in {source} is not valid UTF-8 ({error.reason} at byte {error.start})"
+        ) from None
     targets = [MaskTarget(name=f.name, description=f.description, line_hint=f.line_hint) for f in functions]
-    masked = mask_source(original, targets, filename=relative)
-    # Report each stub's line in the masked file, which is what the agent will open; earlier stubs
-    # shift it, so look it up again rather than reuse the original line.
-    missing = tuple(
-        {
-            "file": f"{CODE_DIR}/{relative}",
-            "name": location.qualified_name,
-            "line": locate_function(masked.text, location.qualified_name, line_hint=location.def_line).def_line,
-        }
-        for location in masked.locations
-    )
+    try:
+        masked = mask_source(original, targets, filename=relative)
+        # Report each stub's line in the masked file, which is what the agent will open; earlier stubs
+        # shift it, so look it up again rather than reuse the original line.
+        missing = tuple(
+            {
+                "file": f"{CODE_DIR}/{relative}",
+                "name": location.qualified_name,
+                "line": locate_function(masked.text, location.qualified_name, line_hint=location.def_line).def_line,
+            }
+            for location in masked.locations
+        )
+    except MaskingError as error:  # its message starts with `relative`
+        raise WorkspaceError(f"cannot mask the functions of {source}: {error}") from None
+    except SyntaxError as error:
+        raise WorkspaceError(f"cannot mask the functions of {source}: {relative}: {error}") from None
     return _MaskedFile(relative=relative, text=masked.text, notes=tuple(masked.notes), missing_functions=missing)
 
 

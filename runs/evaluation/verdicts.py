@@ -36,7 +36,7 @@ from runs.benchmark.workspace import WorkspaceError, experiment_label
 from runs.evaluation.claims import InfrastructureFailure
 from runs.evaluation.workdirs import remove_tree
 from runs.models import Attempt, Experiment, Sample, Suite
-from runs.suites.gold import scoring_tolerance
+from runs.suites.gold import scoring_tolerances
 from runs.suites.selectors import experiment_spec, sample_experiments
 from runs.suites.services import workspace_build
 from sandbox import SandboxError, fs, open_sandbox
@@ -78,18 +78,16 @@ def failure_label(*, exit_status: str, final_answer_raw: str | None, answer_pars
 def scoring_specs(experiments: list[Experiment]) -> list[tuple]:
     """What score_sample needs, keyed by the labels the workspace gives the experiments.
 
-    An experiment whose gold is unstable (make_gold) gets its tolerance widened to cover every
-    value its gold runs printed (runs.suites.gold.scoring_tolerance), whatever the suite's policy:
-    under "exclude" it is then left out by `score_answer`, and scored so only when the sample has
-    nothing else. Each experiment's score records the tolerance it was judged with.
+    The noisy numbers of an experiment whose gold is unstable (make_gold) get their tolerance
+    widened to cover every value their gold runs printed (runs.suites.gold.scoring_tolerances),
+    whatever the suite's policy: under "exclude" the experiment is then left out by `score_answer`,
+    and scored so only when the sample has nothing else. Each score records the tolerance it was
+    judged with.
     """
-    specs = []
-    for number, experiment in enumerate(experiments, start=1):
-        rtol, atol = (
-            scoring_tolerance(experiment) if experiment.gold_unstable else (experiment.rtol, experiment.atol)
-        )
-        specs.append((experiment_label(number), experiment.gold_result, rtol, atol))
-    return specs
+    return [
+        (experiment_label(number), experiment.gold_result, *scoring_tolerances(experiment))
+        for number, experiment in enumerate(experiments, start=1)
+    ]
 
 
 def excluded_labels(experiments: list[Experiment]) -> set[str]:

@@ -3,7 +3,7 @@
 make_gold: gold numbers come from running the gold code (N times, each in a fresh workspace and
 sandbox, to measure noise), never from a person typing them. An experiment whose runs differ by
 more than half its tolerance is marked unstable (runs.benchmark.stability) and handled by the
-suite's policy when scoring (`scoring_tolerance`, runs.evaluation.verdicts). `make_gold --check`
+suite's policy when scoring (`scoring_tolerances`, runs.evaluation.verdicts). `make_gold --check`
 re-runs the gold code and reports each number's drift from the stored gold, writing nothing.
 validate_suite: every function must matter (masking it breaks a dependent experiment), the gold
 code must pass in a built workspace and be stable (or marked unstable), and plausible wrong
@@ -25,12 +25,13 @@ from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, score_experiment
 from runs.benchmark.stability import (
     UNSTABLE_FRACTION,
     DriftRow,
+    NumberTolerances,
     StabilityError,
     drift_rows,
     largest_relative_spread,
     number_spreads,
     spread_in_tolerances,
-    widened_tolerance,
+    widened_tolerances,
 )
 from runs.benchmark.workspace import CODE_DIR, build_workspace
 from runs.models import Experiment, Paper, Suite
@@ -53,14 +54,14 @@ def experiment_tolerance(experiment: Experiment) -> tuple[float, float]:
     return rtol, atol
 
 
-def scoring_tolerance(experiment: Experiment) -> tuple[float, float]:
-    """The (rtol, atol) a number of `experiment` is judged with when it is scored: its own, widened
-    to cover every value its gold runs printed when it is marked unstable (see
-    runs.benchmark.stability.widened_tolerance)."""
+def scoring_tolerances(experiment: Experiment) -> tuple[float, float, NumberTolerances]:
+    """How `experiment` is judged when it is scored: its (rtol, atol), and the numbers judged with
+    their own, widened to cover every value their gold runs printed when the experiment is marked
+    unstable (runs.benchmark.stability.widened_tolerances); only the noisy numbers are widened."""
     rtol, atol = experiment_tolerance(experiment)
     if experiment.gold_unstable and experiment.gold_result is not None and experiment.gold_spreads:
-        return widened_tolerance(experiment.gold_result, experiment.gold_spreads, rtol, atol)
-    return rtol, atol
+        return rtol, atol, widened_tolerances(experiment.gold_result, experiment.gold_spreads, rtol, atol)
+    return rtol, atol, {}
 
 
 def _where(experiment: Experiment) -> str:
@@ -223,7 +224,7 @@ class GoldCheck:
         lines = []
         for experiment, row in self.rows:
             relative = "n/a" if row.relative_difference is None else f"{row.relative_difference:.2e}"
-            status = "ok" if row.within_tolerance else "DRIFTED beyond tolerance"
+            status = "new key, not scored" if row.new_key else "ok" if row.within_tolerance else "DRIFTED beyond tolerance"
             lines.append(f"{_where(experiment)} {row.key or '(result)'}: stored {row.stored!r}, now {row.now!r}, "
                          f"relative drift {relative}: {status}")
         lines.extend(f"PROBLEM: {problem}" for problem in self.problems)
@@ -232,8 +233,8 @@ class GoldCheck:
 
 def suite_check_gold(*, suite: Suite, backend: str, repeats: int = 1) -> GoldCheck:
     """Re-run the suite's gold code `repeats` times and compare every number with the stored gold,
-    within the tolerance it is scored with (`scoring_tolerance`: an unstable experiment's widened
-    one). Writes nothing: neither the database nor gold.json."""
+    within the tolerance it is scored with (`scoring_tolerances`: an unstable experiment's noisy
+    numbers widened). Writes nothing: neither the database nor gold.json."""
     if repeats < 1:
         raise GoldError(f"--check needs at least 1 repeat, got {repeats}")
     check = GoldCheck(repeats=repeats)
@@ -244,7 +245,7 @@ def suite_check_gold(*, suite: Suite, backend: str, repeats: int = 1) -> GoldChe
         elif failure := _failed_outcome(where, outcomes):
             check.problems.append(failure)
         else:
-            rows = drift_rows(experiment.gold_result, [o.result for o in outcomes], *scoring_tolerance(experiment))
+            rows = drift_rows(experiment.gold_result, [o.result for o in outcomes], *scoring_tolerances(experiment))
             check.rows.extend((experiment, row) for row in rows)
     return check
 
@@ -283,6 +284,9 @@ class ExperimentStability:
     # A marked-unstable experiment's run printed numbers outside even its widened tolerance: the
     # spread make_gold measured understates the noise.
     beyond_widened: bool = False
+    # Why the runs cannot be compared at all (runs.benchmark.stability.StabilityError: they printed
+    # different keys or different non-numbers); in_tolerances is then None.
+    not_comparable: str | None = None
 
     @property
     def unstable(self) -> bool:
@@ -290,10 +294,13 @@ class ExperimentStability:
 
     @property
     def handled(self) -> bool:
-        """Stable, or unstable and marked so (then the suite's policy applies when scoring)."""
-        return not self.unstable or self.marked_unstable
+        """Stable, or unstable and marked so (then the suite's policy applies when scoring). Runs
+        that cannot be compared are neither: no spread, so no policy, covers them."""
+        return self.not_comparable is None and (not self.unstable or self.marked_unstable)
 
     def describe(self) -> str:
+        if self.not_comparable is not None:
+            return f"NOT COMPARABLE over runs: {self.not_comparable}"
         if self.in_tolerances is None:
             return "not measured (a gold run failed)"
         state = "UNSTABLE" if self.unstable else "stable"
@@ -383,8 +390,10 @@ def _fails(outcome: ExperimentOutcome, experiment: Experiment) -> bool:
     with its widened tolerance, which it is scored with under either policy when it is scored)."""
     if outcome.error:
         return True
-    rtol, atol = scoring_tolerance(experiment)
-    return not score_experiment(gold=experiment.gold_result, predicted=outcome.result, rtol=rtol, atol=atol).passed
+    rtol, atol, number_tolerances = scoring_tolerances(experiment)
+    return not score_experiment(
+        gold=experiment.gold_result, predicted=outcome.result, rtol=rtol, atol=atol, number_tolerances=number_tolerances
+    ).passed
 
 
 def _stability(experiment: Experiment, outcomes: list[ExperimentOutcome]) -> ExperimentStability:
@@ -392,17 +401,18 @@ def _stability(experiment: Experiment, outcomes: list[ExperimentOutcome]) -> Exp
     beyond_widened = experiment.gold_unstable and experiment.gold_result is not None and any(
         not outcome.error and _fails(outcome, experiment) for outcome in outcomes
     )
-    in_tolerances = None
+    in_tolerances = not_comparable = None
     if experiment.gold_result is not None and not any(outcome.error for outcome in outcomes):
         try:
             spreads = number_spreads([outcome.result for outcome in outcomes])
-        except StabilityError:
-            in_tolerances = None
+        except StabilityError as error:
+            not_comparable = str(error)
         else:
             # Judged as make_gold would judge these runs (the first one as gold): would it mark them unstable?
             in_tolerances = spread_in_tolerances(outcomes[0].result, spreads, *experiment_tolerance(experiment))
     return ExperimentStability(label=label, repeats=len(outcomes), in_tolerances=in_tolerances,
-                               marked_unstable=experiment.gold_unstable, beyond_widened=beyond_widened)
+                               marked_unstable=experiment.gold_unstable, beyond_widened=beyond_widened,
+                               not_comparable=not_comparable)
 
 
 def suite_validate(

@@ -205,6 +205,26 @@ def test_class_line_rule_takes_the_method_defined_directly_in_the_class(hint, ex
     assert (location.qualified_name, location.rule, location.hint_status) == (expected, "class line", "stale")
 
 
+def test_class_line_rule_beats_an_enclosing_function_of_the_same_name():
+    # The hint is inside B.forward, but on the statement of class C, which defines a forward itself.
+    source = src(
+        """
+        class B:
+            def forward(self):
+                class C:
+                    def forward(self):
+                        return 1
+                return C
+
+            def other(self):
+                return 2
+        """
+    )
+    location = locate_function(source, "forward", line_hint=3)
+    assert (location.qualified_name, location.rule) == ("B.forward.C.forward", "class line")
+    assert locate_function(source, "forward", line_hint=6).rule == "inside"  # in B.forward, on no class line
+
+
 def test_class_line_rule_on_a_class_without_the_method_or_with_a_property():
     with pytest.raises(AmbiguousFunction) as caught:
         locate_function(CALLABLES, "__call__", line_hint=25)

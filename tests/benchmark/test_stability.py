@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from runs.benchmark.scoring import score_experiment
+from runs.benchmark.scoring import score_experiment, score_sample, tolerance_ratio
 from runs.benchmark.stability import (
     StabilityError,
     drift_rows,
@@ -11,7 +11,7 @@ from runs.benchmark.stability import (
     largest_relative_spread,
     number_spreads,
     spread_in_tolerances,
-    widened_tolerance,
+    widened_tolerances,
 )
 
 
@@ -65,24 +65,40 @@ def test_unstable_when_a_spread_exceeds_half_the_tolerance():
         ({"a": 7.123456789}, {"a": {"min": 7.0, "max": 7.123456789}}, 0.05, 1e-8),
     ],
 )
-def test_widened_tolerance_is_the_smallest_that_passes_every_observed_value(gold, spreads, rtol, atol):
-    widened_rtol, widened_atol = widened_tolerance(gold, spreads, rtol, atol)
-    assert widened_rtol >= rtol and widened_atol == atol
+def test_widened_tolerances_are_the_smallest_that_pass_every_observed_value(gold, spreads, rtol, atol):
+    widened = widened_tolerances(gold, spreads, rtol, atol)
     for key, spread in spreads.items():
         for observed in (spread["min"], spread["max"]):
-            assert score_experiment(gold=gold, predicted={**gold, key: observed}, rtol=widened_rtol, atol=atol).passed
-    if widened_rtol > rtol:  # the smallest: one step less fails a value
-        smaller = math.nextafter(widened_rtol, 0)
+            assert score_experiment(gold=gold, predicted={**gold, key: observed}, rtol=rtol, atol=atol,
+                                    number_tolerances=widened).passed
+    for key, (key_rtol, key_atol) in widened.items():
+        assert key_rtol > rtol and key_atol == atol
+        smaller = {**widened, key: (math.nextafter(key_rtol, 0), atol)}  # the smallest: one step less fails a value
         assert not all(
-            score_experiment(gold=gold, predicted={**gold, key: observed}, rtol=smaller, atol=atol).passed
-            for key, spread in spreads.items() for observed in (spread["min"], spread["max"])
+            score_experiment(gold=gold, predicted={**gold, key: observed}, rtol=rtol, atol=atol,
+                             number_tolerances=smaller).passed
+            for observed in (spreads[key]["min"], spreads[key]["max"])
         )
 
 
-def test_widened_tolerance_keeps_a_tolerance_already_wide_enough_and_widens_atol_only_for_gold_zero():
-    assert widened_tolerance({"a": 100.0}, {"a": {"min": 99.0, "max": 101.0}}, 0.05, 1e-8) == (0.05, 1e-8)
-    rtol, atol = widened_tolerance({"z": 0.0, "a": 10.0}, {"z": {"min": -0.3, "max": 0.2}, "a": {"min": 10.0, "max": 10.0}}, 0.05, 1e-8)
-    assert (rtol, atol) == (0.05, 0.3)
+def test_only_the_noisy_numbers_are_widened_and_a_gold_of_zero_widens_its_atol():
+    assert widened_tolerances({"a": 100.0}, {"a": {"min": 99.0, "max": 101.0}}, 0.05, 1e-8) == {}
+    gold = {"z": 0.0, "a": 10.0, "runtime": 10.0, "acc": 0.9}
+    spreads = {"z": {"min": -0.3, "max": 0.2}, "a": {"min": 10.0, "max": 10.0}, "runtime": {"min": 5.0, "max": 15.0},
+               "acc": {"min": 0.9, "max": 0.9}}
+    widened = widened_tolerances(gold, spreads, 0.05, 1e-8)
+    assert widened == {"z": (0.05, 0.3), "runtime": (pytest.approx(0.5), 1e-8)}
+    # One noisy number loosens nothing else: a wrong accuracy still fails, a wrong a still fails.
+    noisy_but_right = {"z": 0.25, "a": 10.0, "runtime": 14.0, "acc": 0.9}
+    assert score_experiment(gold=gold, predicted=noisy_but_right, number_tolerances=widened).passed
+    assert not score_experiment(gold=gold, predicted={**noisy_but_right, "acc": 0.5}, number_tolerances=widened).passed
+    assert not score_experiment(gold=gold, predicted={**noisy_but_right, "a": 0.009}, number_tolerances=widened).passed
+    score = score_experiment(gold=gold, predicted=noisy_but_right, number_tolerances=widened).to_dict()
+    own = {number["key"]: (number.get("rtol"), number.get("atol")) for number in score["numbers"]}
+    assert own["acc"] == (None, None) and own["z"] == (0.05, 0.3)
+    # The tolerance curves read each number's own tolerance from the stored score.
+    sample = score_sample(experiments=[("Experiment 1", gold, 0.05, 1e-8, widened)], answer=noisy_but_right)
+    assert sample.passed and tolerance_ratio(sample.to_dict()) == pytest.approx(0.25 / 0.3)
 
 
 def test_drift_rows_compare_every_number_with_the_farthest_value_of_the_runs():
@@ -98,5 +114,20 @@ def test_drift_rows_compare_every_number_with_the_farthest_value_of_the_runs():
     assert rows["zero"].within_tolerance and rows["zero"].relative_difference == 0.0
     assert (rows["gone"].stored, rows["gone"].now, rows["gone"].within_tolerance) == (1.0, None, False)
     assert rows["name"].within_tolerance and rows["name"].stored is None
-    assert (rows["new"].stored, rows["new"].now, rows["new"].within_tolerance) == (None, 3.0, False)
+    # A key only the new runs print is not scored (scoring reads the stored gold's keys): not drift.
+    assert (rows["new"].stored, rows["new"].now, rows["new"].within_tolerance, rows["new"].new_key) == (None, 3.0, True, True)
+    assert not any(row.new_key for key, row in rows.items() if key != "new")
     assert drift_rows({"z": 0.0}, [{"z": 1e-3}], 0.05, 1e-8)[0].relative_difference == math.inf
+
+
+def test_a_number_printed_as_nan_in_every_run_is_the_same_in_every_run():
+    nan = float("nan")
+    runs = [{"acc": 0.9, "loss": nan}, {"acc": 0.91, "loss": nan}, {"acc": 0.9, "loss": nan}]
+    assert number_spreads(runs) == {"acc": {"min": 0.9, "max": 0.91}}
+    with pytest.raises(StabilityError, match=r"loss: not a finite number in every run, and the runs differ: \[nan, 1.0\]"):
+        number_spreads([{"loss": nan}, {"loss": 1.0}])
+    # Stored gold holds NaN as "NaN" (strict JSON has none); a run printing NaN again has not drifted.
+    for stored in ({"loss": nan}, {"loss": "NaN"}):
+        (row,) = drift_rows(stored, [{"loss": nan}, {"loss": nan}], 0.05, 1e-8)
+        assert row.within_tolerance and not row.new_key
+    assert not drift_rows({"loss": "NaN"}, [{"loss": nan}, {"loss": 1.0}], 0.05, 1e-8)[0].within_tolerance

@@ -186,6 +186,20 @@ def test_unknown_masked_file_is_a_clear_error(codebase, tmp_path):
         build_workspace(spec, tmp_path / "ws")
 
 
+def test_gold_code_that_cannot_be_masked_any_more_is_a_workspace_error(codebase, tmp_path):
+    # The suite's functions were located at import; the gold code may have changed since. Every
+    # caller (the harness, re-execution, the verifier's task_document) handles WorkspaceError.
+    renamed = spec_for(codebase, masked=[MaskedFunctionSpec(func_id=1, file="lib/model.py", name="weighted_mse")])
+    for build in (task_document, lambda spec: build_workspace(spec, tmp_path / "ws")):
+        with pytest.raises(WorkspaceError, match=r"cannot mask the functions of .*code: lib/model.py: no function `weighted_mse`"):
+            build(renamed)
+    (codebase / "lib" / "model.py").write_bytes(MODEL_PY.encode("utf-8") + b"# caf\xe9\n")  # Latin-1, not UTF-8
+    with pytest.raises(WorkspaceError, match=r"masked function file lib/model.py in .* is not valid UTF-8 \(invalid "
+                                             r"continuation byte at byte \d+\)"):
+        task_document(spec_for(codebase))
+    assert not (tmp_path / "ws").exists()
+
+
 def _originals(code: Path) -> dict[str, str]:
     source = (code / "lib" / "model.py").read_text()
     return {"lib/model.py:weighted_loss": function_body_source(source, "weighted_loss")}

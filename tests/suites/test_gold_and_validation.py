@@ -8,9 +8,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from runs.benchmark.execution import ExperimentOutcome
+from runs.benchmark.stability import drift_rows
 from runs.evaluation.verdicts import score_answer, score_dict
-from runs.models import Experiment, Run, Suite
-from runs.suites.gold import scoring_tolerance
+from runs.models import Experiment, Paper, Run, Suite
+from runs.suites.gold import GoldCheck, ValidationReport, _stability, scoring_tolerances
 from runs.suites.importers.common import SuiteFormatError
 from runs.suites.importers.native import import_native_suite
 from runs.suites.selectors import sample_experiments
@@ -136,12 +138,14 @@ def test_a_noisy_experiment_is_marked_unstable_and_scored_by_the_suites_policy(n
     sample = samples_ensure(suite=suite, n_values=[1])[0]
     experiments = sample_experiments(sample=sample)
     assert [e.exp_id for e in experiments] == [0, 1]
-    widened_rtol, _ = scoring_tolerance(noisy)
+    _, _, widened = scoring_tolerances(noisy)
+    widened_rtol = widened["total"][0]
     assert widened_rtol > 0.05
     halfway = {"Experiment 1": {"total": 56.0}, "Experiment 2": {"total": gold + (spread["max"] - spread["min"]) / 2}}
     score = score_dict(score_answer(experiments=experiments, answer=halfway), experiments)
     assert score["passed"]
-    assert [(e["exp_id"], e["rtol"]) for e in score["experiments"]] == [(0, 0.05), (1, widened_rtol)]
+    assert [(e["exp_id"], e["rtol"], e["numbers"][0].get("rtol")) for e in score["experiments"]] == [
+        (0, 0.05, None), (1, 0.05, widened_rtol)]
     beyond = gold + 2 * (spread["max"] - spread["min"]) + 1  # farther from gold than any gold run
     wrong = {"Experiment 1": {"total": 56.0}, "Experiment 2": {"total": beyond}}
     assert not score_answer(experiments=experiments, answer=wrong).passed
@@ -279,3 +283,37 @@ def test_the_native_format_reads_the_stability_fields(native_suite_writer, tmp_p
     experiment = Experiment.objects.get()
     assert suite.unstable_policy == Suite.WIDEN
     assert (experiment.gold_repeats, experiment.gold_spreads, experiment.gold_unstable) == (3, GOLD["spreads"]["0"], True)
+
+
+def gold_run(result) -> ExperimentOutcome:
+    return ExperimentOutcome(exp_id=0, result=result, error=None, output=json.dumps(result), exit_code=0,
+                             timed_out=False, duration=0.1)
+
+
+@pytest.mark.parametrize("second_run, problem", [
+    ({"k0123": 56.0}, "run 1 and run 2 printed different keys: ['k0123', 'total']"),
+    ({"total": "n/a"}, "total: not a finite number in every run, and the runs differ: [56.0, 'n/a']"),
+])
+def test_gold_runs_that_cannot_be_compared_make_the_suite_invalid(second_run, problem):
+    # validate_suite's repeated gold runs as `_stability` gets them (no sandbox needed): runs printing
+    # another key (run.py --random-key) or another non-number have no spread, so no policy covers them.
+    experiment = Experiment(paper=Paper(paper_id="toy-paper"), exp_id=0, gold_result={"total": 56.0})
+    stability = _stability(experiment, [gold_run({"total": 56.0}), gold_run(second_run)])
+    report = ValidationReport(stability=[stability])
+    assert not stability.handled and not report.passed(min_catch_rate=0.0)
+    assert re.search(rf"toy-paper experiment 0 +NOT COMPARABLE over runs: {re.escape(problem)}$", report.table(), re.M)
+    # A value printed as NaN in every run is the same in every run: comparable, and stable.
+    nan_runs = [gold_run({"total": 56.0, "loss": float("nan")}) for _ in range(2)]
+    stable = _stability(Experiment(paper=experiment.paper, exp_id=0, gold_result={"total": 56.0, "loss": "NaN"}), nan_runs)
+    assert stable.handled and stable.describe() == "stable, largest spread 0 of tolerance"
+
+
+def test_make_gold_check_shows_a_key_the_stored_gold_lacks_as_not_scored():
+    experiment = Experiment(paper=Paper(paper_id="toy-paper"), exp_id=0, gold_result={"total": 56.0})
+    rows = drift_rows(experiment.gold_result, [{"total": 56.0, "seconds": 1.5}], 0.05, 1e-8)
+    check = GoldCheck(repeats=1, rows=[(experiment, row) for row in rows])
+    assert check.lines() == [
+        "toy-paper experiment 0 total: stored 56.0, now 56.0, relative drift 0.00e+00: ok",
+        "toy-paper experiment 0 seconds: stored None, now 1.5, relative drift n/a: new key, not scored",
+    ]
+    assert check.drifted == []

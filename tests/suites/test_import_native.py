@@ -286,6 +286,35 @@ def test_unreadable_json_names_the_file_and_position(native_suite):
         import_native_suite(root)
 
 
+@pytest.mark.parametrize("literal, shown", [("1e999", "inf"), ("-1e999", "-inf"), ("1" + "0" * 400, "1" + "0" * 39)])
+def test_a_spread_beyond_float_range_is_refused(tmp_path, native_suite_writer, native_gold, literal, shown):
+    # json reads 1e999 as inf (NaN and Infinity themselves are refused on reading): a spread without end.
+    native_gold.update(repeats=3, spreads={"0": {"loss": {"min": 0.25, "max": 12345.5}}})
+    root = native_suite_writer(tmp_path / "toy", gold=native_gold)
+    gold_file = root / "toy-paper" / "gold.json"
+    gold_file.write_text(gold_file.read_text().replace("12345.5", literal))
+
+    with pytest.raises(SuiteFormatError) as raised:
+        import_native_suite(root)
+
+    assert (f'toy-paper/gold.json: spreads.0.loss: "max" must be a finite number, got {shown} (beyond the range of a float)'
+            in str(raised.value))
+    assert not Suite.objects.exists()
+
+
+def test_a_gold_number_beyond_float_range_is_refused(tmp_path, native_suite_writer, native_gold):
+    root = native_suite_writer(tmp_path / "toy", gold=native_gold)
+    gold_file = root / "toy-paper" / "gold.json"
+    gold_file.write_text(gold_file.read_text().replace("0.5", "-1e999"))  # curve[1]
+
+    with pytest.raises(SuiteFormatError) as raised:
+        import_native_suite(root)
+
+    assert ("toy-paper/gold.json: results.0.curve[1]: must be a finite number, got a literal beyond the range of a float"
+            in str(raised.value))
+    assert not Suite.objects.exists()
+
+
 def test_missing_suite_json(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SuiteFormatError, match="suite.json: file not found"):

@@ -50,6 +50,7 @@ class Command(BaseCommand):
         if not report.passed(min_catch_rate=min_caught):
             raise CommandError(
                 "suite is not valid: see the table (every mask must break an experiment, the gold code must "
-                "pass, an experiment measured unstable must be marked so by make_gold, and at least "
+                "pass, its repeated runs must print the same keys, an experiment measured unstable must be "
+                "marked so by make_gold, and at least "
                 f"{min_caught:.0%} of mutants must be caught)"
             )

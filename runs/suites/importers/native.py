@@ -23,6 +23,7 @@ module adds what needs the code or the other files. The helpers shared with the 
 live in `runs.suites.importers.common`.
 """
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from runs.benchmark.json_objects import read_object
 from runs.benchmark.masking import MaskingError, locate_function
-from runs.benchmark.scoring import flatten_numbers
+from runs.benchmark.scoring import as_number, flatten_numbers
 from runs.benchmark.text import json_type
 from runs.models import Experiment, Function, Paper, Suite
 from runs.suites.importers.common import (
@@ -286,6 +287,9 @@ def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], su
                     shape = json.dumps(answer_format_of(value))
                     problems.add(file, where, f"has the shape {shape[:200]} but the experiment's answer_format is "
                                  f"{json.dumps(experiment.answer_format)[:200]}")
+                elif infinite := _infinite_numbers(value):
+                    problems.add(file, f"{where}.{infinite[0]}", "must be a finite number, got a literal beyond the "
+                                 "range of a float")
                 else:
                     experiment.gold_result = value
             elif (tolerance_error := _tolerance_error(value)) is not None:
@@ -301,6 +305,13 @@ def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], su
                         f"no gold result yet: run `python manage.py make_gold {suite_name}`")
 
 
+def _infinite_numbers(result: dict) -> list[str]:
+    """The keys of a gold result's numbers that read as infinite (1e999: json has no other way to
+    spell one; Postgres jsonb and the scorer refuse them)."""
+    return [key for key, value in flatten_numbers(result).items()
+            if (number := as_number(value)) is not None and not math.isfinite(number)]
+
+
 def _spread_problem(spread) -> str | None:
     """What is wrong with one number's {"min": ..., "max": ...}, or None."""
     if not isinstance(spread, dict) or set(spread) != {"min", "max"}:
@@ -308,6 +319,11 @@ def _spread_problem(spread) -> str | None:
     low, high = spread["min"], spread["max"]
     if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in (low, high)):
         return f'expected numbers for "min" and "max", got {json.dumps(spread)[:200]}'
+    for bound, value in (("min", low), ("max", high)):
+        # NaN and Infinity are refused when the file is read, but a literal beyond float range reads
+        # as inf (1e999) or an int no float holds (as_number gives inf for both).
+        if not math.isfinite(as_number(value)):
+            return f'"{bound}" must be a finite number, got {str(value)[:40]} (beyond the range of a float)'
     if low > high:
         return f'"min" {low!r} is larger than "max" {high!r}'
     return None

@@ -542,14 +542,17 @@ def _renamed_at_hint(source: str, name: str, hint: int | None) -> str | None:
     other underscores or case (upstream's `prepare_datalist` for `prepare_data_list`), or None.
 
     Two pieces of evidence must agree, the exact def line and the same letters; a similar name alone
-    is only suggested, never taken."""
+    is only suggested, never taken. A qualified `name` keeps its qualifier: `A.prepare_datalist` is
+    not `B.prepare_data_list` (its dotted parts, so spelled, must end the definition's)."""
     if hint is None:
         return None
 
-    def letters(text: str) -> str:
-        return text.rsplit(".", 1)[-1].replace("_", "").lower()
+    def letters(text: str) -> list[str]:
+        return [part.replace("_", "").lower() for part in text.split(".")]
 
-    found = [qualified for qualified, line in list_functions(source) if line == hint and letters(qualified) == letters(name)]
+    wanted = letters(name)
+    found = [qualified for qualified, line in list_functions(source)
+             if line == hint and letters(qualified)[-len(wanted):] == wanted]
     return found[0] if len(found) == 1 else None
 
 
