@@ -147,6 +147,10 @@ def home(request):
             "rows": [row.as_dict() for row in board.rows]
             + [ref.as_dict() for ref in reference],
             "reference_findings": [{**finding, "reference": True} for finding in paper.FINDINGS],
+            "gold_stability": [
+                {"suite": item.name, "experiments": item.experiments, "unstable": item.unstable, "policy": item.policy}
+                for item in suites_gold_stability(names={row.suite for row in board.rows})
+            ],
         }, status=status)
     if output == "csv":
         return _csv("leaderboard.csv", leaderboard_flat_rows(board, reference), list(FLAT_COLUMNS))

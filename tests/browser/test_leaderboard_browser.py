@@ -67,6 +67,22 @@ def test_a_shared_url_reproduces_the_view(board, page, browser_events):
     page.locator("#leaderboard-rows a.lb-system-name").first.click()
     page.wait_for_url("**/systems/**")
     assert page.locator("#system-samples tbody tr").count() >= 3
+    # Its tolerance curve draws (one line per n) beside its table.
+    page.wait_for_selector("#leaderboard-figure svg.main-svg")
+    assert page.locator("#leaderboard-figure .scatterlayer .trace").count() >= 1
+    assert page.locator("#system-tolerance thead th").count() == 8  # n, samples, six tolerances
+    browser_events.assert_clean()
+
+
+def test_the_leaderboard_sorts_by_pass1_at_a_chosen_tolerance(board, page, browser_events):
+    page.goto("/")
+    page.select_option("select[name=tolerance]", "0.01")
+    page.wait_for_url("**tolerance=0.01**")
+    heading = page.locator("#leaderboard-table thead a", has_text="at 1%").first
+    heading.click()
+    page.wait_for_url("**pass1_tol_n**")
+    assert query(page)["tolerance"] == ["0.01"]
+    assert page.locator("#leaderboard-table thead a.lb-sorted").count() == 1
     browser_events.assert_clean()
 
 

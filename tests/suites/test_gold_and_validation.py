@@ -169,6 +169,8 @@ def test_a_noisy_experiment_is_marked_unstable_and_scored_by_the_suites_policy(n
     make_attempt(make_run(suite), sample, 0, PASS)
     page = client.get("/").content.decode()
     assert "Gold stability (toy): 1 of 2 experiments unstable (policy: excluded from scoring)." in page
+    assert client.get("/?format=json").json()["gold_stability"] == [
+        {"suite": "toy", "experiments": 2, "unstable": 1, "policy": "exclude"}]
     assert Run.objects.count() == 1
 
 
