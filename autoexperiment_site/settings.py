@@ -166,6 +166,9 @@ SANDBOX_BACKEND = env_choice("SANDBOX_BACKEND", "bubblewrap", BACKEND_NAMES)
 SANDBOX_IMAGE = env_str("SANDBOX_IMAGE", "autoexperiment-base:bookworm")
 # Where workspaces are built. Kept apart from the gold code so nothing of it is ever copied in.
 WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(DATA_DIR / "workspaces")))
+# Where the suite pages' task downloads are cached, one archive per suite version, n and context
+# (runs.suites.export.task_archive_cached); anything here can be deleted, it is rebuilt on request.
+TASK_EXPORT_ROOT = Path(env_str("TASK_EXPORT_ROOT", str(DATA_DIR / "task_exports")))
 
 # What one trajectory and one final patch may hold (uploads are refused over them, our workers trim
 # to them) and how many steps one replay page shows; runs/limits.py reads these and says why the

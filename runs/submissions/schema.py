@@ -26,7 +26,8 @@ from runs.benchmark.text import json_type
 
 FORMAT = "autoexperiment.submission/1"
 CONTEXTS = ("none", "full", "oracle")
-TRAJECTORY_MEMBER = re.compile(r"^trajectories/[^/]+\.json$")
+# Ours is .json; the others are trajectories of other tools, read by runs.agents.foreign.
+TRAJECTORY_MEMBER = re.compile(r"^trajectories/[^/]+\.(?:json|traj|eval|txt|log)$")
 
 MAX_SAMPLE_ID_CHARS = 300
 MAX_ATTEMPT_INDEX = 99  # k of pass@k at most 100
@@ -41,7 +42,8 @@ HEADER_EXAMPLE = {
 }
 RECORD_EXAMPLE = {
     "sample_id": "temperature-scaling_4", "attempt_index": 0,
-    "final_answer": {"Experiment 1": {"ece": 0.0972, "mce": 0.3288}},
+    # Placeholder numbers: a real sample's gold result here would hand every visitor a passing answer.
+    "final_answer": {"Experiment 1": {"ece": 0.5, "mce": 0.5}},
     "final_patch": "--- a/code/metrics.py\n+++ b/code/metrics.py\n@@ ... @@\n...",
     "input_tokens": 18200, "output_tokens": 2400, "cost": 0.071, "seconds": 312.5,
 }
@@ -114,7 +116,8 @@ def _only_in_zip(value: Any, info: ValidationInfo) -> Any:
 def _trajectory_member(value: str) -> str:
     if not TRAJECTORY_MEMBER.match(value):
         raise PydanticCustomError(
-            "trajectory_member", "must name a member trajectories/<name>.json, got {given}", {"given": json.dumps(value)}
+            "trajectory_member",
+            "must name a member trajectories/<name>.json (or .traj, .eval, .txt, .log for other tools' formats), got {given}", {"given": json.dumps(value)}
         )
     return value
 
@@ -173,13 +176,16 @@ class AttemptRecord(_Line):
         'applies), or "" or null when the agent changed nothing. Only files under code/; no binary changes.'
     )
     trajectory: dict[str, Any] | None = Field(
-        default=None, description="The attempt's trajectory in our versioned format (autoexperiment.trajectory/1)."
+        default=None,
+        description="The attempt's trajectory in our versioned format (autoexperiment.trajectory/1), or a JSON "
+        "trajectory of another tool (see \"Trajectories from other tools\"), converted on upload."
     )
     trajectory_file: Annotated[
         _text(300), BeforeValidator(_only_in_zip), AfterValidator(_trajectory_member)
     ] = Field(  # an explicit null is refused (it is no member name), as before: no None in the type
         default=None,
-        description="In a zip, instead of trajectory: the member holding it, trajectories/<name>.json.",
+        description="In a zip, instead of trajectory: the member holding it, trajectories/<name>.json (ours "
+        "or another tool's), or .traj, .eval, .txt, .log for other tools' files.",
     )
 
 

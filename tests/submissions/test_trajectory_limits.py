@@ -133,3 +133,18 @@ def test_an_upload_at_every_limit_is_stored_and_its_replay_pages_render(builtin,
     assert second.count('<li class="step') == 2 and 'id="step-6" data-step="6"' in second
     assert 'href="#step-5" data-action="first-error"' in second
     assert client.get(url, {"page": 3}).status_code == 404
+
+
+def test_the_upload_pages_example_answer_is_no_gold_result(builtin, signed_in):
+    # An example answer copied from a real sample's gold would be a passing answer handed to every visitor.
+    from runs.benchmark.scoring import flatten_numbers
+    from runs.models import Experiment
+
+    html = signed_in.get(reverse("submissions:upload")).content.decode()
+    # Each gold number to 4 decimals (what an example would show), if that many digits are left to match.
+    gold_numbers = {
+        f"{round(value, 4)}" for gold in Experiment.objects.values_list("gold_result", flat=True)
+        for value in flatten_numbers(gold).values() if isinstance(value, float)
+    }
+    shown = [number for number in gold_numbers if len(number.split(".")[-1]) == 4 and number in html]
+    assert not shown, f"gold numbers on the upload page: {shown}"
