@@ -15,7 +15,8 @@ their actions and `base.Budget` for their limits.
 - `tools`: the tools an agent calls, run through the sandbox against the workspace;
   `tool_arguments`: their arguments as pydantic models, which give the schemas the model is shown;
 - `trajectory`: the trajectory document format (no tools, no sandbox); `recorder`: writing one
-  while an agent runs;
+  while an agent runs; `foreign`: other tools' trajectories converted to ours (uploads,
+  import_trajectory);
 - `retrieval`, `verifier`: retrieval for agentless, and choosing one of k candidates;
 - `llm`: the provider-neutral chat interface and its SDK adapters.
 

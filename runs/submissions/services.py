@@ -291,3 +291,20 @@ def token_authenticate(*, key: str) -> ApiToken:
         raise TokenError("the token's user account is inactive", 403)
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
     return token
+
+
+# --- trajectories imported afterwards --------------------------------------------------------------
+
+
+def attempt_trajectory_import(*, submission: Submission, sample_id: str, index: int, trajectory: dict) -> Attempt:
+    """Store `trajectory` (already checked: runs.submissions.validation.check_trajectory) as the
+    trajectory of the submission's attempt `index` at `sample_id`, replacing what it had. Raises
+    Attempt.DoesNotExist when the submission has no such attempt."""
+    with transaction.atomic():
+        attempt = (
+            Attempt.objects.select_for_update()
+            .get(run=submission.run, sample__sample_id=sample_id, index=index)
+        )
+        attempt.trajectory = json_safe(trajectory)
+        attempt.save(update_fields=["trajectory"])
+    return attempt

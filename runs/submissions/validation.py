@@ -7,8 +7,9 @@ Format `autoexperiment.submission/1` (also shown on the upload page):
   of runs.submissions.schema, which the upload page documents and every line is checked with.
   In a zip, a record's `trajectory_file` may name a member instead of giving `trajectory`.
 - (sample_id, attempt_index) is unique; each sample's indexes run 0..k-1 without gaps.
-- A zip holds exactly one `results.jsonl` at its root and optional `trajectories/*.json`, nothing
-  else: no absolute paths, no "..", no symlinks, no encrypted members, bounded member count and
+- A zip holds exactly one `results.jsonl` at its root and optional `trajectories/*.json` (or other
+  tools' `.traj`, `.eval`, `.txt`, `.log`, converted by runs.agents.foreign), nothing else: no
+  absolute paths, no "..", no symlinks, no encrypted members, bounded member count and
   decompressed sizes (checked from the declared sizes first, then while reading).
 - Each final patch and trajectory within the limits of runs.limits (steps, bytes per text field
   and per step, files and diff lines per step, diff lines per trajectory, patch bytes and lines),
@@ -32,6 +33,8 @@ from typing import Any
 
 from django.conf import settings
 
+from runs.agents import foreign
+from runs.agents.trajectory import FORMAT as TRAJECTORY_FORMAT
 from runs.agents.trajectory import Trajectory, TrajectoryFormatError
 from runs.benchmark.json_objects import read_object
 from runs.benchmark.patches import PatchError, parse_patch
@@ -502,7 +505,14 @@ def _check_patch(patch: str, problem) -> str | None:
 
 
 def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | None:
-    """A trajectory object in our versioned format, normalised, or None after `report(message)`."""
+    """A trajectory object in our versioned format, normalised, or None after `report(message)`.
+    Another tool's JSON trajectory (runs.agents.foreign, detected by content) is converted first."""
+    if isinstance(value, dict) and value.get("format") != TRAJECTORY_FORMAT and foreign.detect(b"", value):
+        try:
+            value = foreign.detect_and_convert(b"", "", value).trajectory
+        except foreign.ForeignTrajectoryError as error:
+            report(str(error))
+            return None
     try:
         size = len(json.dumps(value, allow_nan=True))
     except (TypeError, ValueError, RecursionError) as error:
@@ -676,6 +686,18 @@ def _resolve_trajectory_files(
         referenced[name] = record.line
         if name not in trajectories:
             problems.add(f"names {name!r}, which is not in the archive", line=record.line, field="trajectory_file", member=member)
+            continue
+        if not name.endswith(".json"):
+            # Another tool's file (.traj, .eval, a text log): converted, then checked as ours.
+            def report(message: str, name: str = name) -> None:
+                problems.add(message, member=name, field="trajectory")
+
+            try:
+                converted = foreign.detect_and_convert(trajectories[name], name).trajectory
+            except foreign.ForeignTrajectoryError as error:
+                report(str(error))
+                continue
+            record.trajectory = check_trajectory(converted, record.sample_id, report=report)
             continue
         try:
             value = _loads(trajectories[name].decode("utf-8-sig"))

@@ -18,6 +18,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
 from autoexperiment_site.abuse import rate_limit
+from runs.agents import foreign
 from runs.evaluation.services import runs_set_hidden
 from runs.limits import human_bytes, iter_limits
 from runs.models import ApiToken, Submission
@@ -64,6 +65,7 @@ FORMAT_PAGE = {
     "record": format_fields(AttemptRecord),
     "header_example": example_json(HEADER_EXAMPLE),
     "record_example": example_json(RECORD_EXAMPLE),
+    "foreign": foreign.FORMATS,  # trajectories of other tools, converted on upload
 }
 
 
