@@ -2,13 +2,14 @@
 
 - `suites`: the benchmark (suites, papers, maskable functions, experiments, samples);
 - `evaluation`: runs and their attempts;
-- `submissions`: uploaded results and the API tokens that upload them.
+- `submissions`: uploaded results, the original files of converted trajectories, and the API tokens
+  that upload them.
 
 Models import only Django and each other. In the layers of `runs` they sit under `runs.suites`
 and over `runs.agents` and `runs.benchmark`, which must never import them.
 """
 from runs.models.evaluation import Attempt, Run
-from runs.models.submissions import ApiToken, Submission
+from runs.models.submissions import ApiToken, Submission, TrajectorySource
 from runs.models.suites import Experiment, Function, Paper, Sample, Suite
 
-__all__ = ["ApiToken", "Attempt", "Experiment", "Function", "Paper", "Run", "Sample", "Submission", "Suite"]
+__all__ = ["ApiToken", "Attempt", "Experiment", "Function", "Paper", "Run", "Sample", "Submission", "Suite", "TrajectorySource"]

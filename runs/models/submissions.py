@@ -98,3 +98,21 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+
+class TrajectorySource(models.Model):
+    """The file another tool wrote (runs.agents.foreign), exactly as uploaded, kept for download
+    beside the attempt's converted trajectory. Only converted trajectories have one; its size is
+    bounded by the upload's own limits (runs.submissions.validation), nothing more is refused here."""
+
+    attempt = models.OneToOneField("runs.Attempt", on_delete=models.CASCADE, related_name="trajectory_source")
+    filename = models.CharField(max_length=255)
+    source_format = models.CharField(max_length=50)
+    source_version = models.CharField(max_length=100, blank=True)
+    content = models.BinaryField()
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{self.filename} ({self.source_format} {self.source_version}) of attempt {self.attempt_id}"

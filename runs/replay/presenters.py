@@ -44,7 +44,7 @@ from runs.agents.trajectory import (
 from runs.benchmark.patches import PatchError, parse_patch
 from runs.benchmark.text import format_seconds
 from runs.limits import ReplayBounds, cut_text, replay_bounds, trajectory_limits
-from runs.models import Attempt
+from runs.models import Attempt, TrajectorySource
 from runs.replay.pages import TrajectoryPage, error_kind, step_marks, trajectory_page
 from runs.visibility import runs_visible_q
 
@@ -677,13 +677,14 @@ class Pager:
 def attempt_get_for_replay(*, pk: int, user=None) -> Attempt:
     """The attempt with its run, suite, sample and paper, in one query (Attempt.DoesNotExist otherwise).
 
-    Attempts of a hidden run exist only for its owner and staff (runs.visibility).
+    Attempts of a hidden run exist only for its owner and staff (runs.visibility). The original
+    file of a converted trajectory comes along, without its content, for the page's link.
     """
     return (
-        Attempt.objects.select_related("run", "run__suite", "sample", "sample__paper")
+        Attempt.objects.select_related("run", "run__suite", "sample", "sample__paper", "trajectory_source")
         .filter(runs_visible_q(user=user, prefix="run__"))
-        # Read a page at a time by the replay (runs.replay.pages), never whole.
-        .defer("trajectory", "final_patch")
+        # Read a page at a time by the replay (runs.replay.pages), never whole; the original file on download only.
+        .defer("trajectory", "final_patch", "trajectory_source__content")
         .get(pk=pk)
     )
 
@@ -868,6 +869,39 @@ def attempt_patch_download(*, attempt: Attempt, show_gold_code: bool) -> str | N
     if not show_gold_code and (attempt.run.agent in GOLD_CODE_AGENTS or header_agent in GOLD_CODE_AGENTS):
         return None
     return patch or trajectory_patch or ""
+
+
+@dataclass(frozen=True)
+class SourceLink:
+    """The original file of a converted trajectory, as the attempt page's header links it."""
+
+    title: str  # "mini-swe-agent 1.1"
+    filename: str
+    size: int
+    url: str
+
+
+def attempt_trajectory_source(*, attempt: Attempt) -> SourceLink | None:
+    """The link to the original file of the attempt's trajectory, when it was converted from
+    another tool's (runs.models.TrajectorySource); read with the attempt (attempt_get_for_replay)."""
+    try:
+        source = attempt.trajectory_source
+    except TrajectorySource.DoesNotExist:
+        return None
+    version = source.source_version
+    # Versions such as "mini-swe-agent-1.1" repeat the format's name: shown once.
+    if version.startswith(source.source_format + "-"):
+        version = version[len(source.source_format) + 1:]
+    try:
+        url = reverse("replay:source", args=[attempt.pk])
+    except NoReverseMatch:
+        return None
+    return SourceLink(f"{source.source_format} {version}".strip(), source.filename, source.size, url)
+
+
+def attempt_source_download(*, attempt: Attempt) -> TrajectorySource | None:
+    """The original file of the attempt's trajectory, content included, or None."""
+    return TrajectorySource.objects.filter(attempt=attempt).first()
 
 
 # --- comparison ----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Trajectory replay pages: one attempt, and two attempts at the same sample side by side."""
+"""Trajectory replay pages: one attempt, and two attempts at the same sample side by side; an
+attempt's whole patch and the original file of its converted trajectory as downloads."""
 from django.urls import path
 
 from runs.replay import views as replay_views
@@ -8,4 +9,5 @@ urlpatterns = [
     path("compare/", replay_views.attempt_compare, name="compare"),
     path("<int:pk>/", replay_views.attempt_detail, name="attempt"),
     path("<int:pk>/patch/", replay_views.attempt_patch, name="patch"),
+    path("<int:pk>/source/", replay_views.attempt_source, name="source"),
 ]

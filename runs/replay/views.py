@@ -2,7 +2,8 @@
 runs.visibility.user_may_see_gold_code allows. Thin: runs.replay.presenters builds the data, templates escape all of it.
 
 Steps come a page at a time (`?page=N`, runs.limits.replay_bounds), so one request's work is
-bounded whatever was uploaded; the whole final patch is a plain-text download."""
+bounded whatever was uploaded; the whole final patch is a plain-text download, and the original file
+of a trajectory converted from another tool's an attachment."""
 import re
 
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
@@ -18,6 +19,8 @@ from runs.replay.presenters import (
     attempt_patch_download,
     attempt_replay,
     attempt_siblings,
+    attempt_source_download,
+    attempt_trajectory_source,
     attempts_compare,
 )
 from runs.visibility import user_may_see_gold_code
@@ -64,7 +67,10 @@ def attempt_detail(request, pk: int):
         return _page_error(request, str(error), HttpResponseBadRequest.status_code)
     except ReplayPageError as error:
         return _page_error(request, f"Attempt {pk}: {error}.", 404)
-    return render(request, "replay/attempt.html", {"replay": replay, "siblings": attempt_siblings(attempt=attempt, user=request.user), "notice": GOLD_CODE_NOTICE})
+    return render(request, "replay/attempt.html", {
+        "replay": replay, "siblings": attempt_siblings(attempt=attempt, user=request.user), "notice": GOLD_CODE_NOTICE,
+        "source": attempt_trajectory_source(attempt=attempt),
+    })
 
 
 def _bad_request(request, message: str):
@@ -102,4 +108,24 @@ def attempt_patch(request, pk: int):
         return HttpResponse(GOLD_CODE_NOTICE, status=403, content_type="text/plain; charset=utf-8")
     response = HttpResponse(patch, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'inline; filename="attempt-{attempt.pk}.patch"'
+    return response
+
+
+# Anything else in an uploader's file name (quotes, slashes, newlines, non-ASCII) becomes "_", so
+# the header cannot be broken nor the file land outside the download folder.
+_UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@require_GET
+def attempt_source(request, pk: int):
+    """The file another tool wrote, as uploaded, that the attempt's trajectory was converted from:
+    an attachment, never rendered, visible exactly as the replay page is."""
+    attempt = _attempt_or_404(pk, request.user)
+    source = attempt_source_download(attempt=attempt)
+    if source is None:
+        raise Http404(f"attempt {pk} has no original trajectory file")
+    filename = _UNSAFE_FILENAME.sub("_", source.filename).strip("._") or "trajectory"
+    response = HttpResponse(bytes(source.content), content_type="application/octet-stream")
+    response["Content-Disposition"] = f'attachment; filename="attempt-{attempt.pk}-{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
     return response

@@ -26,9 +26,9 @@ from runs.benchmark.text import json_safe
 from runs.evaluation.claims import LOST, SKIPPED, max_infra_retries
 from runs.evaluation.queue import enqueue as enqueue_work
 from runs.evaluation.verdicts import failure_label, score_answer, score_dict, with_tolerance_ratio
-from runs.models import ApiToken, Attempt, Run, Submission
+from runs.models import ApiToken, Attempt, Run, Submission, TrajectorySource
 from runs.submissions.reexecution import REEXECUTION, attempt_reexecute, submission_refresh
-from runs.submissions.validation import Record, ValidatedSubmission, submission_validate
+from runs.submissions.validation import OriginalTrajectory, Record, ValidatedSubmission, submission_validate
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,15 @@ def submission_create(
         attempts = Attempt.objects.bulk_create(
             [_attempt(run, record, validated, now) for record in validated.records], batch_size=500
         )
+        # bulk_create keeps the order and sets the primary keys (PostgreSQL), so record i is attempt i.
+        TrajectorySource.objects.bulk_create(
+            [
+                _trajectory_source(attempt, record.original_trajectory, record.trajectory)
+                for record, attempt in zip(validated.records, attempts, strict=True)
+                if record.original_trajectory is not None
+            ],
+            batch_size=20,  # a few files of up to the upload size each per INSERT
+        )
         if reexecute:
             try:
                 if enqueue:  # in-process re-execution (enqueue=False) puts nothing on the queue
@@ -144,6 +153,21 @@ def _attempt(run: Run, record: Record, validated: ValidatedSubmission, now) -> A
         trajectory=json_safe(record.trajectory) if record.trajectory is not None else None,
         final_patch=record.final_patch or "",
         finished_at=now,
+    )
+
+
+def _trajectory_source(attempt: Attempt, original: OriginalTrajectory, trajectory: dict) -> TrajectorySource:
+    """The original file of a converted trajectory, with the source format and version the
+    conversion recorded in its header (runs.agents.foreign.base.build)."""
+    versions = trajectory["header"].get("versions") or {}
+    return TrajectorySource(
+        attempt=attempt,
+        filename=original.filename[:255],
+        source_format=str(versions.get("source_format", ""))[:50],
+        source_version=str(versions.get("source_version", ""))[:100],
+        content=original.content,
+        size=len(original.content),
+        sha256=hashlib.sha256(original.content).hexdigest(),
     )
 
 
@@ -296,9 +320,12 @@ def token_authenticate(*, key: str) -> ApiToken:
 # --- trajectories imported afterwards --------------------------------------------------------------
 
 
-def attempt_trajectory_import(*, submission: Submission, sample_id: str, index: int, trajectory: dict) -> Attempt:
+def attempt_trajectory_import(
+    *, submission: Submission, sample_id: str, index: int, trajectory: dict, original: OriginalTrajectory | None = None
+) -> Attempt:
     """Store `trajectory` (already checked: runs.submissions.validation.check_trajectory) as the
-    trajectory of the submission's attempt `index` at `sample_id`, replacing what it had. Raises
+    trajectory of the submission's attempt `index` at `sample_id`, replacing what it had, and
+    `original`, the file it was converted from, in place of the attempt's former one. Raises
     Attempt.DoesNotExist when the submission has no such attempt."""
     with transaction.atomic():
         attempt = (
@@ -307,4 +334,7 @@ def attempt_trajectory_import(*, submission: Submission, sample_id: str, index: 
         )
         attempt.trajectory = json_safe(trajectory)
         attempt.save(update_fields=["trajectory"])
+        TrajectorySource.objects.filter(attempt=attempt).delete()
+        if original is not None:
+            _trajectory_source(attempt, original, trajectory).save()
     return attempt

@@ -180,6 +180,15 @@ class Header:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class OriginalTrajectory:
+    """Another tool's trajectory as the uploader sent it (a zip member's bytes, or an inline
+    object as JSON), kept for download once converted (runs.models.TrajectorySource)."""
+
+    filename: str
+    content: bytes
+
+
 @dataclass
 class Record:
     line: int
@@ -193,6 +202,7 @@ class Record:
     seconds: float | None
     trajectory: dict | None = None
     trajectory_file: str | None = None
+    original_trajectory: OriginalTrajectory | None = None  # only when `trajectory` was converted
 
 
 @dataclass(frozen=True)
@@ -458,6 +468,9 @@ def _check_record(
         problem("trajectory_file", "give either trajectory or trajectory_file, not both")
     elif fields.get("trajectory") is not None:
         trajectory = check_trajectory(fields["trajectory"], sample_id, report=lambda message: problem("trajectory", message))
+    original = None
+    if trajectory is not None and _is_foreign_json(fields["trajectory"]):
+        original = OriginalTrajectory(f"line-{line}-trajectory.json", json.dumps(fields["trajectory"]).encode())
     key = RecordKey(line, sample_id, fields.get("attempt_index")) if sample_id is not None else None
     if found:
         return None, key
@@ -473,6 +486,7 @@ def _check_record(
         seconds=fields["seconds"],
         trajectory=trajectory,
         trajectory_file=fields["trajectory_file"],
+        original_trajectory=original,
     ), key
 
 
@@ -507,7 +521,7 @@ def _check_patch(patch: str, problem) -> str | None:
 def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | None:
     """A trajectory object in our versioned format, normalised, or None after `report(message)`.
     Another tool's JSON trajectory (runs.agents.foreign, detected by content) is converted first."""
-    if isinstance(value, dict) and value.get("format") != TRAJECTORY_FORMAT and foreign.detect(b"", value):
+    if _is_foreign_json(value):
         try:
             value = foreign.detect_and_convert(b"", "", value).trajectory
         except foreign.ForeignTrajectoryError as error:
@@ -551,6 +565,11 @@ def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | Non
     if sample_id is not None and not header_sample:
         data["header"]["sample_id"] = sample_id  # it is the record's: stored and shown as such
     return data
+
+
+def _is_foreign_json(value: Any) -> bool:
+    """Whether a parsed JSON trajectory is another tool's (converted by check_trajectory), not ours."""
+    return isinstance(value, dict) and value.get("format") != TRAJECTORY_FORMAT and foreign.detect(b"", value) is not None
 
 
 def parse_jsonl(
@@ -698,6 +717,7 @@ def _resolve_trajectory_files(
                 report(str(error))
                 continue
             record.trajectory = check_trajectory(converted, record.sample_id, report=report)
+            _keep_original(record, name, trajectories[name])
             continue
         try:
             value = _loads(trajectories[name].decode("utf-8-sig"))
@@ -725,8 +745,16 @@ def _resolve_trajectory_files(
         record.trajectory = check_trajectory(
             value, record.sample_id, report=lambda message, name=name: problems.add(message, member=name, field="trajectory")
         )
+        if _is_foreign_json(value):
+            _keep_original(record, name, trajectories[name])
     for name in sorted(set(trajectories) - referenced.keys()):
         problems.add("not referenced by any record's trajectory_file", member=name)
+
+
+def _keep_original(record: Record, member: str, content: bytes) -> None:
+    """Keep a converted member's bytes on its record, once the conversion was accepted."""
+    if record.trajectory is not None:
+        record.original_trajectory = OriginalTrajectory(member.rsplit("/", 1)[-1], content)
 
 
 def _database_checks(header: Header, keys: list[RecordKey], problems: Problems, member: str | None) -> tuple[Any, dict, dict]:

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runs.agents.foreign import ForeignTrajectoryError, detect_and_convert
 from runs.models import Attempt, Submission
 from runs.submissions.services import attempt_trajectory_import
-from runs.submissions.validation import check_trajectory, max_upload_bytes
+from runs.submissions.validation import OriginalTrajectory, check_trajectory, max_upload_bytes
 
 
 class Command(BaseCommand):
@@ -37,8 +37,9 @@ class Command(BaseCommand):
             raise CommandError(f"{file}: {error.strerror}") from None
         if size > max_upload_bytes():
             raise CommandError(f"{file}: {size:,} bytes; an upload may hold at most {max_upload_bytes():,}")
+        data = file.read_bytes()
         try:
-            converted = detect_and_convert(file.read_bytes(), file.name)
+            converted = detect_and_convert(data, file.name)
         except ForeignTrajectoryError as error:
             raise CommandError(f"{file}: {error}") from None
         problems: list[str] = []
@@ -58,7 +59,10 @@ class Command(BaseCommand):
         if submission is None:
             raise CommandError(f"no submission {into}")
         try:
-            attempt = attempt_trajectory_import(submission=submission, sample_id=sample, index=index, trajectory=checked)
+            attempt = attempt_trajectory_import(
+                submission=submission, sample_id=sample, index=index, trajectory=checked,
+                original=OriginalTrajectory(file.name, data),  # kept for download beside the conversion
+            )
         except Attempt.DoesNotExist:
             raise CommandError(f"submission {into} has no attempt {index} at sample {sample!r}") from None
         self.stdout.write(f"stored as the trajectory of attempt {attempt.pk}")
