@@ -79,7 +79,9 @@ def _assistant_step(message: dict, step_number: int, position: int) -> Step:
     extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
     actions = extra.get("actions") if isinstance(extra.get("actions"), list) else []
     commands = [action.get("command") for action in actions if isinstance(action, dict)]
-    calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
+    # mini-swe-agent 2 stores each tool call twice: as the model's `tool_calls` and as the parsed
+    # `extra.actions`; the calls are read only when there are no parsed actions.
+    calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) and not commands else []
     for call in calls:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
