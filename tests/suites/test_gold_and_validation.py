@@ -168,7 +168,9 @@ def test_a_noisy_experiment_is_marked_unstable_and_scored_by_the_suites_policy(n
     # The leaderboard says so next to the suite's systems.
     make_attempt(make_run(suite), sample, 0, PASS)
     page = client.get("/").content.decode()
-    assert "Gold stability (toy): 1 of 2 experiments unstable (policy: excluded from scoring)." in page
+    note = re.sub(r"<[^>]+>", "", re.search(r'<p class="lb-note" id="gold-stability">(.*?)</p>', page).group(1))
+    assert note == "Gold stability (toy): 1 of 2 experiments unstable (policy: excluded from scoring)."
+    assert 'href="/benchmark/toy/"' in page
     assert client.get("/?format=json").json()["gold_stability"] == [
         {"suite": "toy", "experiments": 2, "unstable": 1, "policy": "exclude"}]
     assert Run.objects.count() == 1
