@@ -21,12 +21,13 @@ from django.urls import NoReverseMatch, reverse
 
 from leaderboard.selectors import (
     LeaderboardFilters,
+    PassRates,
     SystemRow,
-    _attempt_url_maker,
-    _counted,
-    _passes,
-    _runs_frame,
-    _system_case,
+    attempt_url_maker,
+    counted_q,
+    passes_q,
+    runs_frame,
+    system_case,
 )
 from runs.benchmark.masking import NEWLINE, MaskingError, MaskTarget, function_body_source, mask_source
 from runs.benchmark.workspace import EXCLUDED_DIRS, EXCLUDED_SUFFIXES
@@ -129,7 +130,7 @@ def suite_overview(*, name: str) -> SuiteOverview | None:
 
 
 @dataclass
-class SystemRate:
+class SystemRate(PassRates):
     """One system's counted attempts at the samples in question, and how many passed."""
 
     system: SystemRow
@@ -137,14 +138,6 @@ class SystemRate:
     passes: int
     attempts_n1: int
     passes_n1: int
-
-    @property
-    def pass_rate(self) -> float | None:
-        return self.passes / self.attempts if self.attempts else None
-
-    @property
-    def pass_rate_n1(self) -> float | None:
-        return self.passes_n1 / self.attempts_n1 if self.attempts_n1 else None
 
     def as_dict(self) -> dict:
         return {
@@ -158,20 +151,20 @@ class SystemRate:
 def rates_by_system(*, suite: str, samples) -> list[SystemRate]:
     """Per system of `suite` (public runs only, the leaderboard's systems and verdict rule): counted
     attempts at the samples of the `samples` queryset and their passes, best first (two queries)."""
-    runs = _runs_frame(Q(suite__name=suite))
+    runs = runs_frame(Q(suite__name=suite))
     if runs.empty:
         return []
-    counted = _counted(LeaderboardFilters())
+    counted = counted_q(LeaderboardFilters())
     rows = (
         Attempt.objects.filter(counted, run_id__in=[int(pk) for pk in runs["run_id"]], sample_id__in=samples.values("pk"))
-        .annotate(system_no=_system_case(runs))
+        .annotate(system_no=system_case(runs))
         .order_by()
         .values("system_no")
         .annotate(
             attempts=Count("pk"),
-            passes=Count("pk", filter=_passes()),
+            passes=Count("pk", filter=passes_q()),
             attempts_n1=Count("pk", filter=Q(sample__n=1)),
-            passes_n1=Count("pk", filter=Q(sample__n=1) & _passes()),
+            passes_n1=Count("pk", filter=Q(sample__n=1) & passes_q()),
         )
         .values_list("system_no", "attempts", "passes", "attempts_n1", "passes_n1")
     )
@@ -419,10 +412,10 @@ def samples_page(*, suite: Suite, n: int | None, page: str | None, user) -> Samp
     masks = Sample.functions.through.objects.filter(sample_id__in=list(by_pk)).select_related("function")
     for mask in masks.order_by("function__func_id"):
         by_pk[mask.sample_id].functions.append(mask.function)
-    attempt_url = _attempt_url_maker()
+    attempt_url = attempt_url_maker()
     attempts = (
         Attempt.objects.filter(runs_visible_q(user=user, prefix="run__"), sample_id__in=list(by_pk))
-        .annotate(verdict=ExpressionWrapper(_passes(), output_field=BooleanField()))
+        .annotate(verdict=ExpressionWrapper(passes_q(), output_field=BooleanField()))
         .order_by("run_id", "index")
         .values_list("pk", "run_id", "index", "status", "verdict", "sample_id", "run__agent", "run__model")
     )

@@ -141,12 +141,13 @@ def function(request, suite: str, paper_id: str, func_id: int):
     if detail is None:
         raise Http404(f"no function {func_id} in paper {paper_id} of suite {suite}")
     f = detail.function
+    experiments = [{"exp_id": e.exp_id, "url": _experiment_url(suite, paper_id, e.exp_id)} for e in detail.experiments]
     if output == "json":
         payload = {
             "suite": suite, "paper_id": paper_id, "func_id": f.func_id, "file": f.file, "name": f.name,
             "description": f.description, "relevant_paper": f.relevant_paper,
             "masked_stub": detail.stub, "masked_stub_problem": detail.stub_problem,
-            "experiments": [{"exp_id": e.exp_id, "url": _experiment_url(suite, paper_id, e.exp_id)} for e in detail.experiments],
+            "experiments": experiments,
             "systems": _rates_payload(detail.rates),
         }
         if sees_gold:
@@ -158,7 +159,7 @@ def function(request, suite: str, paper_id: str, func_id: int):
         "suite_name": suite,
         "paper_id": paper_id,
         "paper_url": reverse("leaderboard:benchmark_paper", args=[suite, paper_id]),
-        "experiments": [{"exp_id": e.exp_id, "url": _experiment_url(suite, paper_id, e.exp_id)} for e in detail.experiments],
+        "experiments": experiments,
         "rates": [{"rate": rate, "url": _system_url(rate.system.slug)} for rate in detail.rates],
         "sees_gold": sees_gold,
         "json_url": _query_with(request, format="json"),

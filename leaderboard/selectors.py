@@ -143,7 +143,7 @@ def _n_filter(filters: LeaderboardFilters, prefix: str) -> Q:
     return q
 
 
-def _counted(filters: LeaderboardFilters, prefix: str = "") -> Q:
+def counted_q(filters: LeaderboardFilters, prefix: str = "") -> Q:
     """The attempts that count: done, and re-executed when only verified ones are wanted."""
     q = Q(**{f"{prefix}status": Attempt.DONE})
     if filters.verified_only:
@@ -151,7 +151,7 @@ def _counted(filters: LeaderboardFilters, prefix: str = "") -> Q:
     return q
 
 
-def _passes(prefix: str = "") -> Q:
+def passes_q(prefix: str = "") -> Q:
     """An attempt's verdict: `passed` once re-executed, its reported verdict until then."""
     return Q(**{f"{prefix}reexecution_passed__isnull": False, f"{prefix}passed": True}) | Q(
         **{f"{prefix}reexecution_passed__isnull": True, f"{prefix}reported_passed": True}
@@ -159,7 +159,7 @@ def _passes(prefix: str = "") -> Q:
 
 
 def attempt_verdict(attempt: Attempt) -> bool:
-    """The leaderboard's verdict of one attempt (same rule as `_passes`)."""
+    """The leaderboard's verdict of one attempt (same rule as `passes_q`)."""
     return bool(attempt.passed) if attempt.reexecution_passed is not None else bool(attempt.reported_passed)
 
 
@@ -177,7 +177,7 @@ _SUMMARY_COLUMNS = [
 ]
 
 
-def _runs_frame(run_q: Q) -> pd.DataFrame:
+def runs_frame(run_q: Q) -> pd.DataFrame:
     """Public runs matching `run_q` with their system's slug and a small integer id per system (one
     query). Hidden runs never count, whoever looks: the leaderboard is the public view."""
     rows = Run.objects.filter(run_q & public_runs_q()).order_by("id").values_list(
@@ -195,7 +195,7 @@ def _runs_frame(run_q: Q) -> pd.DataFrame:
     return runs
 
 
-def _system_case(runs: pd.DataFrame, run_field: str = "run_id") -> Case:
+def system_case(runs: pd.DataFrame, run_field: str = "run_id") -> Case:
     """SQL mapping each run id to its system's number."""
     whens = [
         When(**{f"{run_field}__in": [int(pk) for pk in block["run_id"]]}, then=Value(int(number)))
@@ -229,18 +229,18 @@ def _per_sample(
     lookup of most of the table); attempts of other runs (hidden runs, runs created since
     `runs` was read) get system -1, which the callers drop.
     """
-    counted = _counted(filters)
+    counted = counted_q(filters)
     attempts = Attempt.objects.filter(_n_filter(filters, "sample__"))
     if not every_run:
         attempts = attempts.filter(run_id__in=[int(pk) for pk in runs["run_id"]])
     attempts = attempts.filter(counted) if counted_only else attempts.filter(status__in=[Attempt.DONE, Attempt.ERROR])
     return (
-        attempts.annotate(system_no=_system_case(runs), n=F("sample__n"))
+        attempts.annotate(system_no=system_case(runs), n=F("sample__n"))
         .order_by()
         .values("system_no", "sample_id", "n")
         .annotate(
             m=Count("id", filter=counted),
-            c=Count("id", filter=counted & _passes()),
+            c=Count("id", filter=counted & passes_q()),
             verified_m=Count("id", filter=counted & Q(reexecution_passed__isnull=False)),
             errors=Count("id", filter=Q(status=Attempt.ERROR)),
             cost_sum=Sum("cost", filter=counted),
@@ -289,12 +289,12 @@ def _verifier_frame(runs: pd.DataFrame, filters: LeaderboardFilters) -> pd.DataF
     columns = ["system_no", "n", "verifier", "score", "samples"]
     if runs.empty:
         return pd.DataFrame(columns=columns)
-    ok = Case(When(_passes("attempt__"), then=Value(1.0)), default=Value(0.0), output_field=FloatField())
+    ok = Case(When(passes_q("attempt__"), then=Value(1.0)), default=Value(0.0), output_field=FloatField())
     per_sample = (
         VerifierSelection.objects.filter(
-            Q(run_id__in=[int(pk) for pk in runs["run_id"]]) & _counted(filters, "attempt__") & _n_filter(filters, "sample__")
+            Q(run_id__in=[int(pk) for pk in runs["run_id"]]) & counted_q(filters, "attempt__") & _n_filter(filters, "sample__")
         )
-        .annotate(system_no=_system_case(runs), n=F("sample__n"), ok=ok)
+        .annotate(system_no=system_case(runs), n=F("sample__n"), ok=ok)
         .order_by()
         .values("system_no", "sample_id", "n", "verifier")
         .annotate(score=Avg("ok"))
@@ -614,7 +614,7 @@ def default_sort(n_values: list[int]) -> str:
 def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
     """The measured systems for `filters`, sorted (three queries)."""
     run_q = _run_filter(filters)
-    runs = _runs_frame(run_q)
+    runs = runs_frame(run_q)
     tolerances = (filters.tolerance,) if filters.tolerance is not None else ()
     summary = _summary_frame(runs, filters, every_run=not run_q, tolerances=tolerances)
     verifiers = _verifier_frame(runs, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
@@ -689,8 +689,26 @@ def leaderboard_flat_rows(board: Leaderboard, reference: list) -> list[dict]:
 # --- per-function difficulty -------------------------------------------------------------------------
 
 
+class PassRates:
+    """Pass rates over all counted attempts and over those at n = 1, for rows counting
+    `attempts`, `passes`, `attempts_n1` and `passes_n1`."""
+
+    attempts: int
+    passes: int
+    attempts_n1: int
+    passes_n1: int
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passes / self.attempts if self.attempts else None
+
+    @property
+    def pass_rate_n1(self) -> float | None:
+        return self.passes_n1 / self.attempts_n1 if self.attempts_n1 else None
+
+
 @dataclass
-class FunctionDifficulty:
+class FunctionDifficulty(PassRates):
     suite: str
     paper: str
     func_id: int
@@ -701,14 +719,6 @@ class FunctionDifficulty:
     attempts_n1: int = 0
     passes_n1: int = 0
     systems: int = 0
-
-    @property
-    def pass_rate(self) -> float | None:
-        return self.passes / self.attempts if self.attempts else None
-
-    @property
-    def pass_rate_n1(self) -> float | None:
-        return self.passes_n1 / self.attempts_n1 if self.attempts_n1 else None
 
     def as_dict(self) -> dict:
         return {
@@ -733,7 +743,7 @@ def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficul
     Hardest first (lowest pass rate), functions never attempted last. Three queries.
     """
     run_q = _run_filter(filters)
-    runs = _runs_frame(run_q)
+    runs = runs_frame(run_q)
     suites = sorted(set(runs["suite"]))
     functions = Function.objects.filter(paper__suite__name__in=suites).order_by().values_list(
         "id", "paper__suite__name", "paper__paper_id", "func_id", "file", "name"
@@ -887,7 +897,7 @@ def _url(name: str, pk: int) -> str | None:
 def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | None:
     """A system's metrics (with its tolerance sensitivity), runs, per-sample results and near misses
     (None: no such system). A few queries."""
-    runs = _runs_frame(Q())
+    runs = runs_frame(Q())
     runs = runs[runs["slug"] == slug]
     if runs.empty:
         return None
@@ -912,7 +922,7 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
     samples: dict[int, SampleResult] = {}
     counts: dict[int, dict[str, int]] = {pk: {} for pk in run_ids}
     verified_runs: dict[int, bool] = dict.fromkeys(run_ids, True)
-    attempt_url = _attempt_url_maker()
+    attempt_url = attempt_url_maker()
     out_of_scope_attempts = 0
     near_misses: list[NearMiss] = []
     for (pk, run_id, index, status, passed, reported, reexecuted, sample_pk, sample_id, paper, n, out_of_scope,
@@ -950,7 +960,7 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
                         near_miss_total=len(near_misses))
 
 
-def _attempt_url_maker():
+def attempt_url_maker():
     """A function from attempt pk to its trajectory page URL (None if that page is not wired up).
 
     One reverse() then string substitution: reversing per attempt would cost more than the query.

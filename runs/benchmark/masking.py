@@ -416,8 +416,10 @@ class _Choice:
 
 
 def _main_definition(candidates: list[_Function]) -> _Function | None:
-    """The one definition a shared name means, if the candidates are one property's accessors or
-    one function's overloads: the getter, the implementation. None otherwise."""
+    """The one definition a shared name means: the only candidate, or, if the candidates are one
+    property's accessors or one function's overloads, the getter, the implementation. None otherwise."""
+    if len(candidates) == 1:
+        return candidates[0]
     primary = [f for f in candidates if f.primary]
     if len({f.base_name for f in candidates}) == 1 and len(primary) == 1:
         return primary[0]
@@ -498,7 +500,7 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
         if best is not None and not in_class:
             return _Choice(best, "exact", "inside")
         if in_class:
-            function = in_class[0] if len(in_class) == 1 else _main_definition(in_class)
+            function = _main_definition(in_class)
             class_name = ".".join(in_class[0].scope)
             if function is not None:
                 note = (
@@ -517,7 +519,7 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
         tried.append("no span")
     else:
         spanned = _in_span(candidates, span)
-        function = spanned[0] if len(spanned) == 1 else (_main_definition(spanned) if spanned else None)
+        function = _main_definition(spanned)
         if function is not None:
             note = (
                 f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the one in "
