@@ -56,6 +56,7 @@ demo: install services $(SECRET_KEY_FILE)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py import_suite runs/suites/builtin --samples 1,2
 	$(BIN)/python manage.py load_demo
+	$(BIN)/python manage.py analyse_attempts
 	@echo "Serving http://localhost:$(PORT)/ (sign up at /accounts/signup/; a staff account: DATABASE_URL=$$DATABASE_URL $(BIN)/python manage.py createsuperuser)"
 	@$(MAKE) --no-print-directory serve
 
@@ -83,6 +84,7 @@ bench: install services sandbox-images
 	$(BIN)/python scripts/bench_heal.py
 	$(BIN)/python scripts/bench_pages.py
 	$(BIN)/python scripts/bench_replay.py
+	$(BIN)/python scripts/bench_explore.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -6,6 +6,7 @@ import json
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from leaderboard.pareto import frontier_step_line
 from leaderboard.reference import ReferenceRow
 from leaderboard.selectors import TOLERANCES, Leaderboard, ToleranceRow, tolerance_label
 from runs.benchmark.scoring import DEFAULT_RTOL
@@ -32,6 +33,10 @@ def _rgba(hex_color: str, alpha: float) -> str:
     return f"rgba({red},{green},{blue},{alpha})"
 
 
+def _system_label(row) -> str:
+    return f"{row.name} · {row.context}" + (f" · {row.config_label}" if row.config_label else "")
+
+
 def _figure_input(board: Leaderboard, reference: list[ReferenceRow]) -> tuple:
     """Everything the figure shows, as nested tuples: hashable, so figures can be memoised."""
     systems = []
@@ -41,8 +46,7 @@ def _figure_input(board: Leaderboard, reference: list[ReferenceRow]) -> tuple:
             for n in board.n_values
             if n in row.by_n and row.by_n[n].pass1 is not None
         )
-        label = f"{row.name} · {row.context}" + (f" · {row.config_label}" if row.config_label else "")
-        systems.append((row.slug, plotly_text(label), points))
+        systems.append((row.slug, plotly_text(_system_label(row)), points))
     references = tuple((plotly_text(ref.name), tuple(sorted(ref.pass1.items()))) for ref in reference)
     return tuple(systems), references
 
@@ -178,4 +182,93 @@ def _tolerance_payload(curves: tuple) -> dict:
                      "y1": 1, "line": {"color": "#888888", "dash": "dash", "width": 1}}],
         ),
     )
+    return json.loads(figure.to_json())
+
+
+# --- cost against accuracy ----------------------------------------------------------------------------
+
+FRONTIER_COLOR = "#1d1f21"
+
+
+def _cost_figure_input(board: Leaderboard) -> tuple:
+    """What the cost figure shows, as nested tuples (hashable, so the figure can be memoised): per n
+    with a placed system, its placed systems (colour position as in the pass-rate figure, label,
+    cost, Pass@1 and interval, samples, on the frontier) and the frontier's step line."""
+    position = {row.slug: index for index, row in enumerate(board.rows)}
+    rows = {row.slug: row for row in board.rows}
+    charts = []
+    for chart in board.cost_accuracy:
+        if not chart.placed:
+            continue
+        on_frontier = chart.frontier_keys
+        points = []
+        for point in chart.placed:
+            metrics = rows[point.key].by_n[chart.n]
+            points.append((
+                point.key, position[point.key], plotly_text(_system_label(rows[point.key])), point.cost, point.pass1,
+                metrics.pass1_low, metrics.pass1_high, metrics.samples, point.key in on_frontier,
+            ))
+        costs, pass1s = frontier_step_line(chart.frontier)
+        charts.append((chart.n, tuple(points), tuple(costs), tuple(pass1s)))
+    return tuple(charts)
+
+
+def cost_figure_payload(board: Leaderboard) -> dict | None:
+    """Pass@1 against mean cost per attempt, one n at a time (buttons switch n; the first shown),
+    with the Pareto frontier as a step line and its systems ringed. Systems of unknown cost are
+    not in it (the page lists them under the chart). None when no system is placed at any n.
+    Plain JSON data for `json_script`, memoised like `figure_payload`."""
+    charts = _cost_figure_input(board)
+    return _cost_payload(charts) if charts else None
+
+
+@functools.lru_cache(maxsize=64)
+def _cost_payload(charts: tuple) -> dict:
+    traces, groups = [], []
+    for index, (n, points, frontier_costs, frontier_pass1s) in enumerate(charts):
+        first = len(traces)
+        shown = index == 0
+        # The step line first, so the systems' markers are drawn over it.
+        traces.append(go.Scatter(
+            x=list(frontier_costs), y=list(frontier_pass1s), mode="lines", line_shape="hv",
+            name=plotly_text("Pareto frontier"), legendgroup=f"frontier-n{n}", visible=shown,
+            line={"color": FRONTIER_COLOR, "width": 1.5, "dash": "dot"}, hoverinfo="skip",
+        ))
+        for slug, position, label, cost, pass1, low, high, samples, on_frontier in points:
+            color = PALETTE[position % len(PALETTE)]
+            note = "<br>on the Pareto frontier" if on_frontier else ""
+            traces.append(go.Scatter(
+                x=[cost], y=[pass1], mode="markers", name=label, legendgroup=slug, visible=shown,
+                customdata=[[low, high, samples]],
+                error_y={"type": "data", "symmetric": False, "array": [high - pass1 if high is not None else 0],
+                         "arrayminus": [pass1 - low if low is not None else 0], "color": _rgba(color, 0.5),
+                         "thickness": 1, "width": 0},
+                marker={"color": color, "size": 12 if on_frontier else 9,
+                        "line": {"color": FRONTIER_COLOR if on_frontier else "white", "width": 2 if on_frontier else 1}},
+                hovertemplate=(
+                    f"{label}<br>n={n}: Pass@1 %{{y:.1%}} (95% CI %{{customdata[0]:.1%}} to %{{customdata[1]:.1%}})"
+                    f"<br>$%{{x:.4f}} per attempt, %{{customdata[2]}} samples{note}<extra></extra>"
+                ),
+            ))
+        groups.append((n, first, len(traces)))
+    buttons = [
+        {"label": plotly_text(f"n = {n}"), "method": "restyle",
+         "args": [{"visible": [start <= i < end for i in range(len(traces))]}]}
+        for n, start, end in groups
+    ]
+    more = {}
+    if len(buttons) > 1:
+        more["updatemenus"] = [{"type": "buttons", "direction": "right", "active": 0, "buttons": buttons, "showactive": True,
+                                "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom", "pad": {"r": 4, "t": 0},
+                                "font": {"size": 11}}]
+    layout = _layout(
+        height=460,
+        xaxis={"title": {"text": plotly_text("mean cost per attempt (USD)" + ("" if more else f", n = {groups[0][0]}"))},
+               "tickprefix": "$", "rangemode": "tozero"},
+        yaxis={"title": {"text": plotly_text("Pass@1 (bars: 95% CI)")}, "tickformat": ".0%", "rangemode": "tozero"},
+        **more,
+    )
+    if more:
+        layout["margin"] = {**layout["margin"], "t": 60}
+    figure = go.Figure(data=traces, layout=layout)
     return json.loads(figure.to_json())

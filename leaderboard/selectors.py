@@ -53,6 +53,7 @@ from django.db.models import (
 from django.urls import NoReverseMatch, reverse
 
 from leaderboard.models import VerifierSelection
+from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
 from runs.models import Attempt, Function, Run, Sample, Suite
@@ -349,6 +350,9 @@ class NMetrics:
     # view asks for (LeaderboardFilters.tolerance), which the "pass1_tol" sort key reads.
     pass1_at: dict[float, float] = field(default_factory=dict)
     tolerance: float | None = None
+    # On the cost-accuracy Pareto frontier among the leaderboard's systems at this n (leaderboard.pareto);
+    # None where no leaderboard was compared (a system's own page).
+    pareto_frontier: bool | None = None
 
     @property
     def pass1_tol(self) -> float | None:
@@ -373,6 +377,7 @@ class NMetrics:
             "cost_unknown": self.cost_unknown,
             "seconds_mean": self.seconds_mean,
             **tolerance,
+            **({"pareto_frontier": self.pareto_frontier} if self.pareto_frontier is not None else {}),
         }
 
 
@@ -463,6 +468,7 @@ class Leaderboard:
     n_values: list[int]
     sort: str
     filters: LeaderboardFilters
+    cost_accuracy: list[CostAccuracy] = field(default_factory=list)  # by n, in n_values' order
 
 
 def _none_if_nan(value) -> float | None:
@@ -621,7 +627,13 @@ def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
     rows = _build_systems(runs, summary, verifiers, tolerances=tolerances, tolerance=filters.tolerance)
     n_values = sorted({n for row in rows for n in row.by_n})
     sort = filters.sort or default_sort(n_values)
-    return Leaderboard(rows=sort_systems(rows, sort), n_values=n_values, sort=sort, filters=filters)
+    rows = sort_systems(rows, sort)
+    charts = cost_accuracy(rows, n_values)
+    frontier = {chart.n: chart.frontier_keys for chart in charts}
+    for row in rows:
+        for n, metrics in row.by_n.items():
+            metrics.pareto_frontier = row.slug in frontier.get(n, ())
+    return Leaderboard(rows=rows, n_values=n_values, sort=sort, filters=filters, cost_accuracy=charts)
 
 
 FLAT_COLUMNS = (

@@ -1,11 +1,13 @@
 from django.urls import path
 
-from leaderboard import benchmark_views, task_downloads, views
+from leaderboard import benchmark_views, comparison_views, explorer_views, task_downloads, views
 
 app_name = "leaderboard"
 urlpatterns = [
     path("", views.home, name="home"),
     path("functions/", views.functions, name="functions"),
+    path("explore/", explorer_views.explore, name="explore"),
+    path("compare/", comparison_views.compare, name="compare"),
     path("systems/<slug:slug>/", views.system, name="system"),
     path("benchmark/<slug:suite>/", benchmark_views.suite, name="benchmark_suite"),
     path("benchmark/<slug:suite>/samples/", benchmark_views.samples, name="benchmark_samples"),

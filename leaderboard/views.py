@@ -9,7 +9,9 @@ from django.views.decorators.http import require_GET
 
 from leaderboard import reference as paper
 from leaderboard.exports import csv_response
-from leaderboard.figures import SHOWN_SYSTEMS, figure_payload, tolerance_figure_payload
+from leaderboard.failure_analysis import error_taxonomy, failure_analysis
+from leaderboard.failure_figures import failure_figure_payload
+from leaderboard.figures import SHOWN_SYSTEMS, cost_figure_payload, figure_payload, tolerance_figure_payload
 from leaderboard.forms import LeaderboardFilterForm
 from leaderboard.selectors import (
     FLAT_COLUMNS,
@@ -53,6 +55,11 @@ RULES = [
     (
         "Cost and time are means per counted attempt; attempts whose cost is unknown are left out of the mean "
         "and counted."
+    ),
+    (
+        "Cost against accuracy: at each n, a system is on the Pareto frontier when no other system shown is at most "
+        "as costly per attempt and at least as accurate (Pass@1), one of them strictly. A system with any counted "
+        "attempt of unknown cost at that n is not placed (a missing cost is not zero) and is never on the frontier."
     ),
     (
         "Pass@1 at another relative tolerance t (“Pass@1 also at”, and each system's page) scales every number's tolerance, "
@@ -144,6 +151,7 @@ def home(request):
             "filters": {**_filters_payload(form, filters), "sort": board.sort},
             "rules": RULES,
             "n_values": board.n_values,
+            "cost_accuracy": [chart.as_dict() for chart in board.cost_accuracy],  # the Pareto frontier by n
             "rows": [row.as_dict() for row in board.rows]
             + [ref.as_dict() for ref in reference],
             "reference_findings": [{**finding, "reference": True} for finding in paper.FINDINGS],
@@ -204,6 +212,7 @@ def home(request):
         "source_url": paper.SOURCE_URL,
         "rules": RULES,
         "figure": figure,
+        "cost_figure": cost_figure_payload(board) if board.rows else None,
         "shown_systems": SHOWN_SYSTEMS,
         "json_url": _query_with(request, format="json"),
         "csv_url": _query_with(request, format="csv"),
@@ -278,6 +287,8 @@ def system(request, slug: str):
             "tolerances": list(TOLERANCES),
             "near_misses": [miss.as_dict() for miss in detail.near_misses],
             "near_miss_total": detail.near_miss_total,
+            "failure_analysis": failure_analysis(slug=slug, run_ids=detail.system.run_ids, filters=filters).as_dict(),
+            "error_taxonomy": error_taxonomy(slug=slug, run_ids=detail.system.run_ids, filters=filters).as_dict(),
         }, status=status)
     if output == "csv":
         table = request.GET.get("table", "samples")
@@ -297,7 +308,11 @@ def system(request, slug: str):
             row["verifier_choices"] = json.dumps(row["verifier_choices"], sort_keys=True) if row["verifier_choices"] else ""
         return _csv(f"system-{slug}-samples.csv", samples, SAMPLE_COLUMNS)
     tolerance_rows = detail.tolerance_rows
+    analysis = failure_analysis(slug=slug, run_ids=detail.system.run_ids, filters=filters)
     return render(request, "leaderboard/system.html", {
+        "analysis": analysis,
+        "failure_figure": failure_figure_payload(analysis),
+        "taxonomy": error_taxonomy(slug=slug, run_ids=detail.system.run_ids, filters=filters),
         "detail": detail,
         "system": detail.system,
         "metrics": [detail.system.by_n[n] for n in detail.n_values],

@@ -27,6 +27,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.agents import load_trajectory
+from runs.analysis.services import attempt_analysis_record_quietly
 from runs.benchmark.text import json_safe, storable_text
 from runs.evaluation.kinds import WorkKind
 from runs.evaluation.queue import FailedJob, enqueue, failed_jobs_get, failure_recorded, retry_in_seconds
@@ -50,6 +51,10 @@ REQUEUED = "requeued"  # an infrastructure failure, queued again
 
 
 LOST = "lost"  # the claim was taken away (recovered as dead) while this worker ran: nothing written
+
+
+# The fields the failure analysis derives from (runs.analysis.services): a write of either redoes it.
+ANALYSED_FIELDS = frozenset({"trajectory", "reexecution_output"})
 
 
 def max_infra_retries() -> int:
@@ -183,6 +188,8 @@ def execute(kind: WorkKind, perform: Callable[[Attempt, Heartbeat], dict], *, at
     if not written:
         logger.warning("%s %s try %s: claim lost before the result was written", kind.name, attempt.pk, attempt.tries)
         return LOST
+    if ANALYSED_FIELDS & fields.keys():
+        attempt_analysis_record_quietly([attempt.pk])
     kind.settle(attempt)
     return ERROR if fields.get("status") == Attempt.ERROR else DONE
 
@@ -207,6 +214,8 @@ def infra_failure(kind: WorkKind, *, attempt_id: int, tries: int, reason: str, r
         if trajectory is not None:
             attempt.trajectory = trajectory
         attempt.save()
+    if trajectory is not None:
+        attempt_analysis_record_quietly([attempt_id])
     kind.settle(attempt)
     outcome = REQUEUED if retrying else ERROR
     logger.warning("%s %s try %s: infrastructure failure (%s): %s", kind.name, attempt_id, tries, outcome,

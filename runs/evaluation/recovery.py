@@ -27,6 +27,7 @@ from rq.command import send_kill_horse_command
 from runs.agents.base import (
     TIME_LIMIT,
 )
+from runs.analysis.services import attempt_analysis_record_quietly
 from runs.evaluation.claims import (
     LOST,
     dead_reason,
@@ -137,6 +138,8 @@ def attempt_overrun(*, attempt: Attempt) -> str:
     written = Attempt.objects.filter(pk=attempt.pk, status=Attempt.RUNNING, tries=attempt.tries).update(**fields)
     if not written:
         return LOST
+    if trajectory is not None:
+        attempt_analysis_record_quietly([attempt.pk])
     _kill_work_horse(attempt)
     run_mark_finished(run_id=attempt.run_id)
     logger.warning("attempt %s try %s: %s", attempt.pk, attempt.tries, detail)

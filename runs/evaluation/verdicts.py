@@ -2,7 +2,7 @@
 
 Scoring turns a sample's experiments into what runs.benchmark.scoring needs (`scoring_specs`),
 applies the suite's policy for unstable gold (`score_answer`) and turns the result into stored JSON
-(`score_dict`); `with_tolerance_ratio` adds what the tolerance curves read; `failure_label` says
+(`score_dict`); `with_tolerance_ratio` adds what the tolerance curves and the failure analysis read; `failure_label` says
 why an attempt that did not pass failed. `reexecute` is the harness's own verdict on a final patch,
 shared by a run's attempts and a submission's: the patch is applied to a fresh masked workspace keeping only what the task allows
 (runs.benchmark.patches, runs.benchmark.scope), every experiment runs in a fresh sandbox
@@ -27,6 +27,7 @@ from runs.agents.base import (
     STEP_LIMIT,
     TIME_LIMIT,
 )
+from runs.analysis.outcomes import outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
 from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
 from runs.benchmark.scope import OutOfScopeEdit, restrict_to_scope
@@ -131,12 +132,17 @@ _VERDICT_FIELDS = ("status", "reported_score", "reported_passed", "reexecution_s
 
 
 def with_tolerance_ratio(fields: dict, attempt: Attempt | None = None) -> dict:
-    """`fields`, an attempt's verdict fields about to be written, with the `tolerance_ratio` they
-    imply (runs.benchmark.scoring.attempt_tolerance_ratio); a field that is not being written is
-    read from `attempt`. Every write of a verdict goes through here, so the ratio never goes stale."""
+    """`fields`, an attempt's verdict fields about to be written, with the `tolerance_ratio` and
+    the `outcome` they imply (runs.benchmark.scoring.attempt_tolerance_ratio,
+    runs.analysis.outcomes.attempt_outcome); a field that is not being written is read from
+    `attempt`. Every write of a verdict goes through here, so neither ever goes stale."""
     values = {name: fields[name] if name in fields else getattr(attempt, name, None) for name in _VERDICT_FIELDS}
     status = values.pop("status")
-    return {**fields, "tolerance_ratio": attempt_tolerance_ratio(done=status == Attempt.DONE, **values)}
+    return {
+        **fields,
+        "tolerance_ratio": attempt_tolerance_ratio(done=status == Attempt.DONE, **values),
+        "outcome": outcome_from(fields, attempt),
+    }
 
 
 @dataclass

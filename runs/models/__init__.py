@@ -2,14 +2,19 @@
 
 - `suites`: the benchmark (suites, papers, maskable functions, experiments, samples);
 - `evaluation`: runs and their attempts;
+- `analysis`: what failure analysis reads of an attempt, derived when it is stored;
 - `submissions`: uploaded results, the original files of converted trajectories, and the API tokens
   that upload them.
 
 Models import only Django and each other. In the layers of `runs` they sit under `runs.suites`
 and over `runs.agents` and `runs.benchmark`, which must never import them.
 """
+from runs.models.analysis import AttemptAnalysis, AttemptException, StepText
 from runs.models.evaluation import Attempt, Run
 from runs.models.submissions import ApiToken, Submission, TrajectorySource
 from runs.models.suites import Experiment, Function, Paper, Sample, Suite
 
-__all__ = ["ApiToken", "Attempt", "Experiment", "Function", "Paper", "Run", "Sample", "Submission", "Suite", "TrajectorySource"]
+__all__ = [
+    "ApiToken", "Attempt", "AttemptAnalysis", "AttemptException", "Experiment", "Function", "Paper", "Run", "Sample", "StepText", "Submission", "Suite",
+    "TrajectorySource",
+]

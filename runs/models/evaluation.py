@@ -88,6 +88,22 @@ class Attempt(models.Model):
         (UNPARSEABLE_ANSWER, "Unparseable answer"),
         (WRONG_ANSWER, "Wrong answer"),
     ]
+    # The outcome of a done attempt, for failure analysis (runs.analysis.outcomes decides it, on
+    # every write of a verdict): the failure labels above, refined by what re-execution found.
+    PASSED = "passed"
+    REEXECUTION_FAILED = "reexecution_failed"
+    OUT_OF_SCOPE = "out_of_scope"
+    OUTCOMES = [
+        (PASSED, "Passed"),
+        (WRONG_ANSWER, "Wrong answer"),
+        (NO_ANSWER, "No answer"),
+        (UNPARSEABLE_ANSWER, "Unparseable answer"),
+        (REEXECUTION_FAILED, "Crashed or timed out in re-execution"),
+        (BUDGET_EXHAUSTED, "Step, time or cost budget exhausted"),
+        (OUT_OF_SCOPE, "Edits outside the task dropped"),
+        (MODEL_PROVIDER, "Model provider error"),
+        (INFRASTRUCTURE, "Sandbox or worker failure"),
+    ]
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
     sample = models.ForeignKey(Sample, on_delete=models.PROTECT, related_name="attempts")
@@ -122,6 +138,10 @@ class Attempt(models.Model):
         help_text="What re-execution dropped from the final patch as outside the task: [{path, reason, diff}].",
     )
     passed = models.BooleanField(default=False)
+    outcome = models.CharField(
+        max_length=20, choices=OUTCOMES, blank=True,
+        help_text="Why a done attempt passed or failed (runs.analysis.outcomes); blank until it is scored.",
+    )
     mismatch = models.BooleanField(default=False, help_text="Reported numbers pass, the re-executed code does not.")
     tolerance_ratio = models.FloatField(
         null=True,
@@ -150,6 +170,7 @@ class Attempt(models.Model):
             models.Index(fields=["run", "status"], name="attempt_run_status"),
             models.Index(fields=["run", "passed"], name="attempt_run_passed"),
             models.Index(fields=["status", "heartbeat_at"], name="attempt_status_heartbeat"),
+            models.Index(fields=["outcome", "id"], name="attempt_outcome"),
         ]
         ordering = ["run", "sample", "index"]
 

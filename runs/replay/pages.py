@@ -30,40 +30,18 @@ from typing import Any
 from django.core.cache import cache
 from django.db import connection
 
+from runs.analysis.marks import (  # noqa: F401 - re-exported: the replay's names for them
+    TRACEBACK_TEXT,
+    StepMarks,
+    error_kind,
+    exit_code_of,
+    step_marks,
+)
 from runs.models import Attempt
 
 logger = logging.getLogger(__name__)
 
-TRACEBACK_TEXT = "Traceback (most recent call last):"
 ERRORS_CACHE_SECONDS = 7 * 24 * 3600
-
-
-@dataclass(frozen=True)
-class StepMarks:
-    """What decides whether step `number` (1-based) is an error."""
-
-    number: int
-    error: bool
-    traceback: bool
-    exit_code: int | None  # the command's, when the step ran one
-    timed_out: bool
-    traceback_in_output: bool
-
-
-def error_kind(marks: StepMarks) -> str:
-    """Why a step counts as an error ("" when it does not): the tool failed, the harness recorded a
-    traceback, a command exited non-zero or timed out, or the output holds a Python traceback."""
-    if marks.error:
-        return "tool error"
-    if marks.traceback:
-        return "traceback"
-    if marks.timed_out:
-        return "timed out"
-    if marks.exit_code not in (None, 0):
-        return f"exit code {marks.exit_code}"
-    if marks.traceback_in_output:
-        return "traceback in output"
-    return ""
 
 
 @dataclass
@@ -78,34 +56,6 @@ class TrajectoryPage:
     errors: list[int] = field(default_factory=list)  # error steps among the first `errors_limit`
     patch_head: str = ""  # the first `patch_chars` characters of the final patch
     patch_chars: int = 0  # its whole length in characters
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def step_marks(number: int, step: Any) -> StepMarks:
-    """The marks of one step read from its stored value (a dict) or a runs.agents.trajectory.Step."""
-    get = step.get if isinstance(step, dict) else (lambda name: getattr(step, name, None))
-    observation = _text(get("observation"))
-    return StepMarks(
-        number=number,
-        error=bool(get("error")),
-        traceback=bool(get("traceback")),
-        exit_code=_exit_code(get("exit_code")),
-        timed_out=bool(get("timed_out")),
-        traceback_in_output=TRACEBACK_TEXT in observation,
-    )
-
-
-def _exit_code(value: Any) -> int | None:
-    # Uploads are checked to hold an integer or null here (runs.agents.trajectory); anything else
-    # in a stored document counts as no exit status, as the SQL below reads it.
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # Python's truthiness of a JSON value, in SQL (NULL: the key is absent).
@@ -141,7 +91,7 @@ SELECT t.head::text,
 """
 
 # The marks of the steps that may be errors, if the row is still at `version`; `error_kind` has the
-# last word. An exit code that is not a JSON number reads as none (NULL), as `_exit_code` reads it.
+# last word. An exit code that is not a JSON number reads as none (NULL), as `exit_code_of` reads it.
 _POSTGRES_MARKS = """
 SELECT coalesce(jsonb_agg(jsonb_build_array(m.n, m.error, m.traceback, m.exit_code, m.timed_out, m.in_output)
                           ORDER BY m.n), '[]')::text
@@ -208,7 +158,7 @@ def _postgres_errors(attempt_id: int, version: str, errors_limit: int) -> list[i
         cursor.execute(query, {"id": attempt_id, "version": version, "traceback_text": TRACEBACK_TEXT,
                                "errors_limit": errors_limit})
         row = cursor.fetchone()
-    marks = [StepMarks(int(n), bool(error), bool(traceback), _exit_code(exit_code), bool(timed_out), bool(in_output))
+    marks = [StepMarks(int(n), bool(error), bool(traceback), exit_code_of(exit_code), bool(timed_out), bool(in_output))
              for n, error, traceback, exit_code, timed_out, in_output in json.loads(row[0])]
     errors = [mark.number for mark in marks if error_kind(mark)]
     if key is not None:

@@ -41,6 +41,7 @@ from runs.agents.trajectory import (
     Trajectory,
     TrajectoryFormatError,
 )
+from runs.analysis.public import GOLD_CODE_AGENTS, gold_code_redaction
 from runs.benchmark.patches import PatchError, parse_patch
 from runs.benchmark.text import format_seconds
 from runs.limits import ReplayBounds, cut_text, replay_bounds, trajectory_limits
@@ -48,11 +49,7 @@ from runs.models import Attempt, TrajectorySource
 from runs.replay.pages import TrajectoryPage, error_kind, step_marks, trajectory_page
 from runs.visibility import runs_visible_q
 
-# Agents whose trajectories contain the reference implementation of masked functions.
-GOLD_CODE_AGENTS = frozenset({"gold", "mutant"})
-# Tools whose arguments carry source code, and tools whose observations show source code.
-CODE_WRITING_TOOLS = frozenset({"write_file", "edit_file"})
-CODE_READING_TOOLS = frozenset({"inspect_file_lines", "understand_file"})
+# The gold-code rule (which agents, which tools) is runs.analysis.public's, shared with the search.
 GOLD_CODE_NOTICE = "Code changes that contain the reference implementation are shown to members only (staff, where sign-up is open)."
 
 # Observations and diffs longer than this are collapsed (<details>) by default.
@@ -394,17 +391,12 @@ def step_view(
     bounds = bounds or replay_bounds()
     tool = _text(step.tool)
     observation = _cut(_text(step.observation), bounds)
-    redacted = hide_gold_code and (tool in CODE_WRITING_TOOLS or tool in CODE_READING_TOOLS or bool(step.files_changed))
+    shown = gold_code_redaction(
+        tool=tool, thought=_cut(_text(step.thought), bounds), arguments=step.arguments, observation=observation,
+        changes_files=bool(step.files_changed), hide_gold_code=hide_gold_code,
+    )
+    redacted, thought, arguments, observation = shown.redacted, shown.thought, shown.arguments, shown.observation
     files = _step_files(step, hidden=hide_gold_code, budget=budget, bounds=bounds)
-    arguments = step.arguments
-    thought = _cut(_text(step.thought), bounds)
-    if redacted and tool in CODE_WRITING_TOOLS:
-        # The content is the gold body; a mutant's thought quotes the gold expression it breaks.
-        thought = ""
-        if isinstance(arguments, dict):
-            arguments = {key: value if key == "path" else "(hidden)" for key, value in arguments.items()}
-    if redacted and tool in CODE_READING_TOOLS:
-        observation = ""
     lines = observation.count("\n") + 1 if observation else 0
     return StepView(
         number=number,

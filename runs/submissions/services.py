@@ -21,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from runs.analysis.services import attempt_analysis_record_quietly
 from runs.benchmark.scoring import parse_answer
 from runs.benchmark.text import json_safe
 from runs.evaluation.claims import LOST, SKIPPED, max_infra_retries
@@ -101,6 +102,7 @@ def submission_create(
             ],
             batch_size=20,  # a few files of up to the upload size each per INSERT
         )
+        attempt_analysis_record_quietly([attempt.pk for attempt in attempts])
         if reexecute:
             try:
                 if enqueue:  # in-process re-execution (enqueue=False) puts nothing on the queue
@@ -129,6 +131,13 @@ def _attempt(run: Run, record: Record, validated: ValidatedSubmission, now) -> A
         "reported_score": score_dict(reported, experiments) if reported is not None else None,
         "reported_passed": reported_passed,
         "passed": False,
+        # Labelled by the reported verdict until re-execution gives the final one.
+        "failure_label": failure_label(
+            exit_status=SUBMITTED,
+            final_answer_raw=raw,
+            answer_parsed=bool(parsed is not None and parsed.ok),
+            passed=reported_passed,
+        ),
     })
     return Attempt(
         run=run,
@@ -139,13 +148,6 @@ def _attempt(run: Run, record: Record, validated: ValidatedSubmission, now) -> A
         parsed_answer=json_safe(parsed.value) if parsed is not None and parsed.ok else None,
         **verdict,
         mismatch=False,
-        # Labelled by the reported verdict until re-execution gives the final one.
-        failure_label=failure_label(
-            exit_status=SUBMITTED,
-            final_answer_raw=raw,
-            answer_parsed=bool(parsed is not None and parsed.ok),
-            passed=reported_passed,
-        ),
         input_tokens=record.input_tokens,
         output_tokens=record.output_tokens,
         cost=record.cost,
@@ -337,4 +339,5 @@ def attempt_trajectory_import(
         TrajectorySource.objects.filter(attempt=attempt).delete()
         if original is not None:
             _trajectory_source(attempt, original, trajectory).save()
+    attempt_analysis_record_quietly([attempt.pk])
     return attempt

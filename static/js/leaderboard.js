@@ -4,9 +4,9 @@
 (function () {
   "use strict";
 
-  function drawFigure() {
-    var data = document.getElementById("leaderboard-figure-data");
-    var target = document.getElementById("leaderboard-figure");
+  function drawFigure(targetId, dataId) {
+    var data = document.getElementById(dataId);
+    var target = document.getElementById(targetId);
     if (!data || !target || !window.Plotly) return;
     var figure = JSON.parse(data.textContent);
     window.Plotly.newPlot(target, figure.data, figure.layout, { responsive: true, displaylogo: false });
@@ -30,7 +30,9 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
-    drawFigure();
+    drawFigure("leaderboard-figure", "leaderboard-figure-data");
+    drawFigure("cost-figure", "cost-figure-data");  // cost against accuracy, home page only
+    drawFigure("failure-figure", "failure-figure-data");  // outcome split by n, a system's page only
     submitFiltersOnChange();
   });
 })();

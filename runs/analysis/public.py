@@ -1,0 +1,98 @@
+"""What the anonymous replay shows of a step: the one definition of the gold-code rule.
+
+The `gold` and `mutant` baselines restore masked functions from the reference implementation, so
+the arguments of their steps that write code, the observations of their steps that read it, their
+diffs and their final patch hold the gold bodies. Anonymous viewers never see those
+(runs.replay.presenters.step_view applies `gold_code_redaction`), and the search across
+trajectories indexes exactly what they see (`step_search_text`), so a search can never reveal
+more than the public replay.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from runs.analysis.marks import step_text
+
+# Agents whose trajectories contain the reference implementation of masked functions.
+GOLD_CODE_AGENTS = frozenset({"gold", "mutant"})
+# Tools whose arguments carry source code, and tools whose observations show source code.
+CODE_WRITING_TOOLS = frozenset({"write_file", "edit_file"})
+CODE_READING_TOOLS = frozenset({"inspect_file_lines", "understand_file"})
+
+HIDDEN = "(hidden)"
+# How much of one step the search indexes: a step's text is mostly its observation, which our
+# tools cut at 10,000 characters; an uploaded step may hold far more.
+MAX_STEP_SEARCH_CHARS = 8_000
+# Each field is cut before joining, so a huge thought cannot crowd out the observation.
+_FIELD_CHARS = MAX_STEP_SEARCH_CHARS // 2
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """A step's thought, arguments and observation as a viewer may see them."""
+
+    redacted: bool  # something was left out (or the step's diffs are hidden)
+    thought: str
+    arguments: Any
+    observation: str
+
+
+def gold_code_redaction(
+    *, tool: str, thought: str, arguments: Any, observation: str, changes_files: bool, hide_gold_code: bool
+) -> Redaction:
+    """What of a step a viewer sees when `hide_gold_code` (an anonymous viewer of a gold-bearing
+    agent's attempt): a step that writes code loses its thought (a mutant's quotes the gold
+    expression it breaks) and every argument but the path; a step that reads code loses its
+    observation; any step that changed files has its diffs hidden (the caller's part)."""
+    redacted = hide_gold_code and (tool in CODE_WRITING_TOOLS or tool in CODE_READING_TOOLS or changes_files)
+    if redacted and tool in CODE_WRITING_TOOLS:
+        thought = ""
+        if isinstance(arguments, dict):
+            arguments = {key: value if key == "path" else HIDDEN for key, value in arguments.items()}
+    if redacted and tool in CODE_READING_TOOLS:
+        observation = ""
+    return Redaction(redacted=redacted, thought=thought, arguments=arguments, observation=observation)
+
+
+def is_gold_code_agent(*names: Any) -> bool:
+    """Whether any of these agent names (the run's, the trajectory header's) is a gold-bearing one."""
+    return any(isinstance(name, str) and name in GOLD_CODE_AGENTS for name in names)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit]
+
+
+def step_search_text(step: Any, *, gold_code_agent: bool) -> str:
+    """The searchable text of one stored step (a dict; anything else gives ""): its thought, tool,
+    arguments as JSON, observation and traceback as the anonymous replay shows them, at most
+    MAX_STEP_SEARCH_CHARS characters."""
+    if not isinstance(step, dict):
+        return ""
+    files = step.get("files_changed")
+    shown = gold_code_redaction(
+        tool=step_text(step.get("tool")),
+        thought=_cut(step_text(step.get("thought")), _FIELD_CHARS),
+        arguments=step.get("arguments"),
+        observation=_cut(step_text(step.get("observation")), _FIELD_CHARS),
+        changes_files=bool(files),
+        hide_gold_code=gold_code_agent,
+    )
+    arguments = ""
+    if shown.arguments not in (None, {}, ""):
+        try:
+            arguments = json.dumps(shown.arguments, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):
+            arguments = str(shown.arguments)
+    parts = [
+        shown.thought,
+        step_text(step.get("tool")),
+        _cut(arguments, _FIELD_CHARS),
+        shown.observation,
+        _cut(step_text(step.get("traceback")), _FIELD_CHARS),
+    ]
+    text = "\n".join(part for part in parts if part)
+    # Postgres text cannot hold NUL characters.
+    return _cut(text.replace("\x00", ""), MAX_STEP_SEARCH_CHARS)
