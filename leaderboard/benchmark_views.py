@@ -22,7 +22,7 @@ from leaderboard.benchmark import (
     samples_page,
     suite_overview,
 )
-from leaderboard.views import _json, _query_with
+from leaderboard.views import _json, query_with
 from runs.models import Suite
 
 FORMATS = ("html", "json")
@@ -83,7 +83,7 @@ def suite(request, suite: str):
         "overview": overview,
         "suite": overview.suite,
         "samples_url": reverse("leaderboard:benchmark_samples", args=[suite]),
-        "json_url": _query_with(request, format="json"),
+        "json_url": query_with(request, format="json"),
     })
 
 
@@ -122,7 +122,7 @@ def paper(request, suite: str, paper_id: str):
         "suite_name": suite,
         "text_chars": PAPER_TEXT_CHARS,
         "tree_limit": CODE_TREE_LIMIT,
-        "json_url": _query_with(request, format="json"),
+        "json_url": query_with(request, format="json"),
     })
 
 
@@ -162,7 +162,7 @@ def function(request, suite: str, paper_id: str, func_id: int):
         "experiments": experiments,
         "rates": [{"rate": rate, "url": _system_url(rate.system.slug)} for rate in detail.rates],
         "sees_gold": sees_gold,
-        "json_url": _query_with(request, format="json"),
+        "json_url": query_with(request, format="json"),
     })
 
 
@@ -201,7 +201,7 @@ def experiment(request, suite: str, paper_id: str, exp_id: int):
         "answer_format": _json_text(e.answer_format),
         "rates": [{"rate": rate, "url": _system_url(rate.system.slug)} for rate in detail.rates],
         "gold": gold and {key: _json_text(value) if value else "" for key, value in gold.items()},
-        "json_url": _query_with(request, format="json"),
+        "json_url": query_with(request, format="json"),
     })
 
 
@@ -250,8 +250,8 @@ def samples(request, suite: str):
     return render(request, "leaderboard/benchmark_samples.html", {
         "suite": suite_object,
         "listing": listing,
-        "n_links": [{"n": n, "url": _query_with(request, n=n, page=None), "active": n == listing.n} for n in listing.n_values],
-        "previous_url": _query_with(request, page=page.previous_page_number()) if page.has_previous() else None,
-        "next_url": _query_with(request, page=page.next_page_number()) if page.has_next() else None,
-        "json_url": _query_with(request, format="json"),
+        "n_links": [{"n": n, "url": query_with(request, n=n, page=None), "active": n == listing.n} for n in listing.n_values],
+        "previous_url": query_with(request, page=page.previous_page_number()) if page.has_previous() else None,
+        "next_url": query_with(request, page=page.next_page_number()) if page.has_next() else None,
+        "json_url": query_with(request, format="json"),
     })

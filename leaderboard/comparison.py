@@ -37,8 +37,8 @@ from leaderboard.selectors import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     CONFIDENCE,
-    CONTEXT_LABELS,
     LeaderboardFilters,
+    SystemLabels,
     attempt_url_maker,
     counted_q,
     passes_q,
@@ -67,7 +67,7 @@ class UnknownSystem(LookupError):
 
 
 @dataclass(frozen=True)
-class ComparedSystem:
+class ComparedSystem(SystemLabels):
     slug: str
     suite: str
     agent: str
@@ -75,18 +75,6 @@ class ComparedSystem:
     config_json: str
     context: str
     run_ids: tuple[int, ...]
-
-    @property
-    def name(self) -> str:
-        return f"{self.model or 'baseline'} · {self.agent}"
-
-    @property
-    def context_label(self) -> str:
-        return CONTEXT_LABELS.get(self.context, self.context)
-
-    @property
-    def config_label(self) -> str:
-        return "" if self.config_json == "{}" else self.config_json
 
     @property
     def url(self) -> str:

@@ -31,6 +31,7 @@ from leaderboard.selectors import (
     canonical_config,
     passes_q,
     runs_frame,
+    system_name,
     system_slug,
 )
 from runs.analysis.links import step_url_maker
@@ -170,13 +171,6 @@ def _ordering(sort: str) -> list:
     return [expression, tie]
 
 
-# --- links -----------------------------------------------------------------------------------------
-
-
-def system_name(model: str, agent: str) -> str:
-    return f"{model} · {agent}" if model else agent
-
-
 # --- the attempt list --------------------------------------------------------------------------------
 
 _ROW_FIELDS = (
@@ -239,7 +233,7 @@ class _Systems:
     def of(self, run_id, suite, agent, model, config, context) -> tuple[str, str]:
         if run_id not in self._known:
             slug = system_slug(suite=suite, agent=agent, model=model, config_json=canonical_config(config), context=context)
-            self._known[run_id] = (system_name(model, agent), slug)
+            self._known[run_id] = (system_name(model=model, agent=agent), slug)
         return self._known[run_id]
 
 

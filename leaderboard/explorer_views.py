@@ -8,19 +8,9 @@ from leaderboard import explorer
 from leaderboard.explorer_forms import ExplorerForm
 from leaderboard.exports import csv_response
 from leaderboard.selectors import filter_choices
+from leaderboard.views import query_with
 
 SORT_LABELS = {"id": "Attempt", "n": "n", "steps": "Steps", "cost": "Cost", "seconds": "Time", "ratio": "Tolerance ratio"}
-
-
-def _query_with(request, **changes) -> str:
-    query = request.GET.copy()
-    for key, value in changes.items():
-        if value is None:
-            query.pop(key, None)
-        else:
-            query[key] = value
-    encoded = query.urlencode()
-    return f"?{encoded}" if encoded else "?"
 
 
 def _cut_note(truncated: bool, what: str) -> str:
@@ -67,7 +57,7 @@ def explore(request):
         active = filters.sort.lstrip("-") == key
         descending = filters.sort.startswith("-")
         target = (key if descending else f"-{key}") if active else f"-{key}"
-        return {"label": SORT_LABELS[key], "url": _query_with(request, sort=target, page=None), "active": active,
+        return {"label": SORT_LABELS[key], "url": query_with(request, sort=target, page=None), "active": active,
                 "descending": descending}
 
     context = {
@@ -77,11 +67,11 @@ def explore(request):
         "result": page,
         "page_size": explorer.PAGE_SIZE,
         "sorts": {key: sort_link(key) for key in explorer.SORT_FIELDS},
-        "previous_url": _query_with(request, page=str(page.page - 1)) if page.page > 1 else None,
-        "next_url": _query_with(request, page=str(page.page + 1)) if page.has_next and page.page < explorer.MAX_PAGE else None,
-        "first_url": _query_with(request, page=None),
-        "json_url": _query_with(request, format="json", page=None),
-        "csv_url": _query_with(request, format="csv", page=None),
+        "previous_url": query_with(request, page=str(page.page - 1)) if page.page > 1 else None,
+        "next_url": query_with(request, page=str(page.page + 1)) if page.has_next and page.page < explorer.MAX_PAGE else None,
+        "first_url": query_with(request, page=None),
+        "json_url": query_with(request, format="json", page=None),
+        "csv_url": query_with(request, format="csv", page=None),
         "reset_url": "?",
         "export_limit": explorer.EXPORT_LIMIT,
         "max_page": explorer.MAX_PAGE,

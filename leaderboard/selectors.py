@@ -119,6 +119,32 @@ def system_slug(*, suite: str, agent: str, model: str, config_json: str, context
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
 
 
+def system_name(*, model: str, agent: str) -> str:
+    """A system as named on every page: "model · agent", "baseline · agent" for the model-free baselines."""
+    return f"{model or 'baseline'} · {agent}"
+
+
+class SystemLabels:
+    """How a system key (fields `model`, `agent`, `context`, `config_json`) is shown."""
+
+    model: str
+    agent: str
+    context: str
+    config_json: str
+
+    @property
+    def name(self) -> str:
+        return system_name(model=self.model, agent=self.agent)
+
+    @property
+    def context_label(self) -> str:
+        return CONTEXT_LABELS.get(self.context, self.context)
+
+    @property
+    def config_label(self) -> str:
+        return "" if self.config_json == "{}" else self.config_json
+
+
 def verifier_label(verifier: str) -> str:
     """A verifier as shown: a model spec without its endpoint (which may carry credentials)."""
     return verifier.split("@http", 1)[0]
@@ -382,7 +408,7 @@ class NMetrics:
 
 
 @dataclass
-class SystemRow:
+class SystemRow(SystemLabels):
     """One system: its key, its numbers by n and its totals over the n shown."""
 
     slug: str
@@ -406,20 +432,8 @@ class SystemRow:
     unfinished_runs: int = 0
 
     @property
-    def name(self) -> str:
-        return f"{self.model or 'baseline'} · {self.agent}"
-
-    @property
     def verified(self) -> bool:
         return self.attempts > 0 and self.verified_attempts == self.attempts
-
-    @property
-    def context_label(self) -> str:
-        return CONTEXT_LABELS.get(self.context, self.context)
-
-    @property
-    def config_label(self) -> str:
-        return "" if self.config_json == "{}" else self.config_json
 
     def metric(self, key: str, n: int | None = None):
         """The value a sort key names (see SORT_FIELDS and SORT_FIELDS_BY_N); None when absent."""

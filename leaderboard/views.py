@@ -87,7 +87,8 @@ def _bad_format(request):
     )
 
 
-def _query_with(request, **changes) -> str:
+def query_with(request, **changes) -> str:
+    """The current query string with `changes` applied (None removes a parameter): links that keep the filters."""
     query = request.GET.copy()
     for key, value in changes.items():
         if value is None:
@@ -170,7 +171,7 @@ def home(request):
         # A first click puts the best first (highest rate, lowest cost, newest, A to Z); a second reverses.
         first = key if key in ASCENDING_FIRST else f"-{key}"
         target = (key if board.sort.startswith("-") else f"-{key}") if active else first
-        return {"url": _query_with(request, sort=target), "active": active, "descending": board.sort.startswith("-")}
+        return {"url": query_with(request, sort=target), "active": active, "descending": board.sort.startswith("-")}
 
     # Columns for every n measured or reported, so the paper's numbers line up with ours.
     display_n = sorted(set(board.n_values) | {n for ref in reference for n in (*ref.pass1, *ref.passk)})
@@ -214,9 +215,9 @@ def home(request):
         "figure": figure,
         "cost_figure": cost_figure_payload(board) if board.rows else None,
         "shown_systems": SHOWN_SYSTEMS,
-        "json_url": _query_with(request, format="json"),
-        "csv_url": _query_with(request, format="csv"),
-        "functions_url": reverse("leaderboard:functions") + _query_with(request, sort=None, format=None),
+        "json_url": query_with(request, format="json"),
+        "csv_url": query_with(request, format="csv"),
+        "functions_url": reverse("leaderboard:functions") + query_with(request, sort=None, format=None),
         "gold_stability": suites_gold_stability(names={row.suite for row in board.rows}),
         "show_tolerance": True,
         "tolerance_label": tolerance_label(filters.tolerance) if filters.tolerance is not None else None,
@@ -247,9 +248,9 @@ def functions(request):
         "form": form,
         "problems": form.problems(),
         "rows": rows,
-        "json_url": _query_with(request, format="json"),
-        "csv_url": _query_with(request, format="csv"),
-        "leaderboard_url": reverse("leaderboard:home") + _query_with(request, format=None),
+        "json_url": query_with(request, format="json"),
+        "csv_url": query_with(request, format="csv"),
+        "leaderboard_url": reverse("leaderboard:home") + query_with(request, format=None),
     }, status=status)
 
 
@@ -321,8 +322,8 @@ def system(request, slug: str):
         "tolerance_figure": tolerance_figure_payload(tolerance_rows) if tolerance_rows else None,
         "near_miss_factor": NEAR_MISS_FACTOR,
         "problems": form.problems(),
-        "json_url": _query_with(request, format="json"),
-        "csv_urls": {table: _query_with(request, format="csv", table=table) for table in ("samples", "runs", "by_n")},
+        "json_url": query_with(request, format="json"),
+        "csv_urls": {table: query_with(request, format="csv", table=table) for table in ("samples", "runs", "by_n")},
     }, status=status)
 
 

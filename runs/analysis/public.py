@@ -61,6 +61,27 @@ def is_gold_code_agent(*names: Any) -> bool:
     return any(isinstance(name, str) and name in GOLD_CODE_AGENTS for name in names)
 
 
+def public_steps(steps: list, *, gold_code_agent: bool) -> list:
+    """Stored steps as the anonymous replay shows them, for what the analysis derives and shows
+    publicly (exceptions, the first error's line): a gold-bearing agent's steps lose the thought
+    and arguments of code writes and the observation of code reads (a read of the gold file can
+    hold a traceback or an error line quoting the gold code). Other agents' steps are as stored."""
+    if not gold_code_agent:
+        return steps
+    shown = []
+    for step in steps:
+        if isinstance(step, dict):
+            redaction = gold_code_redaction(
+                tool=step_text(step.get("tool")), thought=step_text(step.get("thought")), arguments=step.get("arguments"),
+                observation=step_text(step.get("observation")), changes_files=bool(step.get("files_changed")),
+                hide_gold_code=True,
+            )
+            step = {**step, "thought": redaction.thought, "arguments": redaction.arguments,
+                    "observation": redaction.observation}
+        shown.append(step)
+    return shown
+
+
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from django.db import connection, transaction
 
-from runs.analysis.public import is_gold_code_agent, step_search_text
+from runs.analysis.public import is_gold_code_agent, public_steps, step_search_text
 from runs.analysis.trajectories import MAX_ERROR_LINE_CHARS, exceptions_in, trajectory_facts, trajectory_steps
 from runs.limits import trajectory_limits
 from runs.models import Attempt, AttemptAnalysis, AttemptException, StepText
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 # Which rules built a row: raise it when the facts, the exception patterns or the step text
 # change, and `manage.py analyse_attempts` redoes the rows built by older rules.
-RULES_VERSION = 1
+RULES_VERSION = 2  # 2: linear patterns; a gold-bearing agent's facts from what its public replay shows
 
 # Attempts read per query: a stored trajectory may be megabytes.
 CHUNK = 20
@@ -102,7 +102,12 @@ def _record_chunk(ids: list[int]) -> int:
 
 
 def _attempt_rows(pk: int, trajectory, reexecution_output, agent: str, max_steps: int):
-    facts = trajectory_facts(trajectory, max_steps=max_steps)
+    header = trajectory.get("header") if isinstance(trajectory, dict) else None
+    gold = is_gold_code_agent(agent, header.get("agent") if isinstance(header, dict) else None)
+    steps = trajectory_steps(trajectory)
+    # Facts and exceptions are shown to anyone: derived from what the anonymous replay shows.
+    facts = trajectory_facts({"steps": public_steps(steps[:max_steps], gold_code_agent=gold)}, max_steps=max_steps)
+    facts.steps = len(steps)
     analysis = AttemptAnalysis(
         attempt_id=pk,
         rules_version=RULES_VERSION,
@@ -125,10 +130,8 @@ def _attempt_rows(pk: int, trajectory, reexecution_output, agent: str, max_steps
         )
         for step, exception in found[:MAX_EXCEPTIONS_PER_ATTEMPT]
     ]
-    header = trajectory.get("header") if isinstance(trajectory, dict) else None
-    gold = is_gold_code_agent(agent, header.get("agent") if isinstance(header, dict) else None)
     texts = []
-    for number, step in enumerate(trajectory_steps(trajectory)[:max_steps], start=1):
+    for number, step in enumerate(steps[:max_steps], start=1):
         text = step_search_text(step, gold_code_agent=gold)
         if text:
             texts.append(StepText(attempt_id=pk, step=number, text=text))
