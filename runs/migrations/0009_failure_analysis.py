@@ -75,12 +75,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='attemptexception',
             name='attempt',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='exceptions', to='runs.attempt'),
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='exceptions', to='runs.attempt'),
         ),
         migrations.AddField(
             model_name='steptext',
             name='attempt',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='step_texts', to='runs.attempt'),
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='step_texts', to='runs.attempt'),
         ),
         migrations.AddIndex(
             model_name='attemptexception',

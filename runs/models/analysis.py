@@ -48,7 +48,8 @@ class AttemptAnalysis(models.Model):
 class AttemptException(models.Model):
     """One exception in an attempt: in step `step`'s output, or (step null) in the re-execution output."""
 
-    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="exceptions")
+    # db_index off: the (attempt, step) index below serves lookups by attempt.
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="exceptions", db_index=False)
     step = models.PositiveIntegerField(null=True, blank=True, help_text="Null: the harness's re-execution output.")
     exception_type = models.CharField(max_length=200)
     pattern = models.CharField(max_length=300, help_text="The message with numbers, paths and shapes masked.")
@@ -68,7 +69,8 @@ class StepText(models.Model):
     """One step's searchable text: thought, tool, arguments, observation and error text as the
     anonymous replay shows them (runs.analysis.public.step_search_text)."""
 
-    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="step_texts")
+    # db_index off: the unique (attempt, step) constraint's index serves lookups by attempt.
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="step_texts", db_index=False)
     step = models.PositiveIntegerField()
     text = models.TextField()
     document = SearchVectorField(null=True, blank=True, help_text="to_tsvector('simple', text), Postgres only.")
