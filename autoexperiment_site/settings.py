@@ -166,6 +166,10 @@ SANDBOX_BACKEND = env_choice("SANDBOX_BACKEND", "bubblewrap", BACKEND_NAMES)
 SANDBOX_IMAGE = env_str("SANDBOX_IMAGE", "autoexperiment-base:bookworm")
 # Where workspaces are built. Kept apart from the gold code so nothing of it is ever copied in.
 WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(DATA_DIR / "workspaces")))
+# This worker host's name in attempts' claims (`host:pid`, runs.evaluation.claims.worker_identity);
+# blank: the machine's host name. Set it when two worker "hosts" share one machine (each with its
+# own WORKSPACE_ROOT and SANDBOX_BACKEND): a claim's pid is only checked on the host that made it.
+WORKER_HOST_NAME = env_str("WORKER_HOST_NAME", "") or ""
 # Where the suite pages' task downloads are cached, one archive per suite version, n and context
 # (runs.suites.export.task_archive_cached); anything here can be deleted, it is rebuilt on request.
 TASK_EXPORT_ROOT = Path(env_str("TASK_EXPORT_ROOT", str(DATA_DIR / "task_exports")))
@@ -188,6 +192,7 @@ SUBMISSION_MAX_TRAJECTORY_BYTES = env_int(
     "SUBMISSION_MAX_TRAJECTORY_BYTES", _limits.DEFAULT_MAX_TRAJECTORY_BYTES, minimum=1024
 )
 REPLAY_STEPS_PER_PAGE = env_int("REPLAY_STEPS_PER_PAGE", _limits.DEFAULT_STEPS_PER_PAGE, minimum=1)
+REPLAY_FIRST_SCREEN_STEPS = env_int("REPLAY_FIRST_SCREEN_STEPS", _limits.PAGE_FIRST_SCREEN_STEPS, minimum=1)
 
 # Recovery (runs.evaluation.recovery.attempts_recover): a running attempt without a heartbeat for this long is
 # taken for dead; one still running this long past its own budget (time budget plus the

@@ -48,6 +48,11 @@ PAGE_STEP_FILES = 20  # files listed per step (and files of the final patch); th
 PAGE_STEP_NOTES = 50
 PAGE_PATCH_LINES = 1_000  # lines of the final patch (and of the out-of-scope edits) per page
 PAGE_PATCH_CHARS = 256 * 1024  # read from the database at most; lines beyond are not needed
+# Steps of a page whose bodies the page itself renders (about a screen: a step with its long
+# observation and diffs collapsed is a few lines tall); the page lists the others one line each
+# and static/js/replay.js fetches their bodies (runs.replay.views.attempt_steps) as they come into
+# view, at most `steps_per_page` of them a request. Tests lower it (settings.REPLAY_FIRST_SCREEN_STEPS).
+PAGE_FIRST_SCREEN_STEPS = 5
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class TrajectoryLimits:
 @dataclass(frozen=True)
 class ReplayBounds:
     steps_per_page: int
+    first_screen_steps: int  # bodies rendered with the page; the rest of the page's steps load on demand
     step_diff_lines: int
     step_files: int
     step_notes: int
@@ -98,6 +104,7 @@ def replay_bounds() -> ReplayBounds:
     """What one replay page reads and renders at most."""
     return ReplayBounds(
         steps_per_page=_setting("REPLAY_STEPS_PER_PAGE", DEFAULT_STEPS_PER_PAGE),
+        first_screen_steps=_setting("REPLAY_FIRST_SCREEN_STEPS", PAGE_FIRST_SCREEN_STEPS),
         step_diff_lines=PAGE_STEP_DIFF_LINES,
         step_files=PAGE_STEP_FILES,
         step_notes=PAGE_STEP_NOTES,

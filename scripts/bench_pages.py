@@ -3,8 +3,9 @@
 
 Creates a scratch Postgres database (bench_pages_<pid>), migrates it, bulk-loads a synthetic suite,
 100,000 attempts across 50 systems (several n, k of 1, 3 or 5, some systems uploaded and not
-re-executed, errors, unknown costs, oracle verifier selections) and one attempt with a 500-step
-trajectory, then times requests through Django's test Client (in process: server time only, no
+re-executed, errors, unknown costs, oracle verifier selections), one attempt with a 500-step
+trajectory and one with 5,000 steps (its first and a middle page, and the step bodies a page's
+script fetches on demand), then times requests through Django's test Client (in process: server time only, no
 network) and prints the median and 95th percentile of each page. The first request of each page
 is reported apart: for the leaderboard it computes every bootstrap interval (10,000 resamples
 each), which later requests find memoised until the data change. The database is dropped at the
@@ -52,6 +53,7 @@ AGENTS = ["react", "agentless"]
 CONTEXTS = ["full", "none", "oracle"]
 CONFIGS = [{}, {"history": "window", "window": 5}]
 TRAJECTORY_STEPS = 500
+LONG_TRAJECTORY_STEPS = 5_000  # over the 1,000 an upload may now hold: as stored before the limits
 
 
 def load_suite():
@@ -249,10 +251,13 @@ def main() -> None:
         target = Attempt.objects.filter(status=Attempt.DONE).order_by("id").select_related("sample").first()
         target.trajectory = long_trajectory(target.sample.sample_id, TRAJECTORY_STEPS)
         target.save(update_fields=["trajectory"])
+        longest = Attempt.objects.filter(status=Attempt.DONE).order_by("id").select_related("sample")[1]
+        longest.trajectory = long_trajectory(longest.sample.sample_id, LONG_TRAJECTORY_STEPS)
+        longest.save(update_fields=["trajectory"])
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
         print(f"loaded {made:,} attempts across {systems} systems, {len(samples):,} samples, "
-              f"one {TRAJECTORY_STEPS}-step trajectory in {time.perf_counter() - clock:.1f} s")
+              f"a {TRAJECTORY_STEPS}- and a {LONG_TRAJECTORY_STEPS:,}-step trajectory in {time.perf_counter() - clock:.1f} s")
 
         client = Client(HTTP_HOST="localhost")
 
@@ -263,6 +268,10 @@ def main() -> None:
         pages = [  # URLs as functions: the leaderboard's first request must be the process's first
             ("leaderboard", lambda: reverse("leaderboard:home")),
             (f"trajectory ({TRAJECTORY_STEPS} st.), p. 1", lambda: reverse("replay:attempt", args=[target.pk])),
+            (f"trajectory ({LONG_TRAJECTORY_STEPS}), p. 1", lambda: reverse("replay:attempt", args=[longest.pk])),
+            (f"trajectory ({LONG_TRAJECTORY_STEPS}), p. 125", lambda: reverse("replay:attempt", args=[longest.pk]) + "?page=125"),
+            # What the page's script fetches as the rest of a page's steps come into view.
+            ("  steps 6-20 (on demand)", lambda: reverse("replay:steps", args=[longest.pk]) + "?first=6&last=20"),
             # Not asked for, but cheap to know:
             ("leaderboard CSV export", lambda: reverse("leaderboard:home") + "?format=csv"),
             ("function difficulty", lambda: reverse("leaderboard:functions")),

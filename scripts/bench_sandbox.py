@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What a sandbox costs: median time to open one, run `python3 -c pass` and close it, per backend,
 next to the same command run directly. Also the command alone in an already open sandbox, which is
-what each step of an agent pays.
+what each step of an agent pays. For Docker, the engine's storage driver, which sets most of the
+cost of opening (vfs copies the whole image per container, overlay2 does not).
 
     .venv/bin/python scripts/bench_sandbox.py [--runs 10] [--backend docker ...]
 """
@@ -17,6 +18,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import docker
 
 from sandbox import BACKENDS, backend_problem, open_sandbox
 
@@ -47,6 +50,14 @@ def bench_backend(backend: str, runs: int, workspace: Path) -> tuple[float, floa
     return cold, warm
 
 
+def docker_storage_driver() -> str:
+    client = docker.from_env()
+    try:
+        return client.info().get("Driver") or "unknown"
+    finally:
+        client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
@@ -58,7 +69,7 @@ def main() -> None:
         timed(lambda: subprocess.run(["/usr/bin/python3", "-c", "pass"], check=True)) for _ in range(options.runs)
     )
     print(f"median of {options.runs} runs of `{COMMAND}`")
-    print(f"{'backend':<12} {'open+run+close':>15} {'run (open sandbox)':>19} {'direct':>9}")
+    print(f"{'backend':<12} {'open+run+close':>15} {'run (open sandbox)':>19} {'direct':>9}  notes")
     for backend in options.backend or BACKENDS:
         problem = backend_problem(backend)
         if problem:
@@ -66,7 +77,8 @@ def main() -> None:
             continue
         with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as workspace:
             cold, warm = bench_backend(backend, options.runs, Path(workspace))
-        print(f"{backend:<12} {cold * 1000:>13.0f}ms {warm * 1000:>17.0f}ms {direct * 1000:>7.0f}ms")
+        notes = f"storage driver {docker_storage_driver()}" if backend == "docker" else ""
+        print(f"{backend:<12} {cold * 1000:>13.0f}ms {warm * 1000:>17.0f}ms {direct * 1000:>7.0f}ms  {notes}".rstrip())
 
 
 if __name__ == "__main__":

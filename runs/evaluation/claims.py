@@ -80,9 +80,16 @@ def stale_seconds() -> float:
     return float(settings.ATTEMPT_STALE_SECONDS)
 
 
+def worker_host() -> str:
+    """This worker host's name: settings.WORKER_HOST_NAME, else the machine's host name. Two
+    worker hosts on one machine (separate workspace roots and sandboxes) set it to tell their
+    claims apart."""
+    return settings.WORKER_HOST_NAME or socket.gethostname()
+
+
 def worker_identity() -> str:
     """host:pid of this process; the pid is the process doing the work (the RQ work horse)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return f"{worker_host()}:{os.getpid()}"
 
 
 
@@ -319,7 +326,7 @@ def partial_trajectory(attempt_id: int, tries: int) -> dict | None:
 def local_pid(claimed_by: str) -> int | None:
     """The pid in a claim (host:pid, see worker_identity) when it was made on this host."""
     host, _, pid = claimed_by.rpartition(":")
-    return int(pid) if host == socket.gethostname() and pid.isdigit() else None
+    return int(pid) if host == worker_host() and pid.isdigit() else None
 
 
 def process_gone(claimed_by: str) -> bool:

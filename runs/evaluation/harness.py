@@ -106,9 +106,16 @@ def _result_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
     return with_tolerance_ratio(fields, attempt)
 
 
+def attempt_sandbox_backend(run: Run) -> str:
+    """The sandbox an attempt of `run` runs in: the run's, or for a run created with backend `any`
+    (stored blank) this worker's SANDBOX_BACKEND, so workers with different sandboxes share it."""
+    return run.sandbox_backend or settings.SANDBOX_BACKEND
+
+
 def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
     run: Run = attempt.run
     sample = attempt.sample
+    backend = attempt_sandbox_backend(run)
     timings: dict[str, float] = {}
     total_started = time.monotonic()
 
@@ -132,7 +139,7 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
     started = time.monotonic()
     try:
         sandbox = open_sandbox(
-            run.sandbox_backend, workspace, name=attempt_sandbox_name(attempt.pk, attempt.tries), image=sandbox_image(run.sandbox_backend)
+            backend, workspace, name=attempt_sandbox_name(attempt.pk, attempt.tries), image=sandbox_image(backend)
         )
     except SandboxError as error:
         raise InfrastructureFailure(f"sandbox could not be opened: {error}") from error
@@ -155,6 +162,7 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
     heartbeat.check()
 
     trajectory = result.trajectory
+    trajectory.header.extra["sandbox_backend"] = backend  # which sandbox held this try (a run may leave it to workers)
     if result.exit_status in INFRASTRUCTURE_EXITS:
         raise InfrastructureFailure(f"agent ended with {result.exit_status}: {result.exit_message}")
 
@@ -200,7 +208,7 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
         sample=sample,
         patch=patch,
         context=run.context,
-        backend=run.sandbox_backend,
+        backend=backend,
         dest=attempt_reexecution_dir(attempt.pk, attempt.tries),
         name=attempt_sandbox_name(attempt.pk, attempt.tries) + "-reexecution",
     )

@@ -173,7 +173,7 @@ _TRY_NAME = re.compile(r"^(submission-)?attempt-(\d+)-try-(\d+)(?:-reexecution)?
 
 
 # Timestamps of files and containers may lag the clock a little.
-_SWEEP_CLOCK_MARGIN = 1.0
+SWEEP_CLOCK_MARGIN = 1.0
 
 
 _DEPLOYMENT_PREFIX = re.compile(r"^([0-9a-f]{8})-(?=(?:submission-)?attempt-)")
@@ -197,7 +197,7 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
     ours = deployment_id()
 
     def is_live_try(name: str, age: float) -> bool:
-        if age < time.time() - checked_at + _SWEEP_CLOCK_MARGIN:
+        if age < time.time() - checked_at + SWEEP_CLOCK_MARGIN:
             return True
         match = _TRY_NAME.match(name)
         return match is not None and (match.group(1) or "", int(match.group(2)), int(match.group(3))) in live

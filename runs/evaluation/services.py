@@ -35,6 +35,11 @@ from runs.suites.selectors import sample_experiments
 from runs.suites.services import samples_ensure
 from sandbox import BACKENDS, SandboxError, canonical_backend
 
+# A run created with this backend (stored blank, as submissions' runs are) runs each attempt in the
+# sandbox of the worker that claims it (its SANDBOX_BACKEND): hosts with Docker and hosts with
+# bubblewrap then share one run. A run naming a backend needs it on every worker host.
+EACH_WORKERS_BACKEND = "any"
+
 
 class RunError(ValueError):
     """A run that cannot be created as asked (unknown agent, no samples, no gold results...)."""
@@ -83,9 +88,9 @@ def run_create(
     if max_steps > step_limit:
         raise RunError(f"max steps is {max_steps:,}; a trajectory holds at most {step_limit:,} steps (TRAJECTORY_MAX_STEPS)")
     try:
-        backend = canonical_backend(sandbox_backend or settings.SANDBOX_BACKEND)
+        backend = "" if sandbox_backend == EACH_WORKERS_BACKEND else canonical_backend(sandbox_backend or settings.SANDBOX_BACKEND)
     except SandboxError:
-        raise RunError(f"sandbox backend must be one of {', '.join(BACKENDS)}") from None
+        raise RunError(f"sandbox backend must be one of {', '.join([*BACKENDS, EACH_WORKERS_BACKEND])}") from None
     _check_agent_settings(agent, agent_config or {}, max_steps=max_steps, max_seconds=max_seconds, max_cost=max_cost)
 
     with transaction.atomic():

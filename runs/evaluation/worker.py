@@ -21,7 +21,6 @@ Every evaluation worker also heals the deployment's runs, with no other process 
 - a --burst worker does not quit while retries are scheduled on its queues: it waits for them.
 """
 import logging
-import socket
 import threading
 import time
 
@@ -32,6 +31,7 @@ from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
 import runs.evaluation.jobs  # noqa: F401 - preloaded before the fork, see above
+from runs.evaluation.claims import worker_host
 from runs.evaluation.recovery import attempts_heal
 from runs.evaluation.workdirs import deployment_id
 
@@ -70,7 +70,7 @@ class _Upkeep(threading.Thread):
         self.worker = worker
         self.interval = recover_interval_seconds()
         self.scheduler = RQScheduler(worker.queues, connection=worker.connection, serializer=worker.serializer)
-        self.lock_key = f"autoexperiment:heal:{deployment_id()}:{socket.gethostname()}"
+        self.lock_key = f"autoexperiment:heal:{deployment_id()}:{worker_host()}"
         self._stopping = threading.Event()
         self._scheduler_failing = False
 

@@ -10,7 +10,10 @@ trajectory (runs.replay.pages: the database slices the stored JSON) plus one sma
 the other attempts at the same sample; nothing is queried per step. A page shows
 `REPLAY_STEPS_PER_PAGE` steps, each with its text cut and its diffs bounded (runs.limits), and the
 head of the final patch, so the work of one request is bounded whatever was stored; the whole
-patch is a plain-text download.
+patch is a plain-text download. The attempt page builds whole StepViews for its first screen of
+steps only (`first_screen_steps`) and a StepLine (number, tool, error, one-line summary) for every
+step of the page; `attempt_step_bodies` builds the others when the page's script asks, and
+`attempt_step_search` says which steps hold a search.
 
 Gold code: the `gold` and `mutant` baselines restore masked functions from the reference
 implementation, so their diffs, final patch, and the arguments of the steps that write code hold
@@ -45,7 +48,7 @@ from runs.analysis.public import GOLD_CODE_AGENTS, gold_code_redaction
 from runs.benchmark.patches import PatchError, parse_patch
 from runs.benchmark.text import format_seconds
 from runs.limits import ReplayBounds, cut_text, replay_bounds, trajectory_limits
-from runs.models import Attempt, TrajectorySource
+from runs.models import Attempt, AttemptAnalysis, StepText, TrajectorySource
 from runs.replay.pages import TrajectoryPage, error_kind, step_marks, trajectory_page
 from runs.visibility import runs_visible_q
 
@@ -424,6 +427,52 @@ def step_view(
     )
 
 
+# Characters of a step's one-line summary in the page's list of steps.
+LINE_SUMMARY_CHARS = 160
+
+
+@dataclass
+class StepLine:
+    """One step of a page as the page lists it: its number, tool, error badge and a one-line
+    summary; `body` is the whole StepView for the steps of the first screen, None for the steps
+    whose body the browser fetches on demand (runs.replay.views.attempt_steps)."""
+
+    number: int
+    tool: str
+    error_kind: str
+    summary: str
+    body: StepView | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.error_kind)
+
+
+def _one_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= LINE_SUMMARY_CHARS else line[: LINE_SUMMARY_CHARS - 1] + "…"
+    return ""
+
+
+def step_line(step: Step, number: int, *, hide_gold_code: bool) -> StepLine:
+    """The list line of a step: the first line of its thought, else of its arguments, as this
+    viewer may see them (the gold-code rule of step_view applies)."""
+    tool = _text(step.tool)
+    shown = gold_code_redaction(
+        tool=tool, thought=_text(step.thought)[:4 * LINE_SUMMARY_CHARS], arguments=step.arguments, observation="",
+        changes_files=bool(step.files_changed), hide_gold_code=hide_gold_code,
+    )
+    summary = _one_line(shown.thought)
+    if not summary and shown.arguments not in (None, {}, ""):
+        arguments = shown.arguments
+        if isinstance(arguments, dict) and len(arguments) > 0:
+            arguments = next(iter(arguments.values()))
+        summary = _one_line(arguments if isinstance(arguments, str) else pretty_json(arguments)[:4 * LINE_SUMMARY_CHARS])
+    return StepLine(number=number, tool=tool, error_kind=step_error_kind(step), summary=summary)
+
+
 # --- final answer against gold -------------------------------------------------------------------
 
 
@@ -582,6 +631,7 @@ class AttemptReplay:
     run_url: str = ""
     trajectory_problem: str = ""
     marks_note: str = ""  # why errors are marked in part of the trajectory only
+    lines: list[StepLine] = field(default_factory=list)  # this page's steps, one line each (the attempt page)
 
     @property
     def step_count(self) -> int:
@@ -594,6 +644,12 @@ class AttemptReplay:
     @property
     def error_count(self) -> int:
         return len(self.pager.errors)
+
+    @property
+    def pending_steps(self) -> tuple[int, int] | None:
+        """The first and last of the page's steps whose bodies load on demand (None: none do)."""
+        numbers = [line.number for line in self.lines if line.body is None]
+        return (numbers[0], numbers[-1]) if numbers else None
 
 
 class ReplayPageError(ValueError):
@@ -755,12 +811,16 @@ def attempt_replay(*, attempt: Attempt, show_gold_code: bool, page: int = 1) -> 
     """The view data of one page of one attempt. `show_gold_code` is False for anonymous viewers:
     then the code changes of gold-bearing agents (`GOLD_CODE_AGENTS`) are left out. Raises
     ReplayPageError for a page the trajectory does not have."""
-    replay = _replay(attempt=attempt, show_gold_code=show_gold_code, page=page, prefix="?page=")
+    replay = _replay(attempt=attempt, show_gold_code=show_gold_code, page=page, prefix="?page=",
+                     first_screen=replay_bounds().first_screen_steps)
     replay.pager.check()
     return replay
 
 
-def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, per_page: int | None = None) -> AttemptReplay:
+def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, per_page: int | None = None,
+            first_screen: int | None = None) -> AttemptReplay:
+    """`first_screen`: only that many of the page's steps get their whole body (`steps`); every
+    step of the page gets its list line (`lines`). None: every step its body, no lines."""
     bounds = replay_bounds()
     per_page = per_page or bounds.steps_per_page
     marks_limit = trajectory_limits().steps
@@ -775,10 +835,17 @@ def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, p
     patch, lines_cut = _first_lines(window.patch_head, bounds.patch_lines)
     final_patch = [] if hide else patch_files(patch, budget=budget, max_lines=bounds.patch_lines, max_files=bounds.step_files)
     out_of_scope = [] if hide else _out_of_scope(attempt, budget, bounds, bounds.patch_lines - sum(len(f.lines) for f in final_patch))
+    page_steps = trajectory.steps if trajectory else []
+    bodies = page_steps if first_screen is None else page_steps[:first_screen]
     steps = [
         step_view(step, number, hide_gold_code=hide, budget=budget, bounds=bounds)
-        for number, step in enumerate(trajectory.steps if trajectory else [], start=window.first)
+        for number, step in enumerate(bodies, start=window.first)
     ]
+    lines = []
+    if first_screen is not None:
+        lines = [step_line(step, number, hide_gold_code=hide) for number, step in enumerate(page_steps, start=window.first)]
+        for line, body in zip(lines, steps):
+            line.body = body
     errors = window.errors
     marks_note = ""
     if window.step_count > marks_limit:
@@ -834,6 +901,7 @@ def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, p
         run_url=_run_url(attempt.run_id),
         trajectory_problem=problem,
         marks_note=marks_note,
+        lines=lines,
     )
 
 
@@ -850,6 +918,76 @@ def _out_of_scope(attempt: Attempt, budget: HighlightBudget, bounds: ReplayBound
     if len(edits) > bounds.step_files:
         views.append(_more_files(len(edits) - bounds.step_files, "dropped: not listed here"))
     return views
+
+
+# --- step bodies and search on demand (the attempt page's script asks for them) --------------------
+
+
+def attempt_step_bodies(
+    *, attempt: Attempt, show_gold_code: bool, first: int, last: int, highlight: bool = True
+) -> tuple[list[StepView], str]:
+    """The whole bodies of steps `first`..`last` (1-based; the caller bounds how many: at most
+    `replay_bounds().steps_per_page`) as the page would render them, by the same step_view, bounds
+    and gold-code rule; and the trajectory's problem ("" when it reads). Steps past the end are
+    simply not there. One query: the database slices the steps, no error scan, no patch."""
+    bounds = replay_bounds()
+    window = trajectory_page(attempt_id=attempt.pk, first=first, count=last - first + 1, errors_limit=0, patch_chars=0)
+    trajectory, problem = _trajectory(attempt, window, bounds)
+    if trajectory is None:
+        return [], problem
+    hide = not show_gold_code and shows_gold_code(attempt, trajectory.header)
+    budget = HighlightBudget(None if highlight else 0)
+    return [step_view(step, number, hide_gold_code=hide, budget=budget, bounds=bounds)
+            for number, step in enumerate(trajectory.steps, start=window.first)], ""
+
+
+# A search within one trajectory: the query's length, and how many step numbers one answer lists
+# (a trajectory may now hold 1,000 steps; older ones more, and their text is not indexed past that).
+SEARCH_QUERY_CHARS = 200
+SEARCH_MAX_STEPS = 1000
+
+
+@dataclass(frozen=True)
+class StepSearch:
+    steps: list[int]  # matching step numbers, ascending, at most SEARCH_MAX_STEPS
+    indexed: bool  # False: the attempt's steps are not in the search index (yet): outside `first`..`last` nothing matches
+    truncated: bool  # more steps match than are listed
+
+
+def _shown_text(view: StepView) -> str:
+    """What a viewer reads of a step's body (the page's search looks at its text the same way)."""
+    parts = [view.thought, view.tool, view.arguments, view.traceback, view.summary, view.error_kind,
+             *(part.text for part in view.observation), *view.notes]
+    for diff in view.files:
+        parts += [diff.path, diff.note, *(line["text"] for line in diff.lines)]
+    return "\n".join(parts)
+
+
+def attempt_step_search(
+    *, attempt: Attempt, query: str, show_gold_code: bool, first: int | None = None, last: int | None = None
+) -> StepSearch:
+    """The steps of the attempt whose text holds `query` (case-insensitive).
+
+    Across the trajectory, from the search index runs.analysis keeps (StepText: a step's thought,
+    tool, arguments, observation and traceback as the anonymous replay shows them, gold code left
+    out, the first few thousand characters of each), so the answer never reveals more than the
+    public replay. Steps `first`..`last` (those the page has not loaded; at most a page of them, the
+    caller checks) are searched exactly, in what this viewer would see of their bodies, as the page
+    searches the steps it has. Bounded: two small queries over the attempt's own index rows and one
+    slice of its trajectory."""
+    found = list(
+        StepText.objects.filter(attempt_id=attempt.pk, text__icontains=query)
+        .order_by("step").values_list("step", flat=True)[: SEARCH_MAX_STEPS + 1]
+    )
+    truncated = len(found) > SEARCH_MAX_STEPS
+    indexed = bool(found) or AttemptAnalysis.objects.filter(attempt_id=attempt.pk).exists()
+    steps = found[:SEARCH_MAX_STEPS]
+    if first is not None and last is not None:
+        views, _ = attempt_step_bodies(attempt=attempt, show_gold_code=show_gold_code, first=first, last=last, highlight=False)
+        needle = query.lower()
+        exact = {view.number for view in views if needle in _shown_text(view).lower()}
+        steps = sorted({number for number in steps if not first <= number <= last} | exact)
+    return StepSearch(steps=steps, indexed=indexed, truncated=truncated)
 
 
 def attempt_patch_download(*, attempt: Attempt, show_gold_code: bool) -> str | None:
@@ -959,6 +1097,8 @@ __all__ = [
     "attempt_get_for_replay",
     "attempt_replay",
     "attempt_siblings",
+    "attempt_step_bodies",
+    "attempt_step_search",
     "attempts_compare",
     "attempt_patch_download",
     "highlight_python",

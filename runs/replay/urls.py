@@ -9,5 +9,7 @@ urlpatterns = [
     path("compare/", replay_views.attempt_compare, name="compare"),
     path("<int:pk>/", replay_views.attempt_detail, name="attempt"),
     path("<int:pk>/patch/", replay_views.attempt_patch, name="patch"),
+    path("<int:pk>/steps/", replay_views.attempt_steps, name="steps"),
+    path("<int:pk>/search/", replay_views.attempt_search, name="search"),
     path("<int:pk>/source/", replay_views.attempt_source, name="source"),
 ]

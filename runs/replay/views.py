@@ -2,17 +2,21 @@
 runs.visibility.user_may_see_gold_code allows. Thin: runs.replay.presenters builds the data, templates escape all of it.
 
 Steps come a page at a time (`?page=N`, runs.limits.replay_bounds), so one request's work is
-bounded whatever was uploaded; the whole final patch is a plain-text download, and the original file
+bounded whatever was uploaded; the page renders the bodies of its first screen of steps and lists
+the others a line each, and its script fetches their bodies (`attempt_steps`, an escaped HTML
+fragment) and asks which steps hold a search (`attempt_search`, JSON step numbers); the whole final patch is a plain-text download, and the original file
 of a trajectory converted from another tool's an attachment."""
 import re
 
-from django.http import Http404, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from runs.limits import replay_bounds
 from runs.models import Attempt
 from runs.replay.presenters import (
     GOLD_CODE_NOTICE,
+    SEARCH_QUERY_CHARS,
     ComparisonError,
     ReplayPageError,
     attempt_get_for_replay,
@@ -20,6 +24,8 @@ from runs.replay.presenters import (
     attempt_replay,
     attempt_siblings,
     attempt_source_download,
+    attempt_step_bodies,
+    attempt_step_search,
     attempt_trajectory_source,
     attempts_compare,
 )
@@ -71,6 +77,62 @@ def attempt_detail(request, pk: int):
         "replay": replay, "siblings": attempt_siblings(attempt=attempt, user=request.user), "notice": GOLD_CODE_NOTICE,
         "source": attempt_trajectory_source(attempt=attempt),
     })
+
+
+def _plain_bad_request(message: str) -> HttpResponse:
+    # The page's script reads these; a person opening the URL reads them too.
+    return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+def _step_range(request) -> tuple[int, int]:
+    """?first=N&last=M: at most a page of steps (REPLAY_STEPS_PER_PAGE). Raises _BadPage."""
+    numbers = []
+    for name in ("first", "last"):
+        value = request.GET.get(name, "").strip()
+        number = _whole_number(value)
+        if number is None or number < 1:
+            raise _BadPage(f"{name} must be a step number from 1 up (?first=1&last=20), got {value[:40]!r}.")
+        numbers.append(number)
+    first, last = numbers
+    most = replay_bounds().steps_per_page
+    if not first <= last < first + most:
+        raise _BadPage(f"last must be from first to first + {most - 1}: at most {most} steps a request.")
+    return first, last
+
+
+@require_GET
+def attempt_steps(request, pk: int):
+    """The bodies of steps ?first=N&last=M of an attempt as an HTML fragment, for the attempt page's
+    script to insert as they come into view: the page's templates, escaping and gold-code rule, at
+    most REPLAY_STEPS_PER_PAGE steps a request."""
+    attempt = _attempt_or_404(pk, request.user)
+    try:
+        first, last = _step_range(request)
+    except _BadPage as error:
+        return _plain_bad_request(str(error))
+    steps, problem = attempt_step_bodies(attempt=attempt, show_gold_code=user_may_see_gold_code(user=request.user),
+                                         first=first, last=last)
+    return render(request, "replay/steps_fragment.html", {"steps": steps, "problem": problem, "notice": GOLD_CODE_NOTICE})
+
+
+@require_GET
+def attempt_search(request, pk: int):
+    """The numbers of the attempt's steps whose text holds ?q= (case-insensitive), as JSON: the
+    page searches the steps it has loaded itself and asks here for the others, those of its own
+    it has not loaded given as ?first=N&last=M (searched exactly; the rest through the index)."""
+    attempt = _attempt_or_404(pk, request.user)
+    query = request.GET.get("q", "").replace("\x00", "").strip()
+    if not query or len(query) > SEARCH_QUERY_CHARS:
+        return _plain_bad_request(f"q must be the text to look for, 1 to {SEARCH_QUERY_CHARS} characters.")
+    first = last = None
+    if "first" in request.GET or "last" in request.GET:
+        try:
+            first, last = _step_range(request)
+        except _BadPage as error:
+            return _plain_bad_request(str(error))
+    found = attempt_step_search(attempt=attempt, query=query, show_gold_code=user_may_see_gold_code(user=request.user),
+                                first=first, last=last)
+    return JsonResponse({"steps": found.steps, "indexed": found.indexed, "truncated": found.truncated})
 
 
 def _bad_request(request, message: str):

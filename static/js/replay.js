@@ -12,8 +12,16 @@
  * last step of the page, stepping between errors (data-errors lists every error step of the
  * trajectory) and a #step-N link to a step of another page open the page that holds the step.
  *
- * Steps hold text written by models and uploaders: this script only reads textContent and only
- * creates elements with createElement/createTextNode, never innerHTML.
+ * On the attempt page (data-steps-url on #replay) only the first screen of a page's steps comes
+ * with their bodies; the others are one line each (number, tool, error badge, summary) whose bodies
+ * are fetched from data-steps-url (server-rendered, escaped HTML, at most a page of steps a
+ * request) when they come near the viewport or are navigated to. Search looks at the loaded steps
+ * itself and asks data-search-url (JSON: the matching step numbers of the whole trajectory) about
+ * the others, then loads the matching ones.
+ *
+ * Steps hold text written by models and uploaders: this script only reads textContent, creates
+ * elements with createElement/createTextNode, never innerHTML, and moves fetched bodies in from an
+ * inert DOMParser document (nothing in it runs; the server escaped every piece of text in it).
  */
 (function () {
   "use strict";
@@ -43,6 +51,11 @@
   var current = null;
   var texts = new Map(); // step -> its lowercased text, read once (the text never changes)
   var MAX_MARKS = 300; // hits marked per search: enough to see, bounded for a 500-step page
+  var stepsUrl = root.getAttribute("data-steps-url");
+  var searchUrl = root.getAttribute("data-search-url");
+  var SEARCH_QUERY_CHARS = 200; // the server's bound (runs.replay.presenters.SEARCH_QUERY_CHARS)
+  var loading = new Map(); // step number -> the promise of its body, while it is fetched
+  var observer = null;
 
   root.classList.add("js-ready");
 
@@ -80,11 +93,126 @@
       step.focus({ preventScroll: true });
     }
     announce("Step " + stepNumber(step) + " of " + total + (step.hasAttribute("data-error") ? " (error)" : ""));
+    if (isPending(step)) {
+      // Its body is longer than its line: keep its top in view once the body is in.
+      load([stepNumber(step)]).then(function () {
+        if (current === step && scroll) {
+          step.scrollIntoView({ block: "start" });
+        }
+      });
+    }
   }
 
   function stepElement(number) {
     var step = document.getElementById("step-" + number);
     return step && root.contains(step) && step.hasAttribute("data-step") ? step : null;
+  }
+
+  // --- step bodies on demand --------------------------------------------------------------------
+
+  function isPending(step) {
+    return step.hasAttribute("data-pending");
+  }
+
+  function insertBodies(html) {
+    var fetched = new DOMParser().parseFromString(html, "text/html");
+    // Bodies are taller than lines: the selected step stays where it is on the screen however many
+    // bodies above it come in (the browser's own scroll anchoring may pick a line being replaced).
+    var anchor = current;
+    var before = anchor ? anchor.getBoundingClientRect().top : 0;
+    if (before < 0 || before > window.innerHeight) {
+      anchor = null; // off screen: the reader is elsewhere
+    }
+    Array.prototype.forEach.call(fetched.querySelectorAll("[data-body-of]"), function (body) {
+      var step = stepElement(parseInt(body.getAttribute("data-body-of"), 10));
+      if (!step || !isPending(step)) {
+        return;
+      }
+      while (step.firstChild) {
+        step.removeChild(step.firstChild);
+      }
+      while (body.firstChild) {
+        step.appendChild(document.adoptNode(body.firstChild));
+      }
+      step.removeAttribute("data-pending");
+      step.classList.remove("step-pending", "loading");
+      texts.delete(step);
+      if (observer) {
+        observer.unobserve(step);
+      }
+    });
+    if (anchor) {
+      var shift = anchor.getBoundingClientRect().top - before;
+      if (shift) {
+        window.scrollBy(0, shift);
+      }
+    }
+  }
+
+  // Load the bodies of these steps of the page that are still lines: one request from the first to
+  // the last of them (a page's steps: within the server's bound). Resolves when they are in (or
+  // could not be fetched: then they stay lines and load on the next try).
+  function load(numbers) {
+    var wanted = numbers.filter(function (n) {
+      var step = stepElement(n);
+      return step && isPending(step) && !loading.has(n);
+    });
+    if (wanted.length && stepsUrl) {
+      var first = Math.min.apply(null, wanted);
+      var last = Math.max.apply(null, wanted);
+      var promise = window.fetch(stepsUrl + "?first=" + first + "&last=" + last,
+        { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (response) {
+          if (!response.ok) {
+            throw new Error("HTTP " + response.status);
+          }
+          return response.text();
+        })
+        .then(insertBodies)
+        .catch(function () {
+          announce("Steps " + first + " to " + last + " could not be loaded; try again");
+        })
+        .then(function () {
+          wanted.forEach(function (n) {
+            loading.delete(n);
+            var step = stepElement(n);
+            if (step) {
+              step.classList.remove("loading");
+            }
+          });
+        });
+      wanted.forEach(function (n) {
+        loading.set(n, promise);
+        stepElement(n).classList.add("loading");
+      });
+    }
+    return Promise.all(numbers.map(function (n) { return loading.get(n); }).filter(Boolean));
+  }
+
+  if (stepsUrl && "IntersectionObserver" in window) {
+    var queued = [];
+    var flush = null;
+    observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.isIntersecting && isPending(entry.target)) {
+          queued.push(stepNumber(entry.target));
+        }
+      });
+      if (queued.length && flush === null) {
+        // Steps that come into view together are fetched together.
+        flush = window.setTimeout(function () {
+          var numbers = queued;
+          queued = [];
+          flush = null;
+          load(numbers);
+        }, 50);
+      }
+    }, { rootMargin: "600px 0px" });
+    steps.forEach(function (step) {
+      if (isPending(step)) {
+        observer.observe(step);
+      }
+    });
   }
 
   // Select step `number`: here if this page holds it, else by opening its page. False when no
@@ -231,16 +359,69 @@
     return budget;
   }
 
+  var searchRun = 0; // the latest search: an older one's answer arriving late is dropped
+  var appliedRun = 0;
+  var appliedQuery = "";
+
+  function searchBusy() {
+    return appliedRun !== searchRun;
+  }
+
+  // Search: the loaded steps here; the others (on this page and in the whole trajectory) on the
+  // server, then the page's matching steps are loaded. Resolves when the steps are filtered.
   function applySearch() {
     if (!search) {
-      return;
+      return Promise.resolve();
     }
-    var query = search.value.trim().toLowerCase();
+    var typed = search.value.trim();
+    var query = typed.toLowerCase();
+    var run = ++searchRun;
+    var pendingHere = steps.filter(isPending);
+    if (!query || !searchUrl || (!pendingHere.length && total <= steps.length)) {
+      filter(query, null);
+      return Promise.resolve();
+    }
+    announce("Searching…");
+    // This page's steps not loaded yet are searched exactly on the server (a page of them at most).
+    var range = pendingHere.length
+      ? "&first=" + stepNumber(pendingHere[0]) + "&last=" + stepNumber(pendingHere[pendingHere.length - 1]) : "";
+    var answer = typed.length > SEARCH_QUERY_CHARS ? Promise.resolve(null)
+      : window.fetch(searchUrl + "?q=" + encodeURIComponent(typed) + range,
+        { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) {
+          if (!response.ok) {
+            throw new Error("HTTP " + response.status);
+          }
+          return response.json();
+        })
+        .catch(function () { return null; });
+    return answer.then(function (found) {
+      if (run !== searchRun) {
+        return null;
+      }
+      var hits = new Set(found ? found.steps : []);
+      // The server's matches, steps whose line matches, and every step when the server could not tell.
+      var wanted = pendingHere.filter(function (step) {
+        return !found || hits.has(stepNumber(step)) || textOf(step).indexOf(query) !== -1;
+      }).map(stepNumber);
+      return load(wanted).then(function () {
+        if (run === searchRun) {
+          filter(query, found);
+        }
+      });
+    });
+  }
+
+  // Show the steps of the page whose text holds `query` (or that the server's answer `found` lists).
+  function filter(query, found) {
+    appliedQuery = query;
+    appliedRun = searchRun;
     unmark();
     var matches = 0;
     var budget = MAX_MARKS;
+    var hits = found ? new Set(found.steps) : null;
     steps.forEach(function (step) {
-      var hit = !query || textOf(step).indexOf(query) !== -1;
+      var hit = !query || textOf(step).indexOf(query) !== -1 || (hits !== null && hits.has(stepNumber(step)));
       step.hidden = !hit;
       step.classList.toggle("match", Boolean(query) && hit);
       if (query && hit) {
@@ -250,7 +431,14 @@
     });
     root.classList.toggle("filtered", Boolean(query));
     if (query) {
-      announce(matches + " of " + steps.length + (steps.length < total ? " steps on this page match" : " steps match"));
+      var message = matches + " of " + steps.length + (steps.length < total ? " steps on this page match" : " steps match");
+      if (found && steps.length < total && found.indexed) {
+        var elsewhere = found.steps.filter(function (n) { return n < pageFirst || n > pageLast; }).length;
+        message += "; " + elsewhere + (found.truncated ? " or more" : "") + " on other pages of the trajectory";
+      } else if (found && steps.length < total) {
+        message += "; other pages not searched (this trajectory is not indexed yet)";
+      }
+      announce(message);
     } else {
       announce("");
     }
@@ -297,10 +485,16 @@
         event.preventDefault();
       } else if (event.key === "Enter") {
         window.clearTimeout(timer);
-        applySearch();
-        var first = steps.filter(shown)[0];
-        if (first) {
-          select(first);
+        var selectFirst = function () {
+          var first = steps.filter(shown)[0];
+          if (first) {
+            select(first);
+          }
+        };
+        if (search.value.trim().toLowerCase() === appliedQuery && !searchBusy()) {
+          selectFirst(); // already searched: at once
+        } else {
+          applySearch().then(selectFirst);
         }
         event.preventDefault();
       }
@@ -367,6 +561,12 @@
       } else if (action === "next-error") {
         nextError(1);
       }
+      return;
+    }
+    var own = event.target.closest("a.step-anchor") && event.target.closest("[data-step]");
+    if (own) {
+      // A step's own link: selected now (the hashchange that follows comes a moment later).
+      select(own, { scroll: false });
       return;
     }
     if (event.target.closest("a, button, summary, input, label, select, textarea")) {

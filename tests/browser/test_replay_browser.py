@@ -214,3 +214,106 @@ def test_a_500_step_trajectory_is_shown_in_pages_and_keys_cross_them(page, brows
     page.wait_for_selector("#replay.js-ready")
     assert page.locator(".step").first.get_attribute("id") == "step-261"
     browser_events.assert_clean()
+
+
+# --- step bodies on demand ----------------------------------------------------------------------
+
+
+def record_requests(page, path: str) -> list[str]:
+    """The URLs of the requests `page` makes from now on to the attempt's `path` (steps/, search/)."""
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url) if f"/{path}/?" in request.url else None)
+    return seen
+
+
+def body_loaded(page, number: int) -> bool:
+    return page.evaluate(f"() => {{ const s = document.getElementById('step-{number}'); "
+                         f"return !s.hasAttribute('data-pending') && !!s.querySelector('.observation'); }}")
+
+
+def test_step_bodies_load_as_they_come_into_view_and_when_navigated_to(page, browser_events):
+    attempt = make_long_attempt(steps=60)  # a crash every seventh step; 20 steps to a page, 5 rendered
+    fetches = record_requests(page, "steps")
+    page.set_viewport_size({"width": 1200, "height": 700})
+    open_attempt(page, attempt)
+    assert page.locator(".step").count() == 20
+    assert page.locator("#step-20[data-pending]").count() == 1  # far below the first screen: a line
+    assert "implement part 20" in page.locator("#step-20 .step-summary").text_content()
+
+    page.keyboard.press("e")  # the first error, step 7: selected at once, its body fetched
+    assert current_step(page) == "step-7"
+    page.wait_for_function("() => !document.getElementById('step-7').hasAttribute('data-pending')")
+    assert body_loaded(page, 7)
+    assert page.locator("#step-7 .badge-error").first.text_content().strip().endswith("exit code 1")
+    assert "ValueError: shapes do not match" in page.locator("#step-7 .observation").text_content()
+    assert page.evaluate("() => { const r = document.getElementById('step-7').getBoundingClientRect(); return r.top >= 0 && r.top < window.innerHeight; }")
+    page.keyboard.press("]")
+    assert current_step(page) == "step-14"
+    page.wait_for_function("() => !document.getElementById('step-14').hasAttribute('data-pending')")
+
+    page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")  # the rest come into view
+    page.wait_for_function("() => document.querySelectorAll('#steps [data-pending]').length === 0")
+    assert all(body_loaded(page, number) for number in range(1, 21))
+    # Only steps the page did not render were asked for, a page at most a request.
+    for url in fetches:
+        query = dict(part.split("=") for part in url.split("?")[1].split("&"))
+        assert 6 <= int(query["first"]) <= int(query["last"]) <= 20
+    assert fetches
+    browser_events.assert_clean()
+
+
+def test_a_link_to_a_step_not_rendered_opens_on_it_with_its_body(page, browser_events):
+    attempt = make_long_attempt(steps=60)
+    page.set_viewport_size({"width": 1200, "height": 700})
+    open_attempt(page, attempt, "#step-18")
+    assert current_step(page) == "step-18"
+    page.wait_for_function("() => !document.getElementById('step-18').hasAttribute('data-pending')")
+    assert body_loaded(page, 18)
+    page.wait_for_function("() => { const r = document.getElementById('step-18').getBoundingClientRect(); return r.top >= 0 && r.top < 100; }")
+    page.keyboard.press("k")
+    assert current_step(page) == "step-17"
+    browser_events.assert_clean()
+
+
+def test_bodies_loaded_on_demand_run_nothing(page, browser_events, settings):
+    settings.REPLAY_FIRST_SCREEN_STEPS = 0  # every body comes through the fetch
+    attempt = make_xss_attempt()
+    open_attempt(page, attempt)
+    page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
+    page.wait_for_function("() => document.querySelectorAll('#steps [data-pending]').length === 0")
+    page.wait_for_timeout(300)  # an <img onerror> would have fired by now
+    assert_nothing_ran(page, browser_events)
+    assert page.locator("#step-1 .thought .text").text_content() == XSS
+    assert page.locator("#step-2 code.tool").first.text_content() == XSS_PAYLOADS[1]
+    browser_events.assert_clean()
+
+
+def test_search_asks_the_server_about_steps_not_loaded_and_loads_the_matches(page, browser_events):
+    from runs.analysis.services import attempt_analysis_record
+
+    attempt = make_long_attempt(steps=60)
+    attempt_analysis_record([attempt.pk])  # the search index of the whole trajectory
+    searches = record_requests(page, "search")
+    page.set_viewport_size({"width": 1200, "height": 700})
+    open_attempt(page, attempt)
+    assert page.locator("#step-14[data-pending]").count() == 1
+    page.keyboard.press("/")
+    page.keyboard.type("ValueError: shapes")  # at the end of the crash steps' long observations
+    page.wait_for_function("() => document.getElementById('replay-status').textContent.includes('match')")
+    status = page.locator("#replay-status").text_content()
+    assert status == "2 of 20 steps on this page match; 0 on other pages of the trajectory"  # past the index's cut
+    assert searches and "first=" in searches[-1]
+    visible = page.evaluate("() => [...document.querySelectorAll('.step')].filter(s => !s.hidden).map(s => s.id)")
+    assert visible == ["step-7", "step-14"]
+    assert body_loaded(page, 14) and page.locator("#step-14 mark.search-hit").first.text_content() == "ValueError: shapes"
+    page.keyboard.press("Enter")
+    assert current_step(page) == "step-7"
+    page.keyboard.press("j")
+    assert current_step(page) == "step-14"
+
+    page.locator("#replay-search").fill("implement part 4")  # in the index: step 4 here, 40 to 49 elsewhere
+    page.wait_for_function("() => document.getElementById('replay-status').textContent.startsWith('1 of 20')")
+    assert page.locator("#replay-status").text_content() == "1 of 20 steps on this page match; 10 on other pages of the trajectory"
+    page.locator("#replay-search").press("Escape")
+    assert page.evaluate("() => [...document.querySelectorAll('.step')].every(s => !s.hidden)")
+    browser_events.assert_clean()

@@ -229,8 +229,15 @@ def test_a_500_step_trajectory_renders_a_page_of_steps_with_three_queries(client
     assert html.count('<li class="step') == 20
     assert 'id="step-1" data-step="1"' in html and 'id="step-20" data-step="20"' in html and 'id="step-21"' not in html
     assert 'href="#step-7" data-action="first-error"' in html
-    assert html.count('<details class="part observation">') == 20  # long observations collapsed
-    assert html.count('<details class="file-diff">') == 20  # step diffs collapsed
+    # The first screen's bodies come with the page, long observations and step diffs collapsed; the
+    # other steps are one line each, their bodies fetched on demand with the same markup.
+    assert html.count('<details class="part observation">') == 5
+    assert html.count('<details class="file-diff">') == 5
+    assert html.count('data-pending="1"') == 15 and 'id="step-6" data-step="6" data-pending="1"' in html
+    assert 'id="step-7" data-step="7" data-error="1" data-pending="1"' in html
+    assert "Step 7: implement part 7 of the method." in html  # its list line
+    bodies = client.get(reverse("replay:steps", args=[attempt.pk]), {"first": 6, "last": 20}).content.decode()
+    assert bodies.count('<details class="part observation">') == 15 and bodies.count('<details class="file-diff">') == 15
     assert 'data-step-count="500"' in html and 'data-errors="7 14 21' in html
     last = client.get(reverse("replay:attempt", args=[attempt.pk]), {"page": 25}).content.decode()
     assert last.count('<li class="step') == 20 and 'id="step-500" data-step="500"' in last

@@ -58,7 +58,7 @@ class Command(BaseCommand):
         parser.add_argument("--history", default=None, help="ReAct history: full, window or summary")
         parser.add_argument("--window", type=int, default=None, help="ReAct window k (window and summary histories)")
         parser.add_argument("--agent-config", default=None, help="more agent settings as a JSON object")
-        parser.add_argument("--backend", default=None, help="sandbox backend (default SANDBOX_BACKEND)")
+        parser.add_argument("--backend", default=None, help="sandbox backend (default SANDBOX_BACKEND), or `any`: each worker's own SANDBOX_BACKEND")
         parser.add_argument("--description", default="")
         parser.add_argument("--sync", action="store_true", help="run the attempts in this process, without Redis")
         parser.add_argument("--no-wait", action="store_true", help="queue the run and return")
