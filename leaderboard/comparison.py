@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -47,6 +48,8 @@ from leaderboard.selectors import (
 )
 from runs.benchmark.statistics import paired_bootstrap
 from runs.models import Attempt
+
+logger = logging.getLogger(__name__)
 
 # A system passes a sample, for the 2x2 table, when at least this share of its counted attempts pass.
 PASS_SHARE = Fraction(1, 2)
@@ -247,7 +250,11 @@ def _bootstrap(scores: tuple[tuple[int, float, float], ...]) -> tuple[float, flo
     """
     key = "compare-bootstrap:" + hashlib.sha256(repr((BOOTSTRAP_SEED, BOOTSTRAP_RESAMPLES, CONFIDENCE, scores))
                                                 .encode()).hexdigest()
-    stored = cache.get(key)
+    try:
+        stored = cache.get(key)
+    except Exception:  # noqa: BLE001 - without the shared cache the page is slower, not broken
+        logger.warning("compare: the cache is unavailable; the bootstrap is computed in this process", exc_info=True)
+        stored, key = None, None
     if stored is not None:
         return tuple(stored)
     result = paired_bootstrap(
@@ -255,7 +262,11 @@ def _bootstrap(scores: tuple[tuple[int, float, float], ...]) -> tuple[float, flo
         confidence=CONFIDENCE, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED,
     )
     values = (result.difference, result.low, result.high, result.p_value)
-    cache.set(key, values, _CACHE_SECONDS)
+    if key is not None:
+        try:
+            cache.set(key, values, _CACHE_SECONDS)
+        except Exception:  # noqa: BLE001
+            logger.warning("compare: the cache is unavailable", exc_info=True)
     return values
 
 
