@@ -25,15 +25,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import logging
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import pandas as pd
-from django.core.cache import cache
 from django.db.models import Count, F, Min, Q
 from django.urls import reverse
 
+from autoexperiment_site.caching import cache_quietly, cached
 from leaderboard.selectors import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -48,8 +47,6 @@ from leaderboard.selectors import (
 )
 from runs.benchmark.statistics import paired_bootstrap
 from runs.models import Attempt
-
-logger = logging.getLogger(__name__)
 
 # A system passes a sample, for the 2x2 table, when at least this share of its counted attempts pass.
 PASS_SHARE = Fraction(1, 2)
@@ -250,11 +247,7 @@ def _bootstrap(scores: tuple[tuple[int, float, float], ...]) -> tuple[float, flo
     """
     key = "compare-bootstrap:" + hashlib.sha256(repr((BOOTSTRAP_SEED, BOOTSTRAP_RESAMPLES, CONFIDENCE, scores))
                                                 .encode()).hexdigest()
-    try:
-        stored = cache.get(key)
-    except Exception:  # noqa: BLE001 - without the shared cache the page is slower, not broken
-        logger.warning("compare: the cache is unavailable; the bootstrap is computed in this process", exc_info=True)
-        stored, key = None, None
+    stored = cached(key, what="compare bootstrap")
     if stored is not None:
         return tuple(stored)
     result = paired_bootstrap(
@@ -262,11 +255,7 @@ def _bootstrap(scores: tuple[tuple[int, float, float], ...]) -> tuple[float, flo
         confidence=CONFIDENCE, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED,
     )
     values = (result.difference, result.low, result.high, result.p_value)
-    if key is not None:
-        try:
-            cache.set(key, values, _CACHE_SECONDS)
-        except Exception:  # noqa: BLE001
-            logger.warning("compare: the cache is unavailable", exc_info=True)
+    cache_quietly(key, values, _CACHE_SECONDS, what="compare bootstrap")
     return values
 
 

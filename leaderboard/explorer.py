@@ -35,6 +35,7 @@ from leaderboard.selectors import (
     system_slug,
 )
 from runs.analysis.links import step_url_maker
+from runs.analysis.outcomes import shown_outcome_expression
 from runs.models import Attempt, AttemptException, Run, Sample, StepText
 from runs.visibility import runs_visible_q
 
@@ -175,7 +176,7 @@ def _ordering(sort: str) -> list:
 
 _ROW_FIELDS = (
     "id", "run_id", "run__suite__name", "run__agent", "run__model", "run__agent_config", "run__context",
-    "sample__sample_id", "sample__paper__paper_id", "sample__n", "status", "outcome", "failure_label", "exit_status",
+    "sample__sample_id", "sample__paper__paper_id", "sample__n", "status", "shown_outcome", "exit_status",
     "reexecution_passed", "mismatch", "tolerance_ratio", "analysis__steps", "cost", "agent_seconds",
     "analysis__first_error_step", "analysis__first_error_line",
 )
@@ -241,12 +242,13 @@ def _attempt_rows(queryset) -> list[AttemptRow]:
     step_url = step_url_maker()
     systems = _Systems()
     rows = []
-    for (pk, run_id, suite, agent, model, config, context, sample_id, paper, n, status, outcome, failure_label,
-         exit_status, reexecuted, mismatch, ratio, steps, cost, seconds, error_step, error_line) in queryset.values_list(*_ROW_FIELDS):
+    rows_read = queryset.annotate(shown_outcome=shown_outcome_expression()).values_list(*_ROW_FIELDS)
+    for (pk, run_id, suite, agent, model, config, context, sample_id, paper, n, status, outcome,
+         exit_status, reexecuted, mismatch, ratio, steps, cost, seconds, error_step, error_line) in rows_read:
         name, slug = systems.of(run_id, suite, agent, model, config, context)
         rows.append(AttemptRow(
             pk=pk, url=step_url(pk, error_step), run_id=run_id, system=name, slug=slug, suite=suite, paper=paper,
-            sample_id=sample_id, n=n, status=status, outcome=failure_label if status == Attempt.ERROR else outcome,
+            sample_id=sample_id, n=n, status=status, outcome=outcome,
             exit_status=exit_status, verified=reexecuted is not None, mismatch=mismatch, tolerance_ratio=ratio,
             steps=steps, cost=cost, seconds=seconds, first_error_step=error_step, first_error_line=error_line or "",
         ))
@@ -424,21 +426,19 @@ def _hit_rows(found: list[tuple[int, int, int]], *, q: str | None) -> list[StepH
     systems = _Systems()
     attempt_ids = sorted({attempt_id for _, attempt_id, _ in found})
     attempts = {
-        row[0]: row for row in Attempt.objects.filter(id__in=attempt_ids).values_list(
-            "id", "run_id", "run__suite__name", "run__agent", "run__model", "run__agent_config", "run__context",
-            "sample__sample_id", "sample__paper__paper_id", "sample__n", "status", "outcome", "failure_label",
-        )
+        row[0]: row for row in Attempt.objects.filter(id__in=attempt_ids).annotate(shown_outcome=shown_outcome_expression())
+        .values_list("id", "run_id", "run__suite__name", "run__agent", "run__model", "run__agent_config", "run__context",
+                     "sample__sample_id", "sample__paper__paper_id", "sample__n", "shown_outcome")
     }
     snippets = _snippets([pk for pk, _, _ in found], q) if q else {}
     hits = []
     for pk, attempt_id, step in found:
-        (_, run_id, suite, agent, model, config, context, sample_id, paper, n, status, outcome,
-         failure_label) = attempts[attempt_id]
+        _, run_id, suite, agent, model, config, context, sample_id, paper, n, outcome = attempts[attempt_id]
         name, slug = systems.of(run_id, suite, agent, model, config, context)
         hits.append(StepHit(
             attempt_id=attempt_id, step=step, url=step_url(attempt_id, step), run_id=run_id, system=name, slug=slug,
             suite=suite, paper=paper, sample_id=sample_id, n=n,
-            outcome=failure_label if status == Attempt.ERROR else outcome, snippet=snippets.get(pk, []),
+            outcome=outcome, snippet=snippets.get(pk, []),
         ))
     return hits
 

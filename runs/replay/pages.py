@@ -23,13 +23,12 @@ before `exit_code` existed show no exit status.
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.cache import cache
 from django.db import connection
 
+from autoexperiment_site.caching import cache_quietly, cached
 from runs.analysis.marks import (  # noqa: F401 - re-exported: the replay's names for them
     TRACEBACK_TEXT,
     StepMarks,
@@ -38,8 +37,6 @@ from runs.analysis.marks import (  # noqa: F401 - re-exported: the replay's name
     step_marks,
 )
 from runs.models import Attempt
-
-logger = logging.getLogger(__name__)
 
 ERRORS_CACHE_SECONDS = 7 * 24 * 3600
 
@@ -141,13 +138,9 @@ def trajectory_page(*, attempt_id: int, first: int, count: int, errors_limit: in
 def _postgres_errors(attempt_id: int, version: str, errors_limit: int) -> list[int]:
     # "/2": error steps are read from the exit_code field since then, no longer from the text.
     key = f"replay-errors/2:{connection.settings_dict['NAME']}:{attempt_id}:{version}:{errors_limit}"
-    try:
-        cached = cache.get(key)
-    except Exception:  # noqa: BLE001 - without a cache the page is slower, not broken
-        logger.warning("replay: the cache is unavailable; error steps are computed for every request", exc_info=True)
-        cached, key = None, None
-    if cached is not None:
-        return cached
+    stored = cached(key, what="replay error steps")
+    if stored is not None:
+        return stored
     query = _POSTGRES_MARKS.format(
         table=connection.ops.quote_name(Attempt._meta.db_table),
         error=_TRUTHY.format("e.s -> 'error'"),
@@ -161,11 +154,7 @@ def _postgres_errors(attempt_id: int, version: str, errors_limit: int) -> list[i
     marks = [StepMarks(int(n), bool(error), bool(traceback), exit_code_of(exit_code), bool(timed_out), bool(in_output))
              for n, error, traceback, exit_code, timed_out, in_output in json.loads(row[0])]
     errors = [mark.number for mark in marks if error_kind(mark)]
-    if key is not None:
-        try:
-            cache.set(key, errors, ERRORS_CACHE_SECONDS)
-        except Exception:  # noqa: BLE001
-            logger.warning("replay: the cache is unavailable", exc_info=True)
+    cache_quietly(key, errors, ERRORS_CACHE_SECONDS, what="replay error steps")
     return errors
 
 
