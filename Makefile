@@ -57,6 +57,7 @@ demo: install services $(SECRET_KEY_FILE)
 	$(BIN)/python manage.py import_suite runs/suites/builtin --samples 1,2
 	$(BIN)/python manage.py load_demo
 	$(BIN)/python manage.py analyse_attempts
+	$(BIN)/python manage.py refresh_standings --all
 	@echo "Serving http://localhost:$(PORT)/ (sign up at /accounts/signup/; a staff account: DATABASE_URL=$$DATABASE_URL $(BIN)/python manage.py createsuperuser)"
 	@$(MAKE) --no-print-directory serve
 

@@ -156,6 +156,9 @@ EVALUATION_QUEUE = env_str("EVALUATION_QUEUE", "default")
 RQ_QUEUES = {
     EVALUATION_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": env_int("RQ_JOB_TIMEOUT", 3600, minimum=1)},
 }
+# Quick jobs that keep derived data up to date (the leaderboard's stored numbers, leaderboard.standings).
+# Every evaluation worker takes them before its next attempt (runs.evaluation.worker): no extra process.
+MAINTENANCE_QUEUE = env_str("MAINTENANCE_QUEUE", "maintenance")
 # Imports the agents and SDKs once in the worker, not in every forked job (about 1.4 s each).
 RQ = {"WORKER_CLASS": "runs.evaluation.worker.EvaluationWorker"}
 # /healthz reports unhealthy when the oldest job waiting in the evaluation queue is older than this:

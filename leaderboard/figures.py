@@ -1,11 +1,13 @@
 """Plotly figures, built in Python and handed to the page as JSON (plotly.js only draws them)."""
 import functools
+import hashlib
 import html
 import json
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from autoexperiment_site.caching import cache_quietly, cached
 from leaderboard.pareto import frontier_step_line
 from leaderboard.reference import ReferenceRow
 from leaderboard.selectors import TOLERANCES, Leaderboard, ToleranceRow, tolerance_label
@@ -65,13 +67,33 @@ def pass_rate_figure(board: Leaderboard, reference: list[ReferenceRow]) -> go.Fi
 def figure_payload(board: Leaderboard, reference: list[ReferenceRow]) -> dict:
     """The figure as plain JSON data for `json_script` (plotly's own encoder does the numbers).
 
-    Memoised on what the figure shows, so an unchanged leaderboard costs no Plotly work; the
-    result is shared between requests and must not be modified.
+    Memoised on what the figure shows (see `_memoised`), so an unchanged leaderboard costs no Plotly
+    work; the result is shared between requests and must not be modified.
     """
-    return _payload(*_figure_input(board, reference))
+    return _memoised("pass-rate", _figure_input(board, reference))
+
+
+# Building a figure of a few hundred systems takes Plotly a good part of a second.
+FIGURE_CACHE_SECONDS = 24 * 3600
+
+
+def figure_cache_key(name: str, inputs: tuple) -> str:
+    return f"leaderboard-figure:{name}:{hashlib.sha256(repr(inputs).encode()).hexdigest()}"
 
 
 @functools.lru_cache(maxsize=64)
+def _memoised(name: str, inputs: tuple) -> dict:
+    """`_BUILDERS[name](*inputs)`, memoised in this process and, across processes (gunicorn's
+    workers, and the refresh job that builds the default view's figures ahead of the first request
+    after a change: leaderboard.standings), in the shared cache under a digest of `inputs`."""
+    key = figure_cache_key(name, inputs)
+    payload = cached(key, what=f"the {name} figure")
+    if payload is None:
+        payload = _BUILDERS[name](*inputs)
+        cache_quietly(key, payload, FIGURE_CACHE_SECONDS, what=f"the {name} figure")
+    return payload
+
+
 def _payload(systems: tuple, references: tuple) -> dict:
     return json.loads(_build(systems, references).to_json())
 
@@ -219,10 +241,9 @@ def cost_figure_payload(board: Leaderboard) -> dict | None:
     not in it (the page lists them under the chart). None when no system is placed at any n.
     Plain JSON data for `json_script`, memoised like `figure_payload`."""
     charts = _cost_figure_input(board)
-    return _cost_payload(charts) if charts else None
+    return _memoised("cost-accuracy", (charts,)) if charts else None
 
 
-@functools.lru_cache(maxsize=64)
 def _cost_payload(charts: tuple) -> dict:
     traces, groups = [], []
     for index, (n, points, frontier_costs, frontier_pass1s) in enumerate(charts):
@@ -272,3 +293,6 @@ def _cost_payload(charts: tuple) -> dict:
         layout["margin"] = {**layout["margin"], "t": 60}
     figure = go.Figure(data=traces, layout=layout)
     return json.loads(figure.to_json())
+
+
+_BUILDERS = {"pass-rate": _payload, "cost-accuracy": _cost_payload}

@@ -34,3 +34,57 @@ class VerifierSelection(models.Model):
 
     def __str__(self):
         return f"{self.verifier} chose attempt {self.attempt_id} for run {self.run_id} sample {self.sample_id}"
+
+
+class SystemStanding(models.Model):
+    """A system's numbers on the leaderboard, maintained by leaderboard.standings: requests read
+    them, never compute them.
+
+    Every change to the system's attempts, runs or verifier selections bumps `changes` (in the
+    transaction of the change); a refresh computes the numbers from the attempts and stores the
+    `changes` it started from in `refreshed_changes`. While `changes` is ahead the numbers shown are
+    those of the last refresh and are marked as being updated.
+    """
+
+    slug = models.CharField(max_length=12, unique=True)
+    suite = models.CharField(max_length=200)
+    agent = models.CharField(max_length=100)
+    model = models.CharField(max_length=500, blank=True)
+    config_json = models.TextField(help_text="The agent configuration as canonical JSON.")
+    context = models.CharField(max_length=20)
+    run_ids = models.JSONField(default=list, help_text="Its public runs when last refreshed.")
+    k = models.PositiveSmallIntegerField(default=1)
+    date = models.DateTimeField(null=True, blank=True, help_text="When its last finished run finished.")
+    unfinished_runs = models.PositiveIntegerField(default=0)
+    changes = models.PositiveBigIntegerField(default=1)
+    refreshed_changes = models.PositiveBigIntegerField(default=0)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self):
+        return f"{self.model or 'baseline'} · {self.agent} ({self.slug})"
+
+    @property
+    def stale(self) -> bool:
+        return self.changes > self.refreshed_changes
+
+
+class SystemStandingByN(models.Model):
+    """A system's numbers at one n, over all counted attempts or the re-executed ones only
+    (`verified_only`, the leaderboard's filter): leaderboard.selectors.NMetrics as stored, with the
+    sums the totals over several n are made of."""
+
+    standing = models.ForeignKey(SystemStanding, on_delete=models.CASCADE, related_name="by_n")
+    verified_only = models.BooleanField()
+    n = models.PositiveSmallIntegerField()
+    metrics = models.JSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["standing", "verified_only", "n"], name="unique_standing_per_variant_and_n")
+        ]
+
+    def __str__(self):
+        return f"{self.standing} at n={self.n}{' (verified only)' if self.verified_only else ''}"

@@ -1,7 +1,10 @@
 """Read side of the leaderboard: attempts aggregated into systems, per-function difficulty, a system's
 runs and samples. pandas lives here and nowhere else.
 
-Every table is a handful of queries whatever the number of rows: the database groups attempts per
+Systems' numbers by n are computed here (`standing_numbers_computed`) but never in a request:
+leaderboard.standings stores them after each change, and the leaderboard, the system pages and
+their exports read what it stored (`leaderboard_get`, `system_detail`: a fixed number of queries).
+Computing one is a handful of queries whatever the number of rows: the database groups attempts per
 (system, sample) with `.values(...).annotate(...)` and those per (system, n, c of m), and pandas
 turns the few rows that come back into systems by n.
 
@@ -27,10 +30,12 @@ The rules (also shown on the page, "How to read this"):
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -52,7 +57,7 @@ from django.db.models import (
 )
 from django.urls import NoReverseMatch, reverse
 
-from leaderboard.models import VerifierSelection
+from leaderboard.models import SystemStanding, SystemStandingByN, VerifierSelection
 from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
@@ -285,7 +290,7 @@ def _per_sample(
 
 
 def _summary_frame(
-    runs: pd.DataFrame, filters: LeaderboardFilters, *, every_run: bool = False, tolerances: tuple[float, ...] = ()
+    runs: pd.DataFrame, filters: LeaderboardFilters, *, tolerances: tuple[float, ...] = ()
 ) -> pd.DataFrame:
     """Per (system, n, c, m): how many samples had c of m counted attempts pass, with the sums
     of the other counts, the passes at each of `tolerances` included (one query). m is in the
@@ -296,7 +301,7 @@ def _summary_frame(
     if runs.empty:
         return pd.DataFrame(columns=columns)
     rows = _grouped(
-        _per_sample(runs, filters, every_run=every_run, tolerances=tolerances),
+        _per_sample(runs, filters, tolerances=tolerances),
         "system_no, n, c, m, COUNT(*), SUM(verified_m), SUM(errors), SUM(cost_sum), SUM(cost_known), "
         "SUM(seconds_sum), SUM(seconds_known)" + "".join(f", SUM({column})" for column in tolerance_columns),
         "system_no, n, c, m",
@@ -379,6 +384,12 @@ class NMetrics:
     # On the cost-accuracy Pareto frontier among the leaderboard's systems at this n (leaderboard.pareto);
     # None where no leaderboard was compared (a system's own page).
     pareto_frontier: bool | None = None
+    # The sums a system's totals over several n are made of (not exported: the means above say it).
+    verified_attempts: int = 0
+    cost_sum: float = 0.0
+    cost_known: int = 0
+    seconds_sum: float = 0.0
+    seconds_known: int = 0
 
     @property
     def pass1_tol(self) -> float | None:
@@ -430,6 +441,9 @@ class SystemRow(SystemLabels):
     seconds_mean: float | None = None
     date: datetime | None = None
     unfinished_runs: int = 0
+    stale: bool = False  # changed since its numbers were computed: they are being updated
+    url: str | None = None  # its page, and its suite's (set where many rows are shown: one reverse() each)
+    suite_url: str | None = None
 
     @property
     def verified(self) -> bool:
@@ -472,6 +486,7 @@ class SystemRow(SystemLabels):
             "seconds_mean": self.seconds_mean,
             "date": self.date.isoformat() if self.date else None,
             "unfinished_runs": self.unfinished_runs,
+            "stale": self.stale,
             "by_n": {str(n): metrics.as_dict() for n, metrics in sorted(self.by_n.items())},
         }
 
@@ -483,6 +498,7 @@ class Leaderboard:
     sort: str
     filters: LeaderboardFilters
     cost_accuracy: list[CostAccuracy] = field(default_factory=list)  # by n, in n_values' order
+    computing: int = 0  # systems whose numbers are being computed for the first time: not shown yet
 
 
 def _none_if_nan(value) -> float | None:
@@ -583,20 +599,131 @@ def _build_systems(
             seconds_mean=_mean(totals.seconds_sum, int(totals.seconds_known)),
             pass1_at={tol: total / samples for tol, total in tolerance_sums.get((int(number), n), {}).items()},
             tolerance=tolerance,
+            verified_attempts=int(totals.verified_m),
+            cost_sum=float(totals.cost_sum),
+            cost_known=int(totals.cost_known),
+            seconds_sum=float(totals.seconds_sum),
+            seconds_known=int(totals.seconds_known),
+        )
+    for system in systems.values():
+        _add_totals(system)
+    return list(systems.values())
+
+
+def _add_totals(system: SystemRow) -> None:
+    """A system's totals over the n it shows: sums of the per-n sums, then the means."""
+    shown = system.by_n.values()
+    system.attempts = sum(metrics.attempts for metrics in shown)
+    system.verified_attempts = sum(metrics.verified_attempts for metrics in shown)
+    system.errors = sum(metrics.errors for metrics in shown)
+    system.samples = sum(metrics.samples for metrics in shown)
+    cost_known = sum(metrics.cost_known for metrics in shown)
+    seconds_known = sum(metrics.seconds_known for metrics in shown)
+    system.cost_mean = _mean(sum(metrics.cost_sum for metrics in shown), cost_known)
+    system.cost_unknown = system.attempts - cost_known
+    system.seconds_mean = _mean(sum(metrics.seconds_sum for metrics in shown), seconds_known)
+
+
+# --- the maintained numbers (leaderboard.standings writes them) ------------------------------------
+
+
+@dataclass
+class StandingNumbers:
+    """What leaderboard.standings stores of one system: its numbers by n over all counted attempts
+    (`by_n[False]`) and over re-executed ones only (`by_n[True]`), and facts about its public runs."""
+
+    by_n: dict[bool, dict[int, NMetrics]]
+    run_ids: list[int]
+    k: int = 1
+    date: datetime | None = None
+    unfinished_runs: int = 0
+
+
+def public_system_keys() -> dict[str, dict]:
+    """Every system with a public run: its slug, and the fields of its key (one query)."""
+    runs = runs_frame(Q()).drop_duplicates("slug")
+    return {
+        row.slug: {"suite": row.suite, "agent": row.agent, "model": row.model, "config_json": row.config_json,
+                   "context": row.context}
+        for row in runs.itertuples(index=False)
+    }
+
+
+def standing_numbers_computed(slugs: list[str]) -> Iterator[tuple[str, StandingNumbers]]:
+    """Each of `slugs` with its numbers computed from its public runs' attempts (a few queries per
+    system, its bootstrap intervals included: seconds for a large one). A slug without public runs
+    has none."""
+    runs = runs_frame(Q())
+    for slug in slugs:
+        own = runs[runs["slug"] == slug]
+        by_n = {}
+        for verified_only in (False, True):
+            filters = LeaderboardFilters(verified_only=verified_only)
+            summary = _summary_frame(own, filters, tolerances=TOLERANCES)
+            verifiers = _verifier_frame(own, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
+            built = _build_systems(own, summary, verifiers, tolerances=TOLERANCES)
+            by_n[verified_only] = built[0].by_n if built else {}
+        finished = own["finished_at"].dropna()
+        yield slug, StandingNumbers(
+            by_n=by_n,
+            run_ids=[int(pk) for pk in own["run_id"]],
+            k=int(own["k"].max()) if not own.empty else 1,
+            date=pd.Timestamp(finished.max()).to_pydatetime() if not finished.empty else None,
+            unfinished_runs=int(own["finished_at"].isna().sum()),
         )
 
-    # Totals over the n shown: sums of the per-n sums, then the means.
-    per_system = per_n.groupby(level="system_no", sort=True).sum()
-    for number, totals in zip(per_system.index, per_system.itertuples(index=False)):
-        system = systems[int(number)]
-        system.attempts = int(totals.attempts)
-        system.verified_attempts = int(totals.verified_m)
-        system.errors = int(totals.errors)
-        system.samples = sum(metrics.samples for metrics in system.by_n.values())
-        system.cost_mean = _mean(totals.cost_sum, int(totals.cost_known))
-        system.cost_unknown = system.attempts - int(totals.cost_known)
-        system.seconds_mean = _mean(totals.seconds_sum, int(totals.seconds_known))
-    return list(systems.values())
+
+def metrics_stored(metrics: NMetrics) -> dict:
+    """NMetrics as stored (JSON: tolerances as text keys); the fields that depend on the view are left out."""
+    stored = dataclasses.asdict(metrics)
+    for name in ("tolerance", "pareto_frontier"):
+        stored.pop(name)
+    stored["pass1_at"] = {repr(tolerance): value for tolerance, value in metrics.pass1_at.items()}
+    return stored
+
+
+def _metrics_loaded(stored: dict, *, tolerances: tuple[float, ...], tolerance: float | None) -> NMetrics:
+    pass1_at = {float(key): value for key, value in stored["pass1_at"].items()}
+    return NMetrics(**{**stored, "pass1_at": {t: pass1_at[t] for t in tolerances if t in pass1_at}}, tolerance=tolerance)
+
+
+def _standing_filter(filters: LeaderboardFilters) -> Q:
+    """`_run_filter` on standings: the fields filtered on are part of the system's key."""
+    q = Q()
+    for name in ("suite", "agent", "context"):
+        if getattr(filters, name):
+            q &= Q(**{name: getattr(filters, name)})
+    return q
+
+
+def _standing_rows(
+    standings: list[SystemStanding], filters: LeaderboardFilters, *, tolerances: tuple[float, ...] = ()
+) -> list[SystemRow]:
+    """The systems of computed `standings` that have numbers in `filters`' n range (one query), with
+    Pass@1 at each of `tolerances` and `filters.tolerance` the one shown."""
+    by_standing: dict[int, dict[int, NMetrics]] = {}
+    stored = SystemStandingByN.objects.filter(
+        Q(standing_id__in=[standing.pk for standing in standings], verified_only=filters.verified_only)
+        & _n_filter(filters, "")
+    ).values_list("standing_id", "n", "metrics")
+    for standing_id, n, metrics in stored:
+        by_standing.setdefault(standing_id, {})[n] = _metrics_loaded(metrics, tolerances=tolerances, tolerance=filters.tolerance)
+    rows = []
+    system_url, suite_url = _url_maker("leaderboard:system", "slugmarker"), _url_maker("leaderboard:benchmark_suite", "slugmarker")
+    for standing in standings:
+        by_n = by_standing.get(standing.pk)
+        if not by_n:
+            continue
+        row = SystemRow(
+            slug=standing.slug, suite=standing.suite, agent=standing.agent, model=standing.model,
+            config=json.loads(standing.config_json), config_json=standing.config_json, context=standing.context,
+            run_ids=list(standing.run_ids), k=standing.k, by_n=dict(sorted(by_n.items())), date=standing.date,
+            unfinished_runs=standing.unfinished_runs, stale=standing.stale,
+            url=system_url(standing.slug), suite_url=suite_url(standing.suite),
+        )
+        _add_totals(row)
+        rows.append(row)
+    return rows
 
 
 def parse_sort(sort: str) -> tuple[str, int | None, bool]:
@@ -632,13 +759,11 @@ def default_sort(n_values: list[int]) -> str:
 
 
 def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
-    """The measured systems for `filters`, sorted (three queries)."""
-    run_q = _run_filter(filters)
-    runs = runs_frame(run_q)
+    """The measured systems for `filters`, sorted, as last computed by leaderboard.standings (two queries)."""
+    standings = list(SystemStanding.objects.filter(_standing_filter(filters)))
+    computed = [standing for standing in standings if standing.refreshed_at is not None]
     tolerances = (filters.tolerance,) if filters.tolerance is not None else ()
-    summary = _summary_frame(runs, filters, every_run=not run_q, tolerances=tolerances)
-    verifiers = _verifier_frame(runs, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
-    rows = _build_systems(runs, summary, verifiers, tolerances=tolerances, tolerance=filters.tolerance)
+    rows = _standing_rows(computed, filters, tolerances=tolerances)
     n_values = sorted({n for row in rows for n in row.by_n})
     sort = filters.sort or default_sort(n_values)
     rows = sort_systems(rows, sort)
@@ -647,7 +772,8 @@ def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
     for row in rows:
         for n, metrics in row.by_n.items():
             metrics.pareto_frontier = row.slug in frontier.get(n, ())
-    return Leaderboard(rows=rows, n_values=n_values, sort=sort, filters=filters, cost_accuracy=charts)
+    return Leaderboard(rows=rows, n_values=n_values, sort=sort, filters=filters, cost_accuracy=charts,
+                       computing=len(standings) - len(computed))
 
 
 FLAT_COLUMNS = (
@@ -928,13 +1054,13 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
     if runs.empty:
         return None
     run_ids = [int(pk) for pk in runs["run_id"]]
-    summary = _summary_frame(runs, filters, tolerances=TOLERANCES)
-    verifiers = _verifier_frame(runs, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
-    built = _build_systems(runs, summary, verifiers, tolerances=TOLERANCES)
+    standing = SystemStanding.objects.filter(slug=slug, refreshed_at__isnull=False).first()
+    built = _standing_rows([standing], filters, tolerances=TOLERANCES) if standing is not None else []
     first = runs.iloc[0]
     system = built[0] if built else SystemRow(
         slug=slug, suite=first["suite"], agent=first["agent"], model=first["model"], config=first["agent_config"] or {},
         config_json=first["config_json"], context=first["context"], run_ids=run_ids, k=int(runs["k"].max()), by_n={},
+        stale=standing is None or standing.stale,
     )
 
     attempt_rows = (
@@ -986,17 +1112,20 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
                         near_miss_total=len(near_misses))
 
 
-def attempt_url_maker():
-    """A function from attempt pk to its trajectory page URL (None if that page is not wired up).
+def _url_maker(name: str, marker):
+    """A function from the one argument of URL `name` to the URL (None if that page is not wired up).
 
-    One reverse() then string substitution: reversing per attempt would cost more than the query.
-    """
-    marker = 987654321
-    template = _url("replay:attempt", marker)
+    One reverse() then string substitution: reversing per row would cost more than the query."""
+    template = _url(name, marker)
     if template is None:
-        return lambda pk: None
+        return lambda value: None
     head, _, tail = template.rpartition(str(marker))
-    return lambda pk: f"{head}{pk}{tail}"
+    return lambda value: f"{head}{value}{tail}"
+
+
+def attempt_url_maker():
+    """A function from attempt pk to its trajectory page URL (None if that page is not wired up)."""
+    return _url_maker("replay:attempt", 987654321)
 
 
 # --- filter choices ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from runs.agents.llm import model_from_name
 from runs.agents.verifier import Candidate, select_oracle, select_with_model
 from runs.benchmark.workspace import WorkspaceError, task_document
 from runs.models import Attempt, Run, Sample
+from runs.signals import results_changed_send
 from runs.suites.selectors import workspace_spec
 
 logger = logging.getLogger(__name__)
@@ -110,5 +111,7 @@ def run_select_with_verifier(*, run: Run, verifier: str, replace: bool = False) 
         report.fallbacks += int(choice.fallback)
         if report.cost is not None:
             report.cost = None if choice.cost is None else report.cost + choice.cost
+    if report.selected:
+        results_changed_send(run_ids=[run.pk])
     logger.info("verifier %s on run %s: %s", verifier, run.pk, report)
     return report

@@ -2,6 +2,7 @@
 import json
 import math
 
+from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -28,6 +29,8 @@ from runs.models import Attempt
 from runs.suites.selectors import suites_gold_stability
 
 FORMATS = ("html", "json", "csv")
+# A system's page lists its samples a page at a time, so that its size does not grow with the system.
+SYSTEM_SAMPLES_PER_PAGE = 100
 ASCENDING_FIRST = {"name", "cost", "seconds", "errors"}
 
 RULES = [
@@ -152,6 +155,7 @@ def home(request):
             "filters": {**_filters_payload(form, filters), "sort": board.sort},
             "rules": RULES,
             "n_values": board.n_values,
+            "computing": board.computing,  # systems with new results not computed yet (not in rows)
             "cost_accuracy": [chart.as_dict() for chart in board.cost_accuracy],  # the Pareto frontier by n
             "rows": [row.as_dict() for row in board.rows]
             + [ref.as_dict() for ref in reference],
@@ -310,7 +314,14 @@ def system(request, slug: str):
         return _csv(f"system-{slug}-samples.csv", samples, SAMPLE_COLUMNS)
     tolerance_rows = detail.tolerance_rows
     analysis = failure_analysis(slug=slug, run_ids=detail.system.run_ids, filters=filters)
+    samples_page, problem = _samples_page(request, detail.samples)
+    problems = form.problems() + ([problem] if problem else [])
     return render(request, "leaderboard/system.html", {
+        "samples_page": samples_page,
+        "samples_page_urls": {
+            "previous": query_with(request, samples_page=samples_page.previous_page_number()) if samples_page.has_previous() else None,
+            "next": query_with(request, samples_page=samples_page.next_page_number()) if samples_page.has_next() else None,
+        },
         "analysis": analysis,
         "failure_figure": failure_figure_payload(analysis),
         "taxonomy": error_taxonomy(slug=slug, run_ids=detail.system.run_ids, filters=filters),
@@ -321,10 +332,20 @@ def system(request, slug: str):
         "tolerance_rows": tolerance_rows,
         "tolerance_figure": tolerance_figure_payload(tolerance_rows) if tolerance_rows else None,
         "near_miss_factor": NEAR_MISS_FACTOR,
-        "problems": form.problems(),
-        "json_url": query_with(request, format="json"),
-        "csv_urls": {table: query_with(request, format="csv", table=table) for table in ("samples", "runs", "by_n")},
-    }, status=status)
+        "problems": problems,
+        "json_url": query_with(request, format="json", samples_page=None),
+        "csv_urls": {table: query_with(request, format="csv", table=table, samples_page=None) for table in ("samples", "runs", "by_n")},
+    }, status=400 if problem else status)
+
+
+def _samples_page(request, samples: list) -> tuple[Page, str | None]:
+    """The page of a system's samples the request asks for (`samples_page`, from 1), and what was
+    wrong with the request if anything (the first page is shown then). The exports hold them all."""
+    paginator = Paginator(samples, SYSTEM_SAMPLES_PER_PAGE)
+    number = request.GET.get("samples_page", "1")
+    if number.isascii() and number.isdigit() and 1 <= int(number) <= paginator.num_pages:
+        return paginator.page(int(number)), None
+    return paginator.page(1), f"samples_page={number[:20]!r}: the pages of samples run from 1 to {paginator.num_pages}"
 
 
 def _tolerance_column(tolerance: float) -> str:

@@ -1,24 +1,30 @@
 #!/usr/bin/env python
-"""Server time of the leaderboard page and of a 500-step trajectory's first page on a loaded database.
+"""Server time of the leaderboard, a system's page, the exports and long trajectories' pages on a loaded database.
 
 Creates a scratch Postgres database (bench_pages_<pid>), migrates it, bulk-loads a synthetic suite,
 100,000 attempts across 50 systems (several n, k of 1, 3 or 5, some systems uploaded and not
 re-executed, errors, unknown costs, oracle verifier selections), one attempt with a 500-step
 trajectory and one with 5,000 steps (its first and a middle page, and the step bodies a page's
-script fetches on demand), then times requests through Django's test Client (in process: server time only, no
-network) and prints the median and 95th percentile of each page. The first request of each page
-is reported apart: for the leaderboard it computes every bootstrap interval (10,000 resamples
-each), which later requests find memoised until the data change. The database is dropped at the
-end, whatever happens.
+script fetches on demand). It computes the leaderboard's stored numbers (leaderboard.standings) as
+`manage.py refresh_standings --all` does, then times requests through Django's test Client (in
+process: server time only, no network) and prints the first request, median and 95th percentile of
+each page and its query count.
+
+"Leaderboard after a change" is timed right after a system's attempts changed (as when an attempt
+of a busy run settles): its numbers are then stale until the refresh job runs, and the page shows
+them marked so without computing anything. The refresh job's own time for that system is printed
+apart. The database (and the scratch maintenance queue) are dropped at the end, whatever happens.
 
     .venv/bin/python scripts/bench_pages.py [--attempts 100000] [--systems 50] [--requests 30]
 
 Postgres: BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432), a role that may create
-databases. Takes about two minutes on two cores.
+databases. Takes about two minutes on two cores; `--attempts 1000000 --systems 200` about twenty.
 """
 from __future__ import annotations
 
 import argparse
+import gc
+import io
 import os
 import random
 import statistics
@@ -39,6 +45,8 @@ os.environ["DATABASE_URL"] = f"{SERVER}/{DB_NAME}"
 os.environ.setdefault("DEBUG", "1")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoexperiment_site.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
+# The refresh jobs the change below queues go on a queue of this run's own, deleted at the end.
+os.environ["MAINTENANCE_QUEUE"] = f"bench-maintenance-{os.getpid()}"
 
 PAPERS = 20
 FUNCTIONS_PER_PAPER = 10
@@ -51,7 +59,7 @@ MODELS = [  # (spec, strength: pass probability of an easy n=1 sample)
 ]
 AGENTS = ["react", "agentless"]
 CONTEXTS = ["full", "none", "oracle"]
-CONFIGS = [{}, {"history": "window", "window": 5}]
+CONFIGS = [{}, {"history": "window", "window": 5}, {"history": "window", "window": 10}, {"temperature": 0.2}]  # 240 systems at most
 TRAJECTORY_STEPS = 500
 LONG_TRAJECTORY_STEPS = 5_000  # over the 1,000 an upload may now hold: as stored before the limits
 
@@ -240,7 +248,11 @@ def main() -> None:
         from django.test.utils import CaptureQueriesContext
         from django.urls import reverse
 
-        from runs.models import Attempt
+        from leaderboard import figures, selectors
+        from leaderboard.models import SystemStanding
+        from leaderboard.standings import standings_refresh_queued
+        from runs.models import Attempt, Run
+        from runs.signals import results_changed_send
 
         clock = time.perf_counter()
         call_command("migrate", verbosity=0)
@@ -248,44 +260,86 @@ def main() -> None:
         clock = time.perf_counter()
         suite, samples = load_suite()
         made, systems = load_attempts(suite, samples, total=options.attempts, systems=options.systems)
-        target = Attempt.objects.filter(status=Attempt.DONE).order_by("id").select_related("sample").first()
-        target.trajectory = long_trajectory(target.sample.sample_id, TRAJECTORY_STEPS)
-        target.save(update_fields=["trajectory"])
-        longest = Attempt.objects.filter(status=Attempt.DONE).order_by("id").select_related("sample")[1]
-        longest.trajectory = long_trajectory(longest.sample.sample_id, LONG_TRAJECTORY_STEPS)
-        longest.save(update_fields=["trajectory"])
+        # Written by update(), so that no object of this process keeps the trajectories: a web process
+        # holds none of the loader's data, and a heap full of it would slow every garbage collection.
+        target, longest = Attempt.objects.filter(status=Attempt.DONE).order_by("id").select_related("sample")[:2]
+        for attempt, steps in ((target, TRAJECTORY_STEPS), (longest, LONG_TRAJECTORY_STEPS)):
+            Attempt.objects.filter(pk=attempt.pk).update(trajectory=long_trajectory(attempt.sample.sample_id, steps))
         with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+            cursor.execute("VACUUM ANALYZE")  # what autovacuum would otherwise do while pages are timed
         print(f"loaded {made:,} attempts across {systems} systems, {len(samples):,} samples, "
               f"a {TRAJECTORY_STEPS}- and a {LONG_TRAJECTORY_STEPS:,}-step trajectory in {time.perf_counter() - clock:.1f} s")
+        clock = time.perf_counter()
+        call_command("refresh_standings", "--all", stdout=io.StringIO())
+        print(f"stored numbers of {SystemStanding.objects.count()} systems computed (refresh_standings --all) in "
+              f"{time.perf_counter() - clock:.1f} s")
+        figures._memoised.cache_clear()  # built by the command into the shared cache, not by a web process
 
+        # As gunicorn's workers do once loaded (autoexperiment_site/gunicorn_conf.py, post_worker_init).
+        gc.collect()
+        gc.freeze()
         client = Client(HTTP_HOST="localhost")
+        changed_run = Run.objects.filter(hidden=False).order_by("id").first()
+
+        def after_a_change() -> str:
+            """A change to one system's numbers (a failed attempt passes), announced as a settled attempt
+            announces it: until the refresh job has run, the page shows the system's last numbers as stale."""
+            failed = changed_run.attempts.filter(status=Attempt.DONE, reported_passed=False).order_by("id").first()
+            Attempt.objects.filter(pk=failed.pk).update(reported_passed=True, reexecution_passed=True, passed=True)
+            results_changed_send(run_ids=[changed_run.pk])
+            return reverse("leaderboard:home")
 
         def first_system() -> str:
             slug = client.get(reverse("leaderboard:home"), {"format": "json"}).json()["rows"][0]["slug"]
             return reverse("leaderboard:system", args=[slug])
 
-        pages = [  # URLs as functions: the leaderboard's first request must be the process's first
+        pages = [  # URLs as functions, called just before their page is timed
             ("leaderboard", lambda: reverse("leaderboard:home")),
+            ("leaderboard after a change", after_a_change),
+            ("leaderboard JSON export", lambda: reverse("leaderboard:home") + "?format=json"),
+            ("leaderboard CSV export", lambda: reverse("leaderboard:home") + "?format=csv"),
+            ("one system's page", first_system),
+            ("its JSON export", lambda: first_system() + "?format=json"),
+            ("its by-n CSV export", lambda: first_system() + "?format=csv&table=by_n"),
             (f"trajectory ({TRAJECTORY_STEPS} st.), p. 1", lambda: reverse("replay:attempt", args=[target.pk])),
             (f"trajectory ({LONG_TRAJECTORY_STEPS}), p. 1", lambda: reverse("replay:attempt", args=[longest.pk])),
             (f"trajectory ({LONG_TRAJECTORY_STEPS}), p. 125", lambda: reverse("replay:attempt", args=[longest.pk]) + "?page=125"),
             # What the page's script fetches as the rest of a page's steps come into view.
             ("  steps 6-20 (on demand)", lambda: reverse("replay:steps", args=[longest.pk]) + "?first=6&last=20"),
-            # Not asked for, but cheap to know:
-            ("leaderboard CSV export", lambda: reverse("leaderboard:home") + "?format=csv"),
+            # Not asked for, but cheap to know (computed in the request, from the attempts):
             ("function difficulty", lambda: reverse("leaderboard:functions")),
-            ("one system's page", first_system),
         ]
-        print(f"\n{'page':<26}{'first':>9}{'median':>9}{'p95':>9}{'queries':>9}{'KB':>8}   ({options.requests} requests after the first)")
+        print(f"\n{'page':<28}{'first':>9}{'median':>9}{'p95':>9}{'queries':>9}{'KB':>8}   ({options.requests} requests after the first)")
         for name, make_url in pages:
             url = make_url()
             first, times, size = timed(client, url, options.requests)
             with CaptureQueriesContext(connection) as queries:
                 client.get(url)
-            print(f"{name:<26}{first * 1000:>7.0f}ms{statistics.median(times) * 1000:>7.0f}ms"
+            print(f"{name:<28}{first * 1000:>7.0f}ms{statistics.median(times) * 1000:>7.0f}ms"
                   f"{percentile(times, 0.95) * 1000:>7.0f}ms{len(queries):>9}{size / 1024:>8.0f}")
+        stale = [row["slug"] for row in client.get(reverse("leaderboard:home"), {"format": "json"}).json()["rows"] if row.get("stale")]
+        # The job runs in a fresh work horse, and the page is then served by web processes that built
+        # nothing: nothing memoised in this process counts.
+        selectors._interval.cache_clear()
+        figures._memoised.cache_clear()
+        clock = time.perf_counter()
+        standings_refresh_queued()
+        job = time.perf_counter() - clock
+        figures._memoised.cache_clear()
+        url = reverse("leaderboard:home")
+        first, times, size = timed(client, url, options.requests)
+        print(f"{'leaderboard after the job':<28}{first * 1000:>7.0f}ms{statistics.median(times) * 1000:>7.0f}ms"
+              f"{percentile(times, 0.95) * 1000:>7.0f}ms{'':>9}{size / 1024:>8.0f}")
+        print(f"\nthe refresh job after that change: {len(stale)} stale system recomputed in {job * 1000:.0f} ms, its "
+              f"bootstrap intervals and the figures of the leaderboard's first view included "
+              f"({Attempt.objects.filter(run_id__in=SystemStanding.objects.get(slug=stale[0]).run_ids).count():,} attempts)")
     finally:
+        try:
+            from leaderboard.standings import maintenance_queue
+
+            maintenance_queue().delete(delete_jobs=True)
+        except Exception:  # noqa: BLE001 - Django never set up, or Redis away: nothing was queued
+            pass
         drop_database(f"{SERVER}/postgres", DB_NAME)
         print(f"\ndatabase {DB_NAME} dropped")
 

@@ -86,3 +86,11 @@ def redis_test_client():
     except redis.exceptions.ConnectionError as error:
         require(False, f"Redis is not reachable at {url} ({error}); start it: scripts/ensure_services.sh")
     return client
+
+
+def standings_refreshed() -> None:
+    """What the leaderboard's refresh job does after a change (leaderboard.standings), for tests that
+    write attempts and runs with the ORM directly, which announces nothing: every system recomputed."""
+    from leaderboard.standings import standings_refresh
+
+    standings_refresh(everything=True)

@@ -56,7 +56,7 @@ from runs.evaluation.workdirs import (
     remove_tree,
 )
 from runs.models import Attempt, Run
-from runs.suites.selectors import sample_experiments
+from runs.suites.selectors import sample_task
 from runs.suites.services import workspace_build
 from sandbox import SandboxError, open_sandbox
 
@@ -126,8 +126,9 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
     for leftover in Path(settings.WORKSPACE_ROOT).glob(f"attempt-{attempt.pk}-try-*"):
         if leftover.is_dir() and not leftover.is_symlink():
             remove_tree(leftover)
+    prepared = sample_task(sample=sample, context=run.context)  # read once: both workspaces and both verdicts use it
     try:
-        workspace_build(sample=sample, dest=workspace, context=run.context)
+        workspace_build(sample=sample, dest=workspace, context=run.context, task=prepared)
         task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
     except (WorkspaceError, OSError, ValueError) as error:
         raise InfrastructureFailure(f"workspace could not be built: {error}") from error
@@ -166,7 +167,7 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
     if result.exit_status in INFRASTRUCTURE_EXITS:
         raise InfrastructureFailure(f"agent ended with {result.exit_status}: {result.exit_message}")
 
-    experiments = sample_experiments(sample=sample)
+    experiments = prepared.experiments
     raw = result.final_answer_raw
     parsed = result.final_answer if result.final_answer is not None else (parse_answer(raw) if raw is not None else None)
     started = time.monotonic()
@@ -211,6 +212,7 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
         backend=backend,
         dest=attempt_reexecution_dir(attempt.pk, attempt.tries),
         name=attempt_sandbox_name(attempt.pk, attempt.tries) + "-reexecution",
+        task=prepared,
     )
     heartbeat.check()
     fields["reexecution_seconds"] = time.monotonic() - started

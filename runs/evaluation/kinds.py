@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from runs.benchmark.text import storable_text
 from runs.models import Attempt, Run
+from runs.signals import results_changed_send
 
 # RQ kills a run attempt's job that runs longer than this beyond the agent's own time budget
 # (re-execution, workspaces); the harness's budgets should always end an attempt first.
@@ -62,10 +63,12 @@ def work_kinds() -> list[WorkKind]:
 
 
 def run_mark_finished(*, run_id: int) -> None:
-    """Stamp the run's finished_at once no attempt of it is queued or running."""
+    """Stamp the run's finished_at once no attempt of it is queued or running, and announce that one
+    of its attempts was settled (every path that settles a run's attempt ends here)."""
     active = Attempt.objects.filter(run_id=run_id, status__in=[Attempt.QUEUED, Attempt.RUNNING]).exists()
     if not active:
         Run.objects.filter(pk=run_id, finished_at__isnull=True).update(finished_at=timezone.now())
+    results_changed_send(run_ids=[run_id])
 
 
 def _run_attempt_released(attempt: Attempt, reason: str, retrying: bool) -> dict:

@@ -31,6 +31,7 @@ from runs.evaluation.queue import (
 from runs.evaluation.recovery import attempts_recover
 from runs.limits import trajectory_limits
 from runs.models import Attempt, Run, Suite
+from runs.signals import results_changed_send
 from runs.suites.selectors import sample_experiments
 from runs.suites.services import samples_ensure
 from sandbox import BACKENDS, SandboxError, canonical_backend
@@ -164,7 +165,11 @@ def run_cancel(*, run: Run) -> int:
 def runs_set_hidden(*, runs: Iterable[Run], hidden: bool) -> int:
     """Hide runs (and so their attempts and submission) from everyone but their owner and staff,
     or show them again (see runs.visibility). Who may do it is the caller's check. Returns how many."""
-    return Run.objects.filter(pk__in=[run.pk for run in runs]).update(hidden=hidden)
+    run_ids = [run.pk for run in runs]
+    with transaction.atomic():
+        changed = Run.objects.filter(pk__in=run_ids).update(hidden=hidden)
+        results_changed_send(run_ids=run_ids)
+    return changed
 
 
 @transaction.atomic
@@ -184,6 +189,7 @@ def run_retry_failed(*, run: Run, enqueue: bool = True) -> int:
         attempt.run = run
     if failed:
         Run.objects.filter(pk=run.pk).update(finished_at=None)
+        results_changed_send(run_ids=[run.pk])
         if enqueue:
             attempts_enqueue(attempts=failed)
     run.refresh_from_db()
@@ -213,6 +219,7 @@ def run_resume(*, run: Run, stale_after: float | None = None, enqueue: bool = Tr
         uncancelled = run.attempts.filter(status=Attempt.CANCELLED).update(status=Attempt.QUEUED, finished_at=None)
         queued = list(run.attempts.filter(status=Attempt.QUEUED).select_related("run"))
         Run.objects.filter(pk=run.pk).update(cancelled_at=None, **({"finished_at": None} if queued else {}))
+        results_changed_send(run_ids=[run.pk])
         enqueued = 0
         if enqueue:
             without_job = [attempt for attempt in queued if not live_job(job_id_for(attempt))]

@@ -38,7 +38,7 @@ from runs.evaluation.claims import InfrastructureFailure
 from runs.evaluation.workdirs import remove_tree
 from runs.models import Attempt, Experiment, Sample, Suite
 from runs.suites.gold import scoring_tolerances
-from runs.suites.selectors import experiment_spec, sample_experiments
+from runs.suites.selectors import SampleTask, experiment_spec, sample_task
 from runs.suites.services import workspace_build
 from sandbox import SandboxError, fs, open_sandbox
 
@@ -204,16 +204,20 @@ def _workspace_text(workspace: Path, path: str) -> str | None:
     return data.decode("utf-8", "surrogateescape")
 
 
-def reexecute(*, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str) -> Reexecution:
+def reexecute(
+    *, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str, task: SampleTask | None = None
+) -> Reexecution:
     """Apply `patch` to a fresh masked workspace of `sample`, run its experiments in a fresh sandbox
-    and score what they print. Raises InfrastructureFailure when the workspace or sandbox breaks;
-    what the code does (crash, timeout, wrong numbers, a patch that does not apply) is the verdict."""
+    and score what they print (`task`: the sample as read already, runs.suites.selectors.sample_task).
+    Raises InfrastructureFailure when the workspace or sandbox breaks; what the code does (crash,
+    timeout, wrong numbers, a patch that does not apply) is the verdict."""
     timings: dict[str, float] = {}
-    experiments = sample_experiments(sample=sample)
+    task = task or sample_task(sample=sample, context=context)
+    experiments = task.experiments
     started = time.monotonic()
     remove_tree(dest)
     try:
-        workspace_build(sample=sample, dest=dest, context=context)
+        workspace_build(sample=sample, dest=dest, context=context, task=task)
     except (WorkspaceError, OSError) as error:
         raise InfrastructureFailure(f"re-execution workspace could not be built: {error}") from error
     timings["workspace"] = time.monotonic() - started

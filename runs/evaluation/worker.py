@@ -11,7 +11,8 @@ class's module imports them once in the parent, so every horse starts warm:
 Every evaluation worker also heals the deployment's runs, with no other process and no cron:
 
 - when it starts, one round of runs.evaluation.recovery.attempts_heal: attempts of dead workers re-queued,
-  jobs that failed before claiming their attempt recorded on it, leftovers of dead tries swept;
+  jobs that failed before claiming their attempt recorded on it, leftovers of dead tries swept; then
+  runs.signals.upkeep_due, for derived data to queue work left undone (the leaderboard's refresh);
 - a long-running worker (not --burst) keeps a thread that runs attempts_heal again every
   ATTEMPT_RECOVER_INTERVAL_SECONDS (one worker per host and interval, by a Redis lock; the round
   is idempotent anyway), and drives RQ's scheduler, which puts retries delayed by back-off
@@ -19,6 +20,10 @@ Every evaluation worker also heals the deployment's runs, with no other process 
   that which a SIGKILLed worker leaves behind; a thread dies with its worker. Both share RQ's
   scheduler lock, so one scheduler works per queue whichever runs it;
 - a --burst worker does not quit while retries are scheduled on its queues: it waits for them.
+
+Every evaluation worker also listens, first, on settings.MAINTENANCE_QUEUE: quick jobs that keep
+derived data up to date (the leaderboard's numbers after a change) are taken before the next
+attempt, by whichever worker is free first, without a process of their own.
 """
 import logging
 import threading
@@ -34,6 +39,7 @@ import runs.evaluation.jobs  # noqa: F401 - preloaded before the fork, see above
 from runs.evaluation.claims import worker_host
 from runs.evaluation.recovery import attempts_heal
 from runs.evaluation.workdirs import deployment_id
+from runs.signals import upkeep_due
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +62,7 @@ def heal_round(when: str) -> None:
                 "(%d of them re-executions of submissions)",
                 when, len(report.recovered), len(report.unstarted), len(report.settled("reexecution")),
             )
+        upkeep_due.send(sender=None)  # derived data (the leaderboard's numbers) catch up on work left undone
     except Exception:  # noqa: BLE001 - a failed round must not stop the worker; the next one tries again
         logger.exception("self-healing (%s) failed; the next round tries again", when)
     finally:
@@ -128,6 +135,15 @@ class EvaluationWorker(Worker):
     _upkeep: _Upkeep | None = None
     _burst_scheduler: RQScheduler | None = None
     _waiting_for: float | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.queues and settings.MAINTENANCE_QUEUE not in self.queue_names():
+            maintenance = self.queue_class(
+                settings.MAINTENANCE_QUEUE, connection=self.connection, job_class=self.job_class, serializer=self.serializer
+            )
+            self.queues.insert(0, maintenance)
+            self._ordered_queues = self.queues[:]
 
     def work(self, burst: bool = False, *args, **kwargs):
         self._burst = burst

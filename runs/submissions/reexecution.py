@@ -25,6 +25,7 @@ from runs.evaluation.kinds import WorkKind, register
 from runs.evaluation.verdicts import failure_label, reexecute, with_tolerance_ratio
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
 from runs.models import Attempt, Submission
+from runs.signals import results_changed_send
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ def _released(attempt: Attempt, reason: str, retrying: bool) -> dict:
 
 def _settle(attempt: Attempt) -> None:
     submission_refresh(submission_id=attempt.run.submission.pk)  # loaded with the attempt (select_related)
+    results_changed_send(run_ids=[attempt.run_id])
 
 
 def _enqueue_failed(attempt_ids: list[int], error: Exception) -> None:

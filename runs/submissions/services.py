@@ -28,6 +28,7 @@ from runs.evaluation.claims import LOST, SKIPPED, max_infra_retries
 from runs.evaluation.queue import enqueue as enqueue_work
 from runs.evaluation.verdicts import failure_label, score_answer, score_dict, with_tolerance_ratio
 from runs.models import ApiToken, Attempt, Run, Submission, TrajectorySource
+from runs.signals import results_changed_send
 from runs.submissions.reexecution import REEXECUTION, attempt_reexecute, submission_refresh
 from runs.submissions.validation import OriginalTrajectory, Record, ValidatedSubmission, submission_validate
 
@@ -103,6 +104,7 @@ def submission_create(
             batch_size=20,  # a few files of up to the upload size each per INSERT
         )
         attempt_analysis_record_quietly([attempt.pk for attempt in attempts])
+        results_changed_send(run_ids=[run.pk])
         if reexecute:
             try:
                 if enqueue:  # in-process re-execution (enqueue=False) puts nothing on the queue

@@ -45,13 +45,28 @@ def sample_experiments(*, sample: Sample) -> list[Experiment]:
 
 def workspace_spec(*, sample: Sample, context: str = "full") -> WorkspaceSpec:
     """What the workspace of `sample` holds: its masked functions and the experiments that need them."""
-    return _paper_workspace_spec(
+    return sample_task(sample=sample, context=context).spec
+
+
+@dataclass(frozen=True)
+class SampleTask:
+    """A sample as an attempt at it needs it, read once: the experiments its answers are scored on and
+    the spec its workspaces (the agent's, the re-execution's) are built from."""
+
+    experiments: list[Experiment]
+    spec: WorkspaceSpec
+
+
+def sample_task(*, sample: Sample, context: str = "full") -> SampleTask:
+    experiments = sample_experiments(sample=sample)
+    spec = _paper_workspace_spec(
         paper=sample.paper,
         sample_id=sample.sample_id,
         functions=sample.functions.order_by("func_id"),
-        experiments=sample_experiments(sample=sample),
+        experiments=experiments,
         context=context,
     )
+    return SampleTask(experiments=experiments, spec=spec)
 
 
 def gold_workspace_spec(*, paper: Paper) -> WorkspaceSpec:

@@ -10,7 +10,7 @@ from runs.benchmark.masking import function_body_source
 from runs.benchmark.sampling import DEFAULT_CAP, draw_combinations, sample_id
 from runs.benchmark.workspace import AuditResult, WorkspaceError, WorkspaceManifest, audit_workspace, build_workspace
 from runs.models import Sample, Suite
-from runs.suites.selectors import workspace_spec
+from runs.suites.selectors import SampleTask, workspace_spec
 
 
 @transaction.atomic
@@ -36,11 +36,12 @@ def samples_ensure(*, suite: Suite, n_values: list[int], seed: int = 0, cap: int
     return samples
 
 
-def workspace_build(*, sample: Sample, dest: Path, context: str = "full") -> WorkspaceManifest:
-    """Build the workspace of a sample into `dest` (see runs.benchmark.workspace for what it holds)."""
+def workspace_build(*, sample: Sample, dest: Path, context: str = "full", task: SampleTask | None = None) -> WorkspaceManifest:
+    """Build the workspace of a sample into `dest` (see runs.benchmark.workspace for what it holds);
+    from `task` (runs.suites.selectors.sample_task) when the caller has read it already."""
     if not sample.paper.code_dir:
         raise WorkspaceError(f"paper {sample.paper.paper_id} has no gold code on this server")
-    return build_workspace(workspace_spec(sample=sample, context=context), dest)
+    return build_workspace(task.spec if task is not None else workspace_spec(sample=sample, context=context), dest)
 
 
 def sample_audit_leaks(*, sample: Sample, scratch_dir: Path) -> AuditResult:

@@ -8,7 +8,7 @@ import pytest
 from runs.models import Paper, Sample, Suite
 from tests.leaderboard.factories import PASS, make_attempt, make_run
 from tests.replay.factories import make_user
-from tests.support import redis_test_url
+from tests.support import redis_test_url, standings_refreshed
 
 LINK = '<a href="https://evil.example">x</a>'
 PLACEHOLDER = "%{x} <b>bold</b>"
@@ -21,6 +21,7 @@ def hostile_system(transactional_db):
     sample = Sample.objects.create(paper=paper, sample_id="p_0", n=1)
     run = make_run(suite, model=LINK, agent=PLACEHOLDER, n_values=(1,), finished=datetime(2026, 1, 1, tzinfo=UTC))
     make_attempt(run, sample, 0, PASS)
+    standings_refreshed()
 
 
 def test_a_model_named_with_html_is_text_in_the_chart(hostile_system, page, browser_events):

@@ -80,3 +80,17 @@ def test_a_burst_holds_no_more_connections_than_threads(gunicorn, database_url):
     assert statuses == [200] * 90
     # Connections are kept (CONN_MAX_AGE), one per thread at most.
     assert 1 <= _connections_of(gunicorn, database_url) <= 2
+
+
+def test_a_loaded_worker_puts_its_start_up_objects_out_of_the_collectors_reach():
+    """A full collection would otherwise scan the few hundred thousand objects every worker loads to
+    start, in the middle of a request (gunicorn's post_worker_init hook)."""
+    import gc
+
+    from autoexperiment_site import gunicorn_conf
+
+    try:
+        gunicorn_conf.post_worker_init(worker=None)
+        assert gc.get_freeze_count() > 10_000
+    finally:
+        gc.unfreeze()

@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 from rq.job import Job
 
+from leaderboard.selectors import LeaderboardFilters, leaderboard_get
 from runs.agents.llm import Usage, cost
 from runs.evaluation.claims import max_infra_retries
 from runs.evaluation.kinds import RUN_ATTEMPT
@@ -55,6 +56,11 @@ def test_gold_run_over_the_builtin_suite_completes_on_two_workers(builtin_suite,
     progress = run_progress(run=run)
     assert (progress.status, progress.passed, progress.total, progress.remaining) == ("finished", 28, 28, 0)
     assert run.finished_at is not None
+    # The leaderboard's numbers were brought up to date by the refresh jobs the attempts queued, which
+    # the same workers took from the maintenance queue: nobody refreshed them by hand.
+    [row] = leaderboard_get(filters=LeaderboardFilters()).rows
+    assert (row.run_ids, row.by_n[1].pass1, row.by_n[1].samples, row.stale) == ([run.pk], 1.0, 28, False)
+    assert row.date == run.finished_at
     # Workspaces are removed after each attempt; only the trajectories stay.
     assert sorted(p.name for p in workspace_root.iterdir()) == ["trajectories"]
 

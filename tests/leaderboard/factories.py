@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from runs.models import Attempt, Function, Paper, Run, Sample, Suite
+from tests.support import standings_refreshed
 
 PASS = {"status": Attempt.DONE, "reported_passed": True, "reexecution_passed": True, "passed": True}
 FAIL = {"status": Attempt.DONE, "reported_passed": False, "reexecution_passed": False, "passed": False}
@@ -104,4 +105,5 @@ def build_board_data() -> BoardData:
     add("C", run_c, "s0", 0, PASS, cost=0.02)
     add("C", run_c, "s1", 0, PASS, cost=0.02)
     add("C", run_c, "s2", 0, FAIL, cost=0.02)
+    standings_refreshed()
     return BoardData(suite, paper, functions, samples, run_a, run_b1, run_b2, run_c, attempts)

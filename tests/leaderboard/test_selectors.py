@@ -19,6 +19,7 @@ from tests.leaderboard.factories import (
     make_attempt,
     make_run,
 )
+from tests.support import standings_refreshed
 
 pytestmark = pytest.mark.django_db
 
@@ -37,6 +38,7 @@ def rows_by_system(board):
 
 
 def board(**filters):
+    standings_refreshed()  # the tests below change attempts with the ORM
     return leaderboard_get(filters=LeaderboardFilters(**filters))
 
 
@@ -232,14 +234,15 @@ def test_system_detail_lists_runs_and_samples_with_attempt_links(board_data):
 
 
 def test_query_count_does_not_grow_with_systems(board_data, django_assert_max_num_queries):
-    with django_assert_max_num_queries(3):
+    with django_assert_max_num_queries(2):
         leaderboard_get(filters=LeaderboardFilters())
     # Twenty more systems, each with a run of two attempts.
     for number in range(20):
         run = make_run(board_data.suite, model=f"openai:model-{number}", k=2)
         make_attempt(run, board_data.samples["s0"], 0, PASS)
         make_attempt(run, board_data.samples["s01"], 0, FAIL)
-    with django_assert_max_num_queries(3):
+    standings_refreshed()
+    with django_assert_max_num_queries(2):
         result = leaderboard_get(filters=LeaderboardFilters(verified_only=True, n_min=1))
     assert len(result.rows) == 22
     with django_assert_max_num_queries(3):

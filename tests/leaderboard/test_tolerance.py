@@ -33,6 +33,7 @@ from runs.evaluation.verdicts import score_dict, scoring_specs, with_tolerance_r
 from runs.models import Attempt, Experiment, Function, Paper, Suite
 from runs.suites.selectors import sample_experiments
 from tests.leaderboard.factories import ERROR, make_attempt, make_run
+from tests.support import standings_refreshed
 
 pytestmark = pytest.mark.django_db
 
@@ -94,6 +95,7 @@ def tolerance_data(db):
         scored_attempt(y, samples[name], 0, error)
     for name, error in (("s0", 0.04), ("s1", 0.04), ("s2", 0.12)):
         scored_attempt(z, samples[name], 0, error)
+    standings_refreshed()
     return attempts
 
 

@@ -7,6 +7,8 @@ import pytest
 from django.urls import reverse
 
 from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.standings import standings_refresh
+from runs.evaluation.services import runs_set_hidden
 from runs.models import Attempt
 
 pytestmark = pytest.mark.django_db
@@ -231,8 +233,8 @@ def test_hidden_submissions_stay_off_every_public_table(board_data, client):
         run=board_data.run_c, model="anthropic:claude-3-5-sonnet", agent="agentless", contact="a@example.org",
         file_sha256="0" * 64, file_bytes=1, record_count=3,
     )
-    board_data.run_c.hidden = True
-    board_data.run_c.save(update_fields=["hidden"])
+    runs_set_hidden(runs=[board_data.run_c], hidden=True)
+    standings_refresh()  # what the job the change queues does: the hidden run's system is recomputed
     html = client.get("/").content.decode()
     assert html.count('class="lb-row"') == 2 and "anthropic:claude-3-5-sonnet" not in html
     assert 'value="agentless"' not in html  # not even offered as a filter
@@ -256,3 +258,27 @@ def test_system_page_counts_out_of_scope_edits(board_data, client):
     assert data["out_of_scope_attempts"] == 1
     s0 = next(sample for sample in data["samples"] if sample["sample_id"] == "p_0")
     assert s0["out_of_scope_attempt_ids"] == [edited.pk]
+
+
+def test_system_page_lists_its_samples_a_page_at_a_time(board_data, client):
+    from runs.models import Sample
+    from tests.leaderboard.factories import PASS, make_attempt
+    from tests.support import standings_refreshed
+
+    extra = Sample.objects.bulk_create(
+        [Sample(paper=board_data.paper, sample_id=f"p_extra{i:03d}", n=1) for i in range(150)]
+    )
+    for sample in extra:
+        make_attempt(board_data.run_c, sample, 0, PASS)
+    standings_refreshed()
+    url = reverse("leaderboard:system", args=[slug_of(agent="agentless")])  # 3 + 150 samples
+    first = client.get(url).content.decode()
+    assert first.count("<code>p_") == 100 and "Samples 1–100 of 153" in first and 'rel="next"' in first
+    second = client.get(url, {"samples_page": "2"}).content.decode()
+    assert second.count("<code>p_") == 53 and 'rel="prev"' in second and 'rel="next"' not in second
+    bad = client.get(url, {"samples_page": "9"})
+    assert bad.status_code == 400
+    assert "samples_page=&#x27;9&#x27;: the pages of samples run from 1 to 2" in bad.content.decode()
+    assert bad.content.decode().count("<code>p_") == 100  # the first page, with the message
+    exported = list(csv.DictReader(io.StringIO(client.get(url, {"format": "csv", "samples_page": "2"}).content.decode())))
+    assert len(exported) == 153  # the export is every sample, whatever page is shown

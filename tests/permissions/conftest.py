@@ -15,6 +15,7 @@ from leaderboard.selectors import canonical_config, system_slug
 from runs.models import Attempt, Run, Submission
 from tests.permissions.helpers import HIDDEN_DESCRIPTION, HIDDEN_MODEL, SUBMITTED_MODEL
 from tests.replay.factories import make_attempt, make_run, make_sample, make_user
+from tests.support import standings_refreshed
 
 
 @dataclass
@@ -75,5 +76,6 @@ def world(people) -> World:
         run=submitted, uploader=people.owner, model=SUBMITTED_MODEL, agent="external", contact="owner@example.org",
         file_sha256="0" * 64, file_bytes=1, record_count=1,
     )
+    standings_refreshed()
     return World(public_run, public_attempt, hidden_run, hidden_attempt, solo, solo_attempt, submission,
                  submission_attempt, _slug(public_run), _slug(solo))

@@ -18,7 +18,7 @@ from runs.suites.importers.native import import_native_suite
 from runs.suites.selectors import sample_experiments
 from runs.suites.services import samples_ensure
 from tests.leaderboard.factories import PASS, make_attempt, make_run
-from tests.support import require_backend
+from tests.support import require_backend, standings_refreshed
 
 pytestmark = pytest.mark.django_db
 
@@ -167,6 +167,7 @@ def test_a_noisy_experiment_is_marked_unstable_and_scored_by_the_suites_policy(n
 
     # The leaderboard says so next to the suite's systems.
     make_attempt(make_run(suite), sample, 0, PASS)
+    standings_refreshed()
     page = client.get("/").content.decode()
     note = re.sub(r"<[^>]+>", "", re.search(r'<p class="lb-note" id="gold-stability">(.*?)</p>', page).group(1))
     assert note == "Gold stability (toy): 1 of 2 experiments unstable (policy: excluded from scoring)."

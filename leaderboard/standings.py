@@ -1,0 +1,204 @@
+"""The leaderboard's numbers, maintained: per system and n, computed after each change and stored,
+so that a request only reads them (leaderboard.selectors).
+
+- A change (runs.signals.results_changed: an attempt settled, uploaded or re-executed, a run hidden,
+  shown or finished; a verifier's selections; a run deleted) bumps `SystemStanding.changes` of the
+  systems it touches, in the change's own transaction, and once it commits schedules one refresh job.
+- The job goes on the maintenance queue, which every evaluation worker takes before its next attempt
+  (runs.evaluation.worker), so the next worker free runs it. While one is waiting no other is queued: the changes of a busy run are coalesced into it. It refreshes every
+  stale system, under a lock, so two jobs never compute at once.
+- Until it has run, pages show the previous numbers marked as being updated (`stale`); a system
+  never computed yet is counted, not shown.
+
+`manage.py refresh_standings [--all]` does the same in the foreground (`--all`: every system, as
+after a change of the rules or data written behind the application's back).
+"""
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.db.models.signals import post_delete
+from django.utils import timezone
+from rq import Queue
+
+from leaderboard.figures import cost_figure_payload, figure_payload
+from leaderboard.models import SystemStanding, SystemStandingByN
+from leaderboard.reference import reference_rows
+from leaderboard.selectors import (
+    LeaderboardFilters,
+    StandingNumbers,
+    canonical_config,
+    leaderboard_get,
+    metrics_stored,
+    public_system_keys,
+    standing_numbers_computed,
+    system_slug,
+)
+from runs.evaluation.queue import evaluation_queue
+from runs.evaluation.workdirs import deployment_id
+from runs.models import Run
+from runs.signals import results_changed, upkeep_due
+
+logger = logging.getLogger(__name__)
+
+REFRESH_JOB = "leaderboard.jobs.standings_refresh_job"
+# A lost job (Redis emptied) stops blocking new ones after this long; pages say the numbers are stale meanwhile.
+PENDING_SECONDS = 600
+REFRESH_LOCK_SECONDS = 900
+
+
+def maintenance_queue() -> Queue:
+    """settings.MAINTENANCE_QUEUE, on the evaluation queue's Redis."""
+    evaluation = evaluation_queue()
+    return Queue(settings.MAINTENANCE_QUEUE, connection=evaluation.connection, serializer=evaluation.serializer)
+
+
+def _pending_key() -> str:
+    return f"autoexperiment:standings-refresh-pending:{deployment_id()}"
+
+
+def _lock_name() -> str:
+    return f"autoexperiment:standings-refresh-lock:{deployment_id()}"
+
+
+# --- marking: in the transaction of the change ----------------------------------------------------
+
+
+def standings_mark_stale(*, run_ids) -> None:
+    """Mark the systems of `run_ids` as changed and schedule a refresh once the transaction commits.
+
+    A system seen for the first time (a public run's) gets its standing row here, unrefreshed."""
+    runs = Run.objects.filter(pk__in=list(run_ids)).values_list(
+        "suite__name", "agent", "model", "agent_config", "context", "hidden"
+    )
+    systems: dict[str, dict | None] = {}
+    for suite, agent, model, config, context, hidden in runs:
+        slug, key = _system_key(suite=suite, agent=agent, model=model, config=config, context=context)
+        if not hidden:
+            systems[slug] = key
+        else:
+            systems.setdefault(slug, None)
+    _bump(systems)
+
+
+def _system_key(*, suite: str, agent: str, model: str, config, context: str) -> tuple[str, dict]:
+    """A run's system: its slug and the fields of its key."""
+    key = {"suite": suite, "agent": agent, "model": model, "config_json": canonical_config(config), "context": context}
+    return system_slug(**key), key
+
+
+def _bump(systems: dict[str, dict | None], *, schedule: bool = True) -> None:
+    """Count one change to each of `systems` (slug: the fields of its key, or None when none of its
+    public runs changed: a standing is never created for a system with no public run)."""
+    if not systems:
+        return
+    with transaction.atomic():
+        SystemStanding.objects.bulk_create(
+            [SystemStanding(slug=slug, **key) for slug, key in systems.items() if key is not None], ignore_conflicts=True
+        )
+        SystemStanding.objects.filter(slug__in=list(systems)).update(changes=F("changes") + 1)
+        if schedule:
+            transaction.on_commit(standings_refresh_schedule)
+
+
+def standings_refresh_schedule() -> bool:
+    """Put a refresh job on the maintenance queue unless one is already waiting there
+    (True when this call queued it). Redis unreachable: logged; the numbers stay marked stale until
+    the next change or `manage.py refresh_standings`."""
+    try:
+        queue = maintenance_queue()
+        if not queue.connection.set(_pending_key(), "1", nx=True, ex=PENDING_SECONDS):
+            return False
+        queue.enqueue(REFRESH_JOB, job_timeout=REFRESH_LOCK_SECONDS, result_ttl=600, failure_ttl=7 * 24 * 3600,
+                      description="leaderboard standings refresh")
+        return True
+    except Exception:  # noqa: BLE001 - the change itself is committed; only its display waits
+        logger.warning("the leaderboard refresh could not be queued; its numbers stay marked as stale", exc_info=True)
+        return False
+
+
+# --- refreshing ----------------------------------------------------------------------------------
+
+
+def standings_refresh_queued() -> int:
+    """The job's work: let the next change queue another job, then refresh under the lock (a second
+    job waits for the first, then finds what changed meanwhile). Returns how many systems it refreshed."""
+    connection = evaluation_queue().connection
+    connection.delete(_pending_key())  # before reading the marks: a change after this queues a new job
+    with connection.lock(_lock_name(), timeout=REFRESH_LOCK_SECONDS, blocking_timeout=REFRESH_LOCK_SECONDS):
+        refreshed = standings_refresh()
+    if refreshed:
+        default_view_figures_build()
+    return refreshed
+
+
+def default_view_figures_build() -> None:
+    """Build the figures of the leaderboard as first opened (no filter) into the shared cache, so that
+    the first request after a change does not wait for Plotly (leaderboard.figures._memoised)."""
+    board = leaderboard_get(filters=LeaderboardFilters())
+    reference = reference_rows()
+    if board.rows or reference:
+        figure_payload(board, reference)
+    if board.rows:
+        cost_figure_payload(board)
+
+
+def standings_refresh(*, everything: bool = False) -> int:
+    """Recompute every stale system's numbers (`everything`: every system's) and store them.
+    Returns how many systems were refreshed."""
+    if everything:
+        known = dict.fromkeys(SystemStanding.objects.values_list("slug", flat=True))
+        _bump({**known, **public_system_keys()}, schedule=False)
+    # The marks are read before the data: a change committed after this read is one more mark.
+    stale = dict(SystemStanding.objects.filter(changes__gt=F("refreshed_changes")).values_list("slug", "changes"))
+    for slug, numbers in standing_numbers_computed(list(stale)):
+        _store(slug, numbers, seen=stale[slug])
+    if stale:
+        logger.info("leaderboard standings refreshed: %d system(s)", len(stale))
+    return len(stale)
+
+
+def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
+    with transaction.atomic():
+        standing = SystemStanding.objects.select_for_update().filter(slug=slug).first()
+        if standing is None or standing.refreshed_changes >= seen:
+            return  # a refresh that started later has written already
+        SystemStandingByN.objects.filter(standing=standing).delete()
+        SystemStandingByN.objects.bulk_create([
+            SystemStandingByN(standing=standing, verified_only=verified_only, n=n, metrics=metrics_stored(metrics))
+            for verified_only, by_n in numbers.by_n.items() for n, metrics in by_n.items()
+        ])
+        standing.run_ids, standing.k, standing.date = numbers.run_ids, numbers.k, numbers.date
+        standing.unfinished_runs = numbers.unfinished_runs
+        standing.refreshed_changes, standing.refreshed_at = seen, timezone.now()
+        standing.save(update_fields=["run_ids", "k", "date", "unfinished_runs", "refreshed_changes", "refreshed_at"])
+
+
+# --- receivers (connected by leaderboard.apps) ------------------------------------------------------
+
+
+def _on_results_changed(sender, *, run_ids, **kwargs) -> None:
+    standings_mark_stale(run_ids=run_ids)
+
+
+def _on_upkeep_due(sender, **kwargs) -> None:
+    """A refresh job lost (Redis emptied, a worker killed in it) would leave systems stale until the
+    next change: the workers' self-healing queues one again."""
+    if SystemStanding.objects.filter(changes__gt=F("refreshed_changes")).exists():
+        standings_refresh_schedule()
+
+
+def _on_run_deleted(sender, instance: Run, **kwargs) -> None:
+    slug, _ = _system_key(suite=instance.suite.name, agent=instance.agent, model=instance.model,
+                          config=instance.agent_config, context=instance.context)
+    _bump({slug: None})
+
+
+def connect() -> None:
+    results_changed.connect(_on_results_changed, dispatch_uid="leaderboard-standings")
+    upkeep_due.connect(_on_upkeep_due, dispatch_uid="leaderboard-standings-upkeep")
+    post_delete.connect(_on_run_deleted, sender=Run, dispatch_uid="leaderboard-standings-run-deleted")
+
