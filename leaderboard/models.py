@@ -1,7 +1,7 @@
 """What the leaderboard stores of its own: verifier selections. Everything else it reads from runs."""
 from django.db import models
 
-from runs.models import Attempt, Run, Sample
+from runs.models import Attempt, Function, Run, Sample
 
 
 class VerifierSelection(models.Model):
@@ -88,3 +88,23 @@ class SystemStandingByN(models.Model):
 
     def __str__(self):
         return f"{self.standing} at n={self.n}{' (verified only)' if self.verified_only else ''}"
+
+
+class SystemFunctionStanding(models.Model):
+    """A system's counted attempts at the samples masking one function, at one n, and how many passed
+    (per counting rule, like SystemStandingByN): the per-function difficulty table sums these."""
+
+    standing = models.ForeignKey(SystemStanding, on_delete=models.CASCADE, related_name="functions")
+    verified_only = models.BooleanField()
+    function = models.ForeignKey(Function, on_delete=models.CASCADE, related_name="+")
+    n = models.PositiveSmallIntegerField()
+    attempts = models.PositiveIntegerField()
+    passes = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["standing", "verified_only", "function", "n"], name="unique_function_standing_per_variant_and_n"
+            )
+        ]
+        indexes = [models.Index(fields=["verified_only", "function"], name="function_standing_lookup")]

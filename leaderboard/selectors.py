@@ -57,7 +57,7 @@ from django.db.models import (
 )
 from django.urls import NoReverseMatch, reverse
 
-from leaderboard.models import SystemStanding, SystemStandingByN, VerifierSelection
+from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemStandingByN, VerifierSelection
 from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
@@ -155,17 +155,6 @@ def verifier_label(verifier: str) -> str:
     return verifier.split("@http", 1)[0]
 
 
-def _run_filter(filters: LeaderboardFilters) -> Q:
-    q = Q()
-    if filters.suite:
-        q &= Q(suite__name=filters.suite)
-    if filters.agent:
-        q &= Q(agent=filters.agent)
-    if filters.context:
-        q &= Q(context=filters.context)
-    return q
-
-
 def _n_filter(filters: LeaderboardFilters, prefix: str) -> Q:
     q = Q()
     if filters.n_min is not None:
@@ -251,20 +240,13 @@ def _tolerance_column(index: int) -> str:
 
 
 def _per_sample(
-    runs: pd.DataFrame, filters: LeaderboardFilters, *, counted_only: bool = False, every_run: bool = False,
-    tolerances: tuple[float, ...] = (),
+    runs: pd.DataFrame, filters: LeaderboardFilters, *, counted_only: bool = False, tolerances: tuple[float, ...] = (),
 ):
-    """Per (system, sample): counted attempts m, passes c, verified ones, errors, cost and time sums,
-    and for each of `tolerances` the passes at it (`c_tol_<index>`, see `tolerance_scale`).
-
-    `every_run`: `runs` holds every public run, so no run filter is needed (a scan beats an index
-    lookup of most of the table); attempts of other runs (hidden runs, runs created since
-    `runs` was read) get system -1, which the callers drop.
-    """
+    """Per (system, sample) of `runs`' attempts: counted attempts m, passes c, verified ones, errors,
+    cost and time sums, and for each of `tolerances` the passes at it (`c_tol_<index>`, see
+    `tolerance_scale`)."""
     counted = counted_q(filters)
-    attempts = Attempt.objects.filter(_n_filter(filters, "sample__"))
-    if not every_run:
-        attempts = attempts.filter(run_id__in=[int(pk) for pk in runs["run_id"]])
+    attempts = Attempt.objects.filter(_n_filter(filters, "sample__"), run_id__in=[int(pk) for pk in runs["run_id"]])
     attempts = attempts.filter(counted) if counted_only else attempts.filter(status__in=[Attempt.DONE, Attempt.ERROR])
     return (
         attempts.annotate(system_no=system_case(runs), n=F("sample__n"))
@@ -633,6 +615,7 @@ class StandingNumbers:
     (`by_n[False]`) and over re-executed ones only (`by_n[True]`), and facts about its public runs."""
 
     by_n: dict[bool, dict[int, NMetrics]]
+    functions: dict[bool, list[tuple[int, int, int, int]]]  # by counting rule: (function pk, n, attempts, passes)
     run_ids: list[int]
     k: int = 1
     date: datetime | None = None
@@ -656,16 +639,18 @@ def standing_numbers_computed(slugs: list[str]) -> Iterator[tuple[str, StandingN
     runs = runs_frame(Q())
     for slug in slugs:
         own = runs[runs["slug"] == slug]
-        by_n = {}
+        by_n, functions = {}, {}
         for verified_only in (False, True):
             filters = LeaderboardFilters(verified_only=verified_only)
             summary = _summary_frame(own, filters, tolerances=TOLERANCES)
             verifiers = _verifier_frame(own, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
             built = _build_systems(own, summary, verifiers, tolerances=TOLERANCES)
             by_n[verified_only] = built[0].by_n if built else {}
+            functions[verified_only] = _function_counts(own, filters) if not own.empty else []
         finished = own["finished_at"].dropna()
         yield slug, StandingNumbers(
             by_n=by_n,
+            functions=functions,
             run_ids=[int(pk) for pk in own["run_id"]],
             k=int(own["k"].max()) if not own.empty else 1,
             date=pd.Timestamp(finished.max()).to_pydatetime() if not finished.empty else None,
@@ -688,7 +673,7 @@ def _metrics_loaded(stored: dict, *, tolerances: tuple[float, ...], tolerance: f
 
 
 def _standing_filter(filters: LeaderboardFilters) -> Q:
-    """`_run_filter` on standings: the fields filtered on are part of the system's key."""
+    """The standings of the systems `filters` asks for (suite, agent, context: part of a system's key)."""
     q = Q()
     for name in ("suite", "agent", "context"):
         if getattr(filters, name):
@@ -890,13 +875,13 @@ class FunctionDifficulty(PassRates):
 
 
 def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficulty]:
-    """Every function of the suites in view, with how often attempts masking it passed.
+    """Every function of the suites in view, with how often attempts masking it passed, from the
+    stored per-function counts of the systems in view (leaderboard.standings; three queries).
 
-    Hardest first (lowest pass rate), functions never attempted last. Three queries.
+    Hardest first (lowest pass rate), functions never attempted last.
     """
-    run_q = _run_filter(filters)
-    runs = runs_frame(run_q)
-    suites = sorted(set(runs["suite"]))
+    standings = SystemStanding.objects.filter(_standing_filter(filters), refreshed_at__isnull=False).exclude(run_ids=[])
+    suites = sorted(set(standings.values_list("suite", flat=True)))
     functions = Function.objects.filter(paper__suite__name__in=suites).order_by().values_list(
         "id", "paper__suite__name", "paper__paper_id", "func_id", "file", "name"
     )
@@ -905,29 +890,46 @@ def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficul
         for pk, suite, paper, func_id, file, name in functions
     }
     if table:
-        through = Sample.functions.through._meta
-        connection = connections[Attempt.objects.db]
-        name = connection.ops.quote_name
-        masks = name(through.db_table)
-        sample_column = name(through.get_field("sample").column)
-        function_column = name(through.get_field("function").column)
-        rows = _grouped(
-            _per_sample(runs, filters, counted_only=True, every_run=not run_q),
-            f"masks.{function_column}, SUM(m), SUM(c), SUM(CASE WHEN n = 1 THEN m ELSE 0 END), "
-            "SUM(CASE WHEN n = 1 THEN c ELSE 0 END), COUNT(DISTINCT system_no)",
-            f"masks.{function_column}",
-            join=f"JOIN {masks} masks ON masks.{sample_column} = inner_rows.sample_id",
-            where="WHERE system_no >= 0",
+        at_n1 = Q(n=1)
+        counts = (
+            SystemFunctionStanding.objects.filter(
+                Q(standing__in=standings, verified_only=filters.verified_only) & _n_filter(filters, "")
+            )
+            .order_by()
+            .values("function_id")
+            .annotate(
+                total=Sum("attempts"), passed=Sum("passes"), total_n1=Sum("attempts", filter=at_n1),
+                passed_n1=Sum("passes", filter=at_n1), systems=Count("standing_id", distinct=True),
+            )
+            .values_list("function_id", "total", "passed", "total_n1", "passed_n1", "systems")
         )
-        for pk, attempts, passes, attempts_n1, passes_n1, systems in rows:
+        for pk, attempts, passes, attempts_n1, passes_n1, systems in counts:
             entry = table.get(pk)
             if entry is not None:
                 entry.attempts, entry.passes, entry.systems = int(attempts), int(passes), int(systems)
-                entry.attempts_n1, entry.passes_n1 = int(attempts_n1), int(passes_n1)
+                entry.attempts_n1, entry.passes_n1 = int(attempts_n1 or 0), int(passes_n1 or 0)
     rows = list(table.values())
     rows.sort(key=lambda row: (row.suite, row.paper, row.func_id))
     rows.sort(key=lambda row: (row.pass_rate is None, row.pass_rate if row.pass_rate is not None else 0.0))
     return rows
+
+
+def _function_counts(runs: pd.DataFrame, filters: LeaderboardFilters) -> list[tuple[int, int, int, int]]:
+    """(function pk, n, counted attempts, passes) of `runs`' attempts at the samples masking each
+    function (one query)."""
+    through = Sample.functions.through._meta
+    name = connections[Attempt.objects.db].ops.quote_name
+    masks = name(through.db_table)
+    sample_column = name(through.get_field("sample").column)
+    function_column = name(through.get_field("function").column)
+    rows = _grouped(
+        _per_sample(runs, filters, counted_only=True),
+        f"masks.{function_column}, n, SUM(m), SUM(c)",
+        f"masks.{function_column}, n",
+        join=f"JOIN {masks} masks ON masks.{sample_column} = inner_rows.sample_id",
+        where="WHERE system_no >= 0 AND m > 0",
+    )
+    return [(int(pk), int(n), int(attempts), int(passes)) for pk, n, attempts, passes in rows]
 
 
 # --- one system ---------------------------------------------------------------------------------------

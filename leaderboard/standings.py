@@ -25,7 +25,7 @@ from django.utils import timezone
 from rq import Queue
 
 from leaderboard.figures import cost_figure_payload, figure_payload
-from leaderboard.models import SystemStanding, SystemStandingByN
+from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemStandingByN
 from leaderboard.reference import reference_rows
 from leaderboard.selectors import (
     LeaderboardFilters,
@@ -171,6 +171,12 @@ def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
             SystemStandingByN(standing=standing, verified_only=verified_only, n=n, metrics=metrics_stored(metrics))
             for verified_only, by_n in numbers.by_n.items() for n, metrics in by_n.items()
         ])
+        SystemFunctionStanding.objects.filter(standing=standing).delete()
+        SystemFunctionStanding.objects.bulk_create([
+            SystemFunctionStanding(standing=standing, verified_only=verified_only, function_id=function_id, n=n,
+                                   attempts=attempts, passes=passes)
+            for verified_only, counts in numbers.functions.items() for function_id, n, attempts, passes in counts
+        ], batch_size=1000)
         standing.run_ids, standing.k, standing.date = numbers.run_ids, numbers.k, numbers.date
         standing.unfinished_runs = numbers.unfinished_runs
         standing.refreshed_changes, standing.refreshed_at = seen, timezone.now()

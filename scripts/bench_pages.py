@@ -306,7 +306,6 @@ def main() -> None:
             (f"trajectory ({LONG_TRAJECTORY_STEPS}), p. 125", lambda: reverse("replay:attempt", args=[longest.pk]) + "?page=125"),
             # What the page's script fetches as the rest of a page's steps come into view.
             ("  steps 6-20 (on demand)", lambda: reverse("replay:steps", args=[longest.pk]) + "?first=6&last=20"),
-            # Not asked for, but cheap to know (computed in the request, from the attempts):
             ("function difficulty", lambda: reverse("leaderboard:functions")),
         ]
         print(f"\n{'page':<28}{'first':>9}{'median':>9}{'p95':>9}{'queries':>9}{'KB':>8}   ({options.requests} requests after the first)")

@@ -9,7 +9,13 @@ from leaderboard import figures
 from leaderboard.figures import _figure_input, figure_cache_key
 from leaderboard.models import SystemStanding, SystemStandingByN
 from leaderboard.reference import reference_rows
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get, standing_numbers_computed, system_detail
+from leaderboard.selectors import (
+    LeaderboardFilters,
+    function_difficulty,
+    leaderboard_get,
+    standing_numbers_computed,
+    system_detail,
+)
 from leaderboard.standings import _store, maintenance_queue, standings_refresh, standings_refresh_queued
 from runs.evaluation.kinds import run_mark_finished
 from runs.evaluation.services import runs_set_hidden
@@ -52,10 +58,14 @@ def test_a_change_shows_the_last_numbers_marked_stale_until_the_refresh(board_da
 
 def test_data_changed_behind_the_applications_back_is_not_seen_until_a_full_refresh(board_data):
     """Nothing is computed in a request: a write that announces nothing changes no number shown."""
+    def f0_passes():  # the per-function table reads stored counts too
+        return next(row.passes for row in function_difficulty(filters=LeaderboardFilters()) if row.name == "f0")
+
+    assert f0_passes() == 4
     Attempt.objects.filter(run=board_data.run_c).update(passed=False, reexecution_passed=False)
-    assert standings_refresh() == 0 and claude().by_n[1].pass1 == pytest.approx(2 / 3)
+    assert standings_refresh() == 0 and claude().by_n[1].pass1 == pytest.approx(2 / 3) and f0_passes() == 4
     assert standings_refresh(everything=True) == 3
-    assert claude().by_n[1].pass1 == 0.0
+    assert claude().by_n[1].pass1 == 0.0 and f0_passes() == 3
 
 
 def test_a_run_hidden_or_shown_again_leaves_and_rejoins_every_public_table(board_data, client):
