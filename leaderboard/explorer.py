@@ -189,9 +189,10 @@ EXPORT_COLUMNS = [
 
 
 @dataclass
-class AttemptRow:
-    pk: int
-    url: str | None  # the replay at its first error step (its first page when none)
+class _AttemptPlace:
+    """Where an attempt listed by the explorer belongs: its run, system, suite, paper and sample, and its
+    shown outcome (failure_label of an error, outcome of a done attempt)."""
+
     run_id: int
     system: str
     slug: str
@@ -199,8 +200,18 @@ class AttemptRow:
     paper: str
     sample_id: str
     n: int
+    outcome: str
+
+    @property
+    def outcome_label(self) -> str:
+        return OUTCOME_LABELS.get(self.outcome, self.outcome)
+
+
+@dataclass
+class AttemptRow(_AttemptPlace):
+    pk: int
+    url: str | None  # the replay at its first error step (its first page when none)
     status: str
-    outcome: str  # the shown outcome: failure_label of an error, outcome of a done attempt
     exit_status: str
     verified: bool
     mismatch: bool
@@ -210,10 +221,6 @@ class AttemptRow:
     seconds: float | None
     first_error_step: int | None
     first_error_line: str
-
-    @property
-    def outcome_label(self) -> str:
-        return OUTCOME_LABELS.get(self.outcome, self.outcome)
 
     def as_dict(self) -> dict:
         return {
@@ -316,23 +323,11 @@ HIT_COLUMNS = ["attempt_id", "step", "url", "run_id", "system", "slug", "suite",
 
 
 @dataclass
-class StepHit:
+class StepHit(_AttemptPlace):
     attempt_id: int
     step: int
     url: str | None  # the replay at this step
-    run_id: int
-    system: str
-    slug: str
-    suite: str
-    paper: str
-    sample_id: str
-    n: int
-    outcome: str
     snippet: list[tuple[str, bool]] = field(default_factory=list)  # (text, is a hit), to be escaped
-
-    @property
-    def outcome_label(self) -> str:
-        return OUTCOME_LABELS.get(self.outcome, self.outcome)
 
     @property
     def snippet_text(self) -> str:

@@ -483,6 +483,18 @@ class Leaderboard:
     computing: int = 0  # systems whose numbers are being computed for the first time: not shown yet
 
 
+def _run_facts(runs: pd.DataFrame) -> dict:
+    """A system's run ids, k (the largest attempts per sample), date (its last finished run's end) and
+    how many of its runs are unfinished, from its rows of `runs_frame`."""
+    finished = runs["finished_at"].dropna()
+    return {
+        "run_ids": [int(pk) for pk in runs["run_id"]],
+        "k": int(runs["k"].max()) if not runs.empty else 1,
+        "date": pd.Timestamp(finished.max()).to_pydatetime() if not finished.empty else None,
+        "unfinished_runs": int(runs["finished_at"].isna().sum()),
+    }
+
+
 def _none_if_nan(value) -> float | None:
     if value is None:
         return None
@@ -510,7 +522,6 @@ def _build_systems(
         if number not in measured:
             continue
         first = own.iloc[0]
-        finished = own["finished_at"].dropna()
         systems[int(number)] = SystemRow(
             slug=first["slug"],
             suite=first["suite"],
@@ -519,11 +530,8 @@ def _build_systems(
             config=first["agent_config"] or {},
             config_json=first["config_json"],
             context=first["context"],
-            run_ids=[int(pk) for pk in own["run_id"]],
-            k=int(own["k"].max()),
             by_n={},
-            date=pd.Timestamp(finished.max()).to_pydatetime() if not finished.empty else None,
-            unfinished_runs=int(own["finished_at"].isna().sum()),
+            **_run_facts(own),
         )
 
     scores: dict[tuple[int, int], tuple[dict, dict]] = {}
@@ -647,15 +655,7 @@ def standing_numbers_computed(slugs: list[str]) -> Iterator[tuple[str, StandingN
             built = _build_systems(own, summary, verifiers, tolerances=TOLERANCES)
             by_n[verified_only] = built[0].by_n if built else {}
             functions[verified_only] = _function_counts(own, filters) if not own.empty else []
-        finished = own["finished_at"].dropna()
-        yield slug, StandingNumbers(
-            by_n=by_n,
-            functions=functions,
-            run_ids=[int(pk) for pk in own["run_id"]],
-            k=int(own["k"].max()) if not own.empty else 1,
-            date=pd.Timestamp(finished.max()).to_pydatetime() if not finished.empty else None,
-            unfinished_runs=int(own["finished_at"].isna().sum()),
-        )
+        yield slug, StandingNumbers(by_n=by_n, functions=functions, **_run_facts(own))
 
 
 def metrics_stored(metrics: NMetrics) -> dict:

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.db.models.signals import post_delete
 from django.utils import timezone
-from rq import Queue
 
 from leaderboard.figures import cost_figure_payload, figure_payload
 from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemStandingByN
@@ -37,7 +35,7 @@ from leaderboard.selectors import (
     standing_numbers_computed,
     system_slug,
 )
-from runs.evaluation.queue import evaluation_queue
+from runs.evaluation.queue import maintenance_queue
 from runs.evaluation.workdirs import deployment_id
 from runs.models import Run
 from runs.signals import results_changed, upkeep_due
@@ -48,12 +46,6 @@ REFRESH_JOB = "leaderboard.jobs.standings_refresh_job"
 # A lost job (Redis emptied) stops blocking new ones after this long; pages say the numbers are stale meanwhile.
 PENDING_SECONDS = 600
 REFRESH_LOCK_SECONDS = 900
-
-
-def maintenance_queue() -> Queue:
-    """settings.MAINTENANCE_QUEUE, on the evaluation queue's Redis."""
-    evaluation = evaluation_queue()
-    return Queue(settings.MAINTENANCE_QUEUE, connection=evaluation.connection, serializer=evaluation.serializer)
 
 
 def _pending_key() -> str:
@@ -126,7 +118,7 @@ def standings_refresh_schedule() -> bool:
 def standings_refresh_queued() -> int:
     """The job's work: let the next change queue another job, then refresh under the lock (a second
     job waits for the first, then finds what changed meanwhile). Returns how many systems it refreshed."""
-    connection = evaluation_queue().connection
+    connection = maintenance_queue().connection
     connection.delete(_pending_key())  # before reading the marks: a change after this queues a new job
     with connection.lock(_lock_name(), timeout=REFRESH_LOCK_SECONDS, blocking_timeout=REFRESH_LOCK_SECONDS):
         refreshed = standings_refresh()

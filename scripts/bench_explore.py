@@ -42,12 +42,13 @@ import statistics
 import sys
 import threading
 import time
-from itertools import combinations, product
+from itertools import product
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchlib import create_database, drop_database, flush_redis, percentile, url_with_path  # noqa: E402
+from benchsuite import AGENTS, CONTEXTS, MODELS, load_suite  # noqa: E402
 
 SERVER = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432").rstrip("/")
 # Fixed, so the pages' authors can EXPLAIN ANALYZE there after --keep (BENCH_EXPLORE_DB: another).
@@ -62,17 +63,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoexperiment_site.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 SUITE = "bench_explore"
-PAPERS = 20
-FUNCTIONS_PER_PAPER = 10
-SAMPLES_CAP = {1: 10, 2: 45, 3: 60}  # per paper: 2,300 samples in all
-MODELS = [  # (spec, strength: pass probability of an easy n=1 sample)
-    ("anthropic:claude-3-7-sonnet", 0.42), ("openai:gpt-4o", 0.40), ("anthropic:claude-3-5-sonnet", 0.36),
-    ("openai:gpt-4o-mini", 0.30), ("openai:o3-mini", 0.38), ("openai-compatible:llama3.1:70b", 0.22),
-    ("openai-compatible:qwen2.5-coder:32b", 0.25), ("openai:gpt-4.1", 0.45), ("anthropic:claude-3-5-haiku", 0.27),
-    ("openai-compatible:deepseek-v3", 0.35),
-]
-AGENTS = ["react", "agentless"]
-CONTEXTS = ["full", "none", "oracle"]
 CONFIGS = [{}, {"history": "window", "window": 5}]
 HIDDEN_SYSTEMS = 3  # the last ones: hidden runs of one owner
 RARE_PHRASE = "cuda device-side assert"
@@ -195,34 +185,6 @@ def step_text_sql() -> str:
 
 
 # --- loading ---------------------------------------------------------------------------------------
-
-
-def load_suite():
-    from runs.models import Function, Paper, Sample, Suite
-
-    suite = Suite.objects.create(name=SUITE, version="1", gold_root="/nonexistent", description="Synthetic suite for bench_explore")
-    papers = Paper.objects.bulk_create(
-        [Paper(suite=suite, paper_id=f"bench-{p:02d}", title=f"Bench paper {p}", text="Method. " * 200) for p in range(PAPERS)]
-    )
-    functions = Function.objects.bulk_create([
-        Function(paper=paper, func_id=f, file=f"src/{FILES[f % len(FILES)]}", name=f"Model{f}.forward", description="Does it.")
-        for paper in papers for f in range(FUNCTIONS_PER_PAPER)
-    ])
-    by_paper = {}
-    for function in functions:
-        by_paper.setdefault(function.paper_id, []).append(function)
-    rng = random.Random(7)
-    samples = []
-    for paper in papers:
-        for n, cap in SAMPLES_CAP.items():
-            combos = list(combinations(range(FUNCTIONS_PER_PAPER), n))
-            for ids in sorted(rng.sample(combos, min(cap, len(combos)))):
-                samples.append((Sample(paper=paper, sample_id=f"{paper.paper_id}_{','.join(map(str, ids))}", n=n), paper, ids))
-    created = Sample.objects.bulk_create([sample for sample, _, _ in samples])
-    through = Sample.functions.through
-    links = [through(sample_id=sample.pk, function_id=by_paper[paper.pk][i].pk) for sample, (_, paper, ids) in zip(created, samples) for i in ids]
-    through.objects.bulk_create(links, batch_size=5000)
-    return suite
 
 
 ATTEMPT_SQL = """
@@ -448,7 +410,7 @@ def load(options) -> list[dict]:
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '1GB'")
         cursor.execute("SET synchronous_commit = off")
-    suite = load_suite()
+    suite, _ = load_suite(name=SUITE, file_of=lambda f: f"src/{FILES[f % len(FILES)]}")
     systems = load_runs(suite, total=options.attempts, systems=options.systems)
     print(f"  {options.attempts:,} attempts across {len(systems)} systems in {time.perf_counter() - clock:.1f} s", flush=True)
     clock = time.perf_counter()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import scratch_deployment  # noqa: E402 - beside this script
+from benchlib import scratch_deployment, wait_until  # noqa: E402 - beside this script
 
 REDIS_DB = 13
 TARGET_SECONDS = 120
@@ -43,17 +43,6 @@ def _worker(env: dict, log: Path, *, burst: bool) -> subprocess.Popen:
         command.insert(3, "--burst")
     with open(log, "w") as output:
         return subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
-
-
-def _wait(condition, *, timeout: float, what: str, logs: Path):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    tails = "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in sorted(logs.glob("*.log")))
-    raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}\n{tails}")
 
 
 def scenario(name: str, *, suite, env: dict, scratch: Path) -> dict:
@@ -79,10 +68,10 @@ def scenario(name: str, *, suite, env: dict, scratch: Path) -> dict:
     doomed = _worker(worker_env, logs / "doomed.log", burst=True)
     healer = None
     try:
-        _wait(lambda: Attempt.objects.filter(pk=victim.pk, status=Attempt.RUNNING).exists(), timeout=120, what="the attempt under way", logs=logs)
+        wait_until(lambda: Attempt.objects.filter(pk=victim.pk, status=Attempt.RUNNING).exists(), timeout=120, what="the attempt under way", logs=logs)
         healer = _worker(worker_env, logs / "healer.log", burst=False)
         queue = evaluation_queue()
-        _wait(lambda: any(w.get_state() == "idle" for w in Worker.all(queue=queue)), timeout=120, what="the healer idle", logs=logs)
+        wait_until(lambda: any(w.get_state() == "idle" for w in Worker.all(queue=queue)), timeout=120, what="the healer idle", logs=logs)
         victim.refresh_from_db()
         horse = int(victim.claimed_by.rsplit(":", 1)[1])
         if name == "lost-machine":
@@ -92,7 +81,7 @@ def scenario(name: str, *, suite, env: dict, scratch: Path) -> dict:
         killed = time.monotonic()
         doomed.wait(timeout=30)
         gate.unlink()
-        _wait(
+        wait_until(
             lambda: Attempt.objects.filter(pk=victim.pk, status__in=[Attempt.DONE, Attempt.ERROR]).exists(),
             timeout=600, what="the attempt finished", logs=logs,
         )

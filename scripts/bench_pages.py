@@ -31,12 +31,13 @@ import statistics
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from itertools import combinations, product
+from itertools import product
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchlib import create_database, drop_database, percentile  # noqa: E402 - beside this script
+from benchsuite import AGENTS, CONTEXTS, MODELS, load_suite  # noqa: E402
 
 SERVER = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432").rstrip("/")
 DB_NAME = f"bench_pages_{os.getpid()}"
@@ -48,49 +49,9 @@ os.environ.setdefault("LOG_LEVEL", "WARNING")
 # The refresh jobs the change below queues go on a queue of this run's own, deleted at the end.
 os.environ["MAINTENANCE_QUEUE"] = f"bench-maintenance-{os.getpid()}"
 
-PAPERS = 20
-FUNCTIONS_PER_PAPER = 10
-SAMPLES_CAP = {1: 10, 2: 45, 3: 60}  # per paper: 2,300 samples in all
-MODELS = [  # (spec, strength: pass probability of an easy n=1 sample)
-    ("anthropic:claude-3-7-sonnet", 0.42), ("openai:gpt-4o", 0.40), ("anthropic:claude-3-5-sonnet", 0.36),
-    ("openai:gpt-4o-mini", 0.30), ("openai:o3-mini", 0.38), ("openai-compatible:llama3.1:70b", 0.22),
-    ("openai-compatible:qwen2.5-coder:32b", 0.25), ("openai:gpt-4.1", 0.45), ("anthropic:claude-3-5-haiku", 0.27),
-    ("openai-compatible:deepseek-v3", 0.35),
-]
-AGENTS = ["react", "agentless"]
-CONTEXTS = ["full", "none", "oracle"]
 CONFIGS = [{}, {"history": "window", "window": 5}, {"history": "window", "window": 10}, {"temperature": 0.2}]  # 240 systems at most
 TRAJECTORY_STEPS = 500
 LONG_TRAJECTORY_STEPS = 5_000  # over the 1,000 an upload may now hold: as stored before the limits
-
-
-def load_suite():
-    from runs.models import Function, Paper, Sample, Suite
-
-    suite = Suite.objects.create(name="bench", version="1", gold_root="/nonexistent", description="Synthetic suite for bench_pages")
-    papers = Paper.objects.bulk_create(
-        [Paper(suite=suite, paper_id=f"bench-{p:02d}", title=f"Bench paper {p}", text="Method. " * 200) for p in range(PAPERS)]
-    )
-    functions = Function.objects.bulk_create([
-        Function(paper=paper, func_id=f, file=f"src/module_{f % 3}.py", name=f"Model{f}.forward", description="Does it.")
-        for paper in papers for f in range(FUNCTIONS_PER_PAPER)
-    ])
-    by_paper = {}
-    for function in functions:
-        by_paper.setdefault(function.paper_id, []).append(function)
-    rng = random.Random(7)
-    samples, links = [], []
-    for paper in papers:
-        for n, cap in SAMPLES_CAP.items():
-            combos = list(combinations(range(FUNCTIONS_PER_PAPER), n))
-            for ids in sorted(rng.sample(combos, min(cap, len(combos)))):
-                samples.append((Sample(paper=paper, sample_id=f"{paper.paper_id}_{','.join(map(str, ids))}", n=n), paper, ids))
-    created = Sample.objects.bulk_create([sample for sample, _, _ in samples])
-    through = Sample.functions.through
-    for sample, (_, paper, ids) in zip(created, samples):
-        links += [through(sample_id=sample.pk, function_id=by_paper[paper.pk][i].pk) for i in ids]
-    through.objects.bulk_create(links, batch_size=5000)
-    return suite, created
 
 
 def load_attempts(suite, samples, *, total: int, systems: int):
@@ -258,7 +219,7 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         print(f"database {DB_NAME}: migrated in {time.perf_counter() - clock:.1f} s")
         clock = time.perf_counter()
-        suite, samples = load_suite()
+        suite, samples = load_suite(name="bench", file_of=lambda f: f"src/module_{f % 3}.py")
         made, systems = load_attempts(suite, samples, total=options.attempts, systems=options.systems)
         # Written by update(), so that no object of this process keeps the trajectories: a web process
         # holds none of the loader's data, and a heap full of it would slow every garbage collection.
@@ -334,7 +295,7 @@ def main() -> None:
               f"({Attempt.objects.filter(run_id__in=SystemStanding.objects.get(slug=stale[0]).run_ids).count():,} attempts)")
     finally:
         try:
-            from leaderboard.standings import maintenance_queue
+            from runs.evaluation.queue import maintenance_queue
 
             maintenance_queue().delete(delete_jobs=True)
         except Exception:  # noqa: BLE001 - Django never set up, or Redis away: nothing was queued

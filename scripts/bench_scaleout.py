@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import scratch_deployment  # noqa: E402 - beside this script
+from benchlib import scratch_deployment, wait_until  # noqa: E402 - beside this script
 
 REDIS_DB = 12
 HOSTS = {"host-a": "bubblewrap", "host-b": "docker"}
@@ -42,16 +42,6 @@ def start_host(host: str, *, env: dict, scratch: Path, burst: bool) -> subproces
     host_env = {**env, **HEALING, "WORKER_HOST_NAME": host, "WORKSPACE_ROOT": str(root), "SANDBOX_BACKEND": HOSTS[host]}
     log = open(scratch / f"{host}.log", "w")  # noqa: SIM115 - the worker writes to it until it ends
     return subprocess.Popen(command, cwd=ROOT, env=host_env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_until(condition, *, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise SystemExit(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def host_of(claimed_by: str) -> str:

@@ -8,6 +8,8 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -89,3 +91,16 @@ def scratch_deployment(kind: str, *, backend: str, redis_db: int):
         drop_database(admin_url, name)
         flush_redis(redis_url)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def wait_until(condition: Callable, *, timeout: float, what: str, logs: Path | None = None):
+    """condition()'s first truthy value, polled every 0.2 s; past `timeout` seconds the script stops,
+    saying what it waited for (with the tails of the *.log files in `logs`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    tails = "".join(f"\n--- {log.name}\n{log.read_text()[-3000:]}" for log in sorted(logs.glob("*.log"))) if logs else ""
+    raise SystemExit(f"timed out after {timeout:g} s waiting for {what}{tails}")

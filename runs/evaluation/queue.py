@@ -18,6 +18,7 @@ import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
@@ -107,6 +108,13 @@ def queue_name() -> str:
 def evaluation_queue():
     """The RQ queue every kind of work is enqueued on (settings.EVALUATION_QUEUE)."""
     return django_rq.get_queue(queue_name())
+
+
+def maintenance_queue():
+    """settings.MAINTENANCE_QUEUE, on the evaluation queue's Redis: quick upkeep jobs every evaluation
+    worker takes before its next attempt (runs.evaluation.worker)."""
+    evaluation = evaluation_queue()
+    return Queue(settings.MAINTENANCE_QUEUE, connection=evaluation.connection, serializer=evaluation.serializer)
 
 
 def job_id_for(attempt: Attempt) -> str:

@@ -4,8 +4,9 @@ import pytest
 
 from leaderboard.models import SystemStanding
 from leaderboard.selectors import LeaderboardFilters, leaderboard_get
-from leaderboard.standings import maintenance_queue, standings_refresh_schedule
+from leaderboard.standings import standings_refresh_schedule
 from runs.evaluation.kinds import run_mark_finished
+from runs.evaluation.queue import maintenance_queue
 from runs.models import Attempt
 from tests.leaderboard.factories import build_board_data
 

@@ -16,8 +16,9 @@ from leaderboard.selectors import (
     standing_numbers_computed,
     system_detail,
 )
-from leaderboard.standings import _store, maintenance_queue, standings_refresh, standings_refresh_queued
+from leaderboard.standings import _store, standings_refresh, standings_refresh_queued
 from runs.evaluation.kinds import run_mark_finished
+from runs.evaluation.queue import maintenance_queue
 from runs.evaluation.services import runs_set_hidden
 from runs.evaluation.worker import EvaluationWorker
 from runs.models import Attempt
