@@ -159,6 +159,9 @@ RQ_QUEUES = {
 # Quick jobs that keep derived data up to date (the leaderboard's stored numbers, leaderboard.standings).
 # Every evaluation worker takes them before its next attempt (runs.evaluation.worker): no extra process.
 MAINTENANCE_QUEUE = env_str("MAINTENANCE_QUEUE", "maintenance")
+# Transplants (one masked function of a failed attempt at n >= 2 judged alone, runs.evaluation.transplants):
+# every evaluation worker takes them last, when no attempt or re-execution waits.
+TRANSPLANT_QUEUE = env_str("TRANSPLANT_QUEUE", "transplant")
 # Imports the agents and SDKs once in the worker, not in every forked job (about 1.4 s each).
 RQ = {"WORKER_CLASS": "runs.evaluation.worker.EvaluationWorker"}
 # /healthz reports unhealthy when the oldest job waiting in the evaluation queue is older than this:

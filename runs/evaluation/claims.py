@@ -23,7 +23,7 @@ from typing import Self
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from runs.agents import load_trajectory
@@ -127,7 +127,7 @@ class Heartbeat:
         try:
             while not self._stop.wait(self.interval):
                 try:
-                    updated = Attempt.objects.filter(self.kind.held(), pk=self.attempt_id, tries=self.tries).update(
+                    updated = self.kind.model.objects.filter(self.kind.held(), pk=self.attempt_id, tries=self.tries).update(
                         heartbeat_at=timezone.now()
                     )
                 except Exception:
@@ -149,7 +149,7 @@ def claim(kind: WorkKind, *, attempt_id: int, job_id: str = "") -> Attempt | Non
     """Claim an attempt for this process: the conditional UPDATE that makes a job delivered twice
     work once. Returns the claimed attempt, or None when `kind` may not claim it now."""
     now = timezone.now()
-    claimed = Attempt.objects.filter(kind.claimable(), pk=attempt_id).update(
+    claimed = kind.model.objects.filter(kind.claimable(), pk=attempt_id).update(
         tries=F("tries") + 1,
         claimed_by=worker_identity(),
         heartbeat_at=now,
@@ -158,7 +158,7 @@ def claim(kind: WorkKind, *, attempt_id: int, job_id: str = "") -> Attempt | Non
     )
     if claimed != 1:
         return None
-    return Attempt.objects.select_related(*kind.select_related).get(pk=attempt_id)
+    return kind.model.objects.select_related(*kind.select_related).get(pk=attempt_id)
 
 
 def execute(kind: WorkKind, perform: Callable[[Attempt, Heartbeat], dict], *, attempt_id: int, job_id: str = "",
@@ -191,7 +191,7 @@ def execute(kind: WorkKind, perform: Callable[[Attempt, Heartbeat], dict], *, at
     finally:
         if cleanup is not None:
             cleanup(attempt)
-    written = Attempt.objects.filter(kind.held(), pk=attempt.pk, tries=attempt.tries).update(heartbeat_at=None, **fields)
+    written = kind.model.objects.filter(kind.held(), pk=attempt.pk, tries=attempt.tries).update(heartbeat_at=None, **fields)
     if not written:
         logger.warning("%s %s try %s: claim lost before the result was written", kind.name, attempt.pk, attempt.tries)
         return LOST
@@ -209,7 +209,7 @@ def infra_failure(kind: WorkKind, *, attempt_id: int, tries: int, reason: str, r
     trajectory = partial_trajectory(attempt_id, tries) if kind.keeps_partial_trajectory else None
     with transaction.atomic():
         attempt = (
-            Attempt.objects.select_for_update(of=("self",))
+            kind.model.objects.select_for_update(of=("self",))
             .select_related(*kind.select_related)
             .filter(kind.held(), pk=attempt_id, tries=tries)
             .first()
@@ -230,7 +230,7 @@ def infra_failure(kind: WorkKind, *, attempt_id: int, tries: int, reason: str, r
     return outcome
 
 
-def record_unstarted(kind: WorkKind, *, within: Q | None = None) -> list[int]:
+def record_unstarted(kind: WorkKind, *, run=None) -> list[int]:
     """Record the failures of `kind`'s jobs that never claimed their attempt.
 
     A worker that cannot reach the database or import the job, or fails in any way before its
@@ -238,16 +238,17 @@ def record_unstarted(kind: WorkKind, *, within: Q | None = None) -> list[int]:
     waiting attempt whose current job is there, the job's reason is written into the attempt's
     infra_history and counts as an infrastructure failure (re-queued after the back-off while
     retries are left, else given up). Each failure is recorded once (by its job id and time), so
-    this runs wherever the database is reachable. Returns the ids of the attempts recorded."""
-    waiting = Attempt.objects.filter(kind.waiting())
-    if within is not None:
-        waiting = waiting.filter(within)
+    this runs wherever the database is reachable. `run`: only that run's. Returns the ids of the
+    attempts recorded."""
+    waiting = kind.model.objects.filter(kind.waiting())
+    if run is not None:
+        waiting = waiting.filter(**{kind.run_field: run})
     by_job = {kind.job_id(attempt.pk, attempt.tries): attempt for attempt in waiting.only("pk", "tries")}
     if not by_job:
         return []
     return [
         by_job[job_id].pk
-        for job_id, failure in failed_jobs_get(job_ids=by_job, cleanup=False).items()
+        for job_id, failure in failed_jobs_get(job_ids=by_job, cleanup=False, queue_setting=kind.queue_setting).items()
         if _record_unstarted(kind, attempt_id=by_job[job_id].pk, tries=by_job[job_id].tries, failure=failure)
     ]
 
@@ -255,7 +256,7 @@ def record_unstarted(kind: WorkKind, *, within: Q | None = None) -> list[int]:
 def _record_unstarted(kind: WorkKind, *, attempt_id: int, tries: int, failure: FailedJob) -> bool:
     with transaction.atomic():
         attempt = (
-            Attempt.objects.select_for_update(of=("self",))
+            kind.model.objects.select_for_update(of=("self",))
             .select_related(*kind.select_related)
             .filter(kind.waiting(), pk=attempt_id, tries=tries)
             .first()

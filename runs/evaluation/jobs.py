@@ -7,6 +7,7 @@ from django.db import close_old_connections
 from rq import get_current_job
 
 from runs.evaluation.harness import attempt_execute
+from runs.evaluation.transplants import transplant_execute
 
 
 def attempt_execute_job(attempt_id: int) -> str:
@@ -14,6 +15,13 @@ def attempt_execute_job(attempt_id: int) -> str:
     reset_connections()
     job = get_current_job()
     return attempt_execute(attempt_id=attempt_id, job_id=job.id if job is not None else "")
+
+
+def transplant_execute_job(transplant_id: int) -> str:
+    """Judge one masked function alone (a no-op unless the transplant is still queued)."""
+    reset_connections()
+    job = get_current_job()
+    return transplant_execute(transplant_id=transplant_id, job_id=job.id if job is not None else "")
 
 
 def reset_connections() -> None:

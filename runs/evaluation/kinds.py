@@ -1,11 +1,13 @@
 """The kinds of work a job does on an attempt, described as data for the one claim/fence/retry path.
 
-Two kinds exist: executing a run's attempt (`RUN_ATTEMPT`, defined here) and re-executing a
-submitted attempt's final patch (`runs.submissions.reexecution.REEXECUTION`, registered by that
-module, which the `runs` app imports when it is ready). runs.evaluation.claims claims, fences,
+Three kinds exist: executing a run's attempt (`RUN_ATTEMPT`, defined here), re-executing a
+submitted attempt's final patch (`runs.submissions.reexecution.REEXECUTION`) and judging one masked
+function of a failed attempt alone (`runs.evaluation.transplants.TRANSPLANT`, whose rows are
+Transplants, not Attempts); the last two are registered by their modules, which the `runs` app
+imports when it is ready. runs.evaluation.claims claims, fences,
 retries and records unstarted jobs for any kind; runs.evaluation.recovery heals every registered
-kind; runs.evaluation.queue enqueues them. A kind says only what differs: which attempts it may
-claim, which it holds, what an infrastructure failure leaves on the attempt, and what to bring up
+kind; runs.evaluation.queue enqueues them. A kind says only what differs: which rows (of `model`) it may
+claim, which it holds, on which queue its jobs go, what an infrastructure failure leaves on the attempt, and what to bring up
 to date once one of its attempts is settled.
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ from django.utils import timezone
 
 from runs.benchmark.text import storable_text
 from runs.models import Attempt, Run
-from runs.signals import results_changed_send
+from runs.signals import attempt_reexecuted, results_changed_send
 
 # RQ kills a run attempt's job that runs longer than this beyond the agent's own time budget
 # (re-execution, workspaces); the harness's budgets should always end an attempt first.
@@ -44,6 +46,9 @@ class WorkKind:
     history_fields: dict = field(default_factory=dict)  # added to each infra_history entry
     # Called with (attempt ids, error) when the queue cannot be reached; None: the error propagates.
     enqueue_failed: Callable[[list[int], Exception], None] | None = None
+    model: type = Attempt  # the rows claimed: Attempt, or any model with the same bookkeeping fields
+    queue_setting: str = "EVALUATION_QUEUE"  # the setting naming the RQ queue its jobs go on
+    run_field: str = "run"  # the lookup from a claimed row to its run
 
     def job_id(self, attempt_id: int, tries: int) -> str:
         """The id of the job that makes try `tries + 1`: enqueueing it twice does nothing."""
@@ -71,6 +76,11 @@ def run_mark_finished(*, run_id: int) -> None:
     results_changed_send(run_ids=[run_id])
 
 
+def _run_attempt_settled(attempt: Attempt) -> None:
+    attempt_reexecuted.send(sender=None, attempt_id=attempt.pk)
+    run_mark_finished(run_id=attempt.run_id)
+
+
 def _run_attempt_released(attempt: Attempt, reason: str, retrying: bool) -> dict:
     if retrying:
         return {"status": Attempt.QUEUED}
@@ -96,7 +106,7 @@ RUN_ATTEMPT = register(
         waiting=lambda: Q(status=Attempt.QUEUED),
         claim_fields=lambda now: {"status": Attempt.RUNNING, "claimed_at": now, "finished_at": None},
         released_fields=_run_attempt_released,
-        settle=lambda attempt: run_mark_finished(run_id=attempt.run_id),
+        settle=lambda attempt: _run_attempt_settled(attempt),
         job_timeout=lambda attempt: int(attempt.run.max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS,
         select_related=("run", "sample__paper"),
         keeps_partial_trajectory=True,

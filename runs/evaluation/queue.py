@@ -59,12 +59,15 @@ def retry_in_seconds(entry: dict) -> float | None:
 FAILED_JOB_DETAILS_LIMIT = 200
 
 
-def failed_jobs_get(*, job_ids: Iterable[str] | None = None, cleanup: bool = True) -> dict[str, FailedJob]:
-    """The evaluation queue's failed jobs among `job_ids` (all of them when None), by id. With
+def failed_jobs_get(
+    *, job_ids: Iterable[str] | None = None, cleanup: bool = True, queue_setting: str = "EVALUATION_QUEUE"
+) -> dict[str, FailedJob]:
+    """The failed jobs of the queue settings.<queue_setting> (the evaluation queue by default) among
+    `job_ids` (all of them when None), by id. With
     `cleanup`, RQ first moves abandoned jobs (those of dead workers) from the started to the failed
     registry. Empty when Redis is unreachable: the heartbeat still finds dead workers."""
     try:
-        queue = evaluation_queue()
+        queue = queue_named(getattr(settings, queue_setting))
         if cleanup:
             queue.started_job_registry.cleanup()
         registry = queue.failed_job_registry
@@ -106,15 +109,27 @@ def queue_name() -> str:
 
 
 def evaluation_queue():
-    """The RQ queue every kind of work is enqueued on (settings.EVALUATION_QUEUE)."""
+    """The RQ queue runs' attempts and submissions' re-executions are enqueued on (settings.EVALUATION_QUEUE)."""
     return django_rq.get_queue(queue_name())
 
 
-def maintenance_queue():
-    """settings.MAINTENANCE_QUEUE, on the evaluation queue's Redis: quick upkeep jobs every evaluation
-    worker takes before its next attempt (runs.evaluation.worker)."""
+def queue_named(name: str):
+    """The RQ queue `name` on the evaluation queue's Redis (every queue the workers take is there)."""
     evaluation = evaluation_queue()
-    return Queue(settings.MAINTENANCE_QUEUE, connection=evaluation.connection, serializer=evaluation.serializer)
+    if name == evaluation.name:
+        return evaluation
+    return Queue(name, connection=evaluation.connection, serializer=evaluation.serializer)
+
+
+def kind_queue(kind: WorkKind):
+    """The RQ queue `kind`'s jobs go on (settings.<kind.queue_setting>)."""
+    return queue_named(getattr(settings, kind.queue_setting))
+
+
+def maintenance_queue():
+    """settings.MAINTENANCE_QUEUE: quick upkeep jobs every evaluation worker takes before its next
+    attempt (runs.evaluation.worker)."""
+    return queue_named(settings.MAINTENANCE_QUEUE)
 
 
 def job_id_for(attempt: Attempt) -> str:
@@ -139,7 +154,7 @@ def enqueue(kind: WorkKind, *, attempts: Iterable[Attempt], delay: float = 0) ->
 
 def _enqueue_now(kind: WorkKind, pending: list[tuple[int, str, int]], delay: float) -> int:
     try:
-        queue = evaluation_queue()
+        queue = kind_queue(kind)
         return sum(
             job_enqueue_replacing(
                 queue, kind.job_function, attempt_id, job_id=job_id, timeout=timeout, delay=delay,

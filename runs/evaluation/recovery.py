@@ -20,7 +20,6 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 from rq.command import send_kill_horse_command
 
@@ -91,11 +90,12 @@ def attempts_recover(
     stale_after = stale_seconds() if stale_after is None else stale_after
     recovered = []
     for kind in work_kinds() if kinds is None else kinds:
-        held = Attempt.objects.filter(kind.held())
+        held = kind.model.objects.filter(kind.held())
         if run is not None:
-            held = held.filter(run=run)
+            held = held.filter(**{kind.run_field: run})
         held = list(held.select_related(*kind.select_related))
-        failed = failed_jobs_get(job_ids=[attempt.job_id for attempt in held if attempt.job_id]) if held else {}
+        job_ids = [attempt.job_id for attempt in held if attempt.job_id]
+        failed = failed_jobs_get(job_ids=job_ids, queue_setting=kind.queue_setting) if held else {}
         for attempt in held:
             if kind is RUN_ATTEMPT and attempt.claimed_at is not None and timezone.now() > attempt_deadline(attempt):
                 outcome = attempt_overrun(attempt=attempt)
@@ -169,14 +169,14 @@ def _kill_work_horse(attempt: Attempt) -> None:
 
 
 # A try's workspace directories, and (after the deployment id) its sandboxes.
-_TRY_NAME = re.compile(r"^(submission-)?attempt-(\d+)-try-(\d+)(?:-reexecution)?$")
+_TRY_NAME = re.compile(r"^(submission-|transplant-)?attempt-(\d+)-try-(\d+)(?:-reexecution)?$")
 
 
 # Timestamps of files and containers may lag the clock a little.
 SWEEP_CLOCK_MARGIN = 1.0
 
 
-_DEPLOYMENT_PREFIX = re.compile(r"^([0-9a-f]{8})-(?=(?:submission-)?attempt-)")
+_DEPLOYMENT_PREFIX = re.compile(r"^([0-9a-f]{8})-(?=(?:submission-|transplant-)?attempt-)")
 
 
 def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
@@ -192,7 +192,7 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
     live = {
         (kind.sandbox_prefix, pk, tries)
         for kind in work_kinds()
-        for pk, tries in Attempt.objects.filter(kind.held()).values_list("pk", "tries")
+        for pk, tries in kind.model.objects.filter(kind.held()).values_list("pk", "tries")
     }
     ours = deployment_id()
 
@@ -251,5 +251,4 @@ def attempts_record_unstarted(*, run: Run | None = None) -> list[tuple[str, int]
     every kind of work. A reason the failing worker could not write appears as soon as any worker
     gets through (the run page shows RQ's reason until then,
     runs.evaluation.selectors.run_waiting_notes). Returns (kind, attempt id) of those recorded."""
-    within = Q(run=run) if run is not None else None
-    return [(kind.name, pk) for kind in work_kinds() for pk in record_unstarted(kind, within=within)]
+    return [(kind.name, pk) for kind in work_kinds() for pk in record_unstarted(kind, run=run)]

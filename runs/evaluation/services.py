@@ -64,6 +64,7 @@ def run_create(
     description: str = "",
     created_by=None,
     enqueue: bool = True,
+    transplants: bool = True,
 ) -> Run:
     """Create a run with one queued attempt per sample and index (k per sample) and, unless
     `enqueue` is False (in-process runs), enqueue their jobs when the transaction commits.
@@ -121,6 +122,7 @@ def run_create(
             sandbox_backend=backend,
             description=description,
             created_by=created_by,
+            transplants=transplants,
         )
         attempts = Attempt.objects.bulk_create(
             [Attempt(run=run, sample=sample, index=index) for sample in samples for index in range(attempts_per_sample)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,6 +158,8 @@ class Reexecution:
     timings: dict = field(default_factory=dict)
     # What the harness left out of the final patch as outside the task (runs.benchmark.scope), as JSON.
     out_of_scope_edits: list = field(default_factory=list)
+    applied: bool = True  # False: the code was refused (a patch that does not apply), nothing ran
+    outcomes: list[ExperimentOutcome] = field(default_factory=list)  # each experiment's run, unbounded (not stored)
 
 
 def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[OutOfScopeEdit]]:
@@ -205,10 +208,13 @@ def _workspace_text(workspace: Path, path: str) -> str | None:
 
 
 def reexecute(
-    *, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str, task: SampleTask | None = None
+    *, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str, task: SampleTask | None = None,
+    adjust: Callable[[Path], None] | None = None,
 ) -> Reexecution:
     """Apply `patch` to a fresh masked workspace of `sample`, run its experiments in a fresh sandbox
     and score what they print (`task`: the sample as read already, runs.suites.selectors.sample_task).
+    `adjust(workspace)` changes the scoped code before it runs (a transplant puts gold bodies back,
+    runs.evaluation.transplants); a ValueError it raises refuses the code like a patch that does not apply.
     Raises InfrastructureFailure when the workspace or sandbox breaks; what the code does (crash,
     timeout, wrong numbers, a patch that does not apply) is the verdict."""
     timings: dict[str, float] = {}
@@ -225,10 +231,15 @@ def reexecute(
     started = time.monotonic()
     error, out_of_scope = scoped_final_code(patch=patch, workspace=dest)
     out_of_scope_edits = json_safe([dataclasses.asdict(edit) for edit in out_of_scope])
+    if not error and adjust is not None:
+        try:
+            adjust(dest)
+        except ValueError as refused:
+            error = str(refused)
     timings["patch"] = time.monotonic() - started
     if error:
         score = score_answer(experiments=experiments, answer={})
-        return Reexecution(score=score_dict(score, experiments), passed=False, error=error, timings=timings)
+        return Reexecution(score=score_dict(score, experiments), passed=False, error=error, timings=timings, applied=False)
 
     outcomes: list[ExperimentOutcome] = []
     started = time.monotonic()
@@ -268,6 +279,7 @@ def reexecute(
         experiment_seconds=experiment_seconds,
         timings=timings,
         out_of_scope_edits=out_of_scope_edits,
+        outcomes=outcomes,
     )
 
 

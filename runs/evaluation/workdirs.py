@@ -26,16 +26,18 @@ def attempt_workspace_dir(attempt_id: int, try_number: int) -> Path:
     return Path(settings.WORKSPACE_ROOT) / f"attempt-{attempt_id}-try-{try_number}"
 
 
-def attempt_reexecution_dir(attempt_id: int, try_number: int, *, submission: bool = False) -> Path:
-    return Path(settings.WORKSPACE_ROOT) / f"{'submission-' if submission else ''}attempt-{attempt_id}-try-{try_number}-reexecution"
+def attempt_reexecution_dir(attempt_id: int, try_number: int, *, prefix: str = "") -> Path:
+    """A try's re-execution workspace; `prefix` is its kind's (WorkKind.sandbox_prefix), and with
+    it `attempt_id` the id of the row that kind claims (a submission's attempt, a transplant)."""
+    return Path(settings.WORKSPACE_ROOT) / f"{prefix}attempt-{attempt_id}-try-{try_number}-reexecution"
 
 
-def attempt_sandbox_name(attempt_id: int, try_number: int, *, submission: bool = False) -> str:
+def attempt_sandbox_name(attempt_id: int, try_number: int, *, prefix: str = "") -> str:
     """The name of a try's sandboxes (the re-execution's adds "-reexecution"). Containers, cgroups
     and mount points carry it, so leftovers_sweep can tell a live try's from a dead one's. It
     starts with this deployment's id: deployments (a demo and a test run, say) may share one Docker
     engine and one machine, and each sweeps only its own."""
-    return f"{deployment_id()}-{'submission-' if submission else ''}attempt-{attempt_id}-try-{try_number}"
+    return f"{deployment_id()}-{prefix}attempt-{attempt_id}-try-{try_number}"
 
 
 def attempt_trajectory_path(attempt_id: int, try_number: int) -> Path:

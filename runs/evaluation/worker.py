@@ -23,7 +23,9 @@ Every evaluation worker also heals the deployment's runs, with no other process 
 
 Every evaluation worker also listens, first, on settings.MAINTENANCE_QUEUE: quick jobs that keep
 derived data up to date (the leaderboard's numbers after a change) are taken before the next
-attempt, by whichever worker is free first, without a process of their own.
+attempt, by whichever worker is free first, without a process of their own. And it listens, last,
+on settings.TRANSPLANT_QUEUE: judging the functions of failed attempts alone
+(runs.evaluation.transplants) waits until no attempt or re-execution does.
 """
 import logging
 import threading
@@ -36,6 +38,7 @@ from rq.registry import ScheduledJobRegistry
 from rq.scheduler import RQScheduler
 
 import runs.evaluation.jobs  # noqa: F401 - preloaded before the fork, see above
+import runs.evaluation.transplants  # noqa: F401 - preloaded before the fork, see above
 from runs.evaluation.claims import worker_host
 from runs.evaluation.recovery import attempts_heal
 from runs.evaluation.workdirs import deployment_id
@@ -138,12 +141,16 @@ class EvaluationWorker(Worker):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.queues and settings.MAINTENANCE_QUEUE not in self.queue_names():
-            maintenance = self.queue_class(
-                settings.MAINTENANCE_QUEUE, connection=self.connection, job_class=self.job_class, serializer=self.serializer
-            )
-            self.queues.insert(0, maintenance)
+        if self.queues:
+            names = self.queue_names()
+            if settings.MAINTENANCE_QUEUE not in names:
+                self.queues.insert(0, self._queue(settings.MAINTENANCE_QUEUE))
+            if settings.TRANSPLANT_QUEUE not in names:
+                self.queues.append(self._queue(settings.TRANSPLANT_QUEUE))
             self._ordered_queues = self.queues[:]
+
+    def _queue(self, name: str):
+        return self.queue_class(name, connection=self.connection, job_class=self.job_class, serializer=self.serializer)
 
     def work(self, burst: bool = False, *args, **kwargs):
         self._burst = burst

@@ -10,11 +10,11 @@ Models import only Django and each other. In the layers of `runs` they sit under
 and over `runs.agents` and `runs.benchmark`, which must never import them.
 """
 from runs.models.analysis import AttemptAnalysis, AttemptException, StepText
-from runs.models.evaluation import Attempt, Run
+from runs.models.evaluation import Attempt, Run, Transplant
 from runs.models.submissions import ApiToken, Submission, TrajectorySource
 from runs.models.suites import Experiment, Function, Paper, Sample, Suite
 
 __all__ = [
     "ApiToken", "Attempt", "AttemptAnalysis", "AttemptException", "Experiment", "Function", "Paper", "Run", "Sample", "StepText", "Submission", "Suite",
-    "TrajectorySource",
+    "TrajectorySource", "Transplant",
 ]

@@ -36,6 +36,10 @@ class Run(models.Model):
     hidden = models.BooleanField(
         default=False, help_text="Hidden runs (and their submission) are seen by their owner and staff only (runs.visibility)."
     )
+    transplants = models.BooleanField(
+        default=True,
+        help_text="Judge each masked function of a failed attempt at n >= 2 alone against gold (runs.evaluation.transplants).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True, help_text="When the last attempt ended.")
@@ -150,6 +154,22 @@ class Attempt(models.Model):
         "null when no tolerance would make it pass (missing, unparseable or crashed) or not scored.",
     )
 
+    # Which of the masked functions broke a failed attempt at n >= 2 (runs.evaluation.transplants),
+    # once every transplant of it is settled; blank when none were made.
+    INTERACTION = "interaction"
+    ONE_WRONG = "one_wrong"
+    SEVERAL_WRONG = "several_wrong"
+    NOT_DECIDED = "not_decided"
+    PENDING = "pending"
+    DIAGNOSES = [
+        (INTERACTION, "Interaction failure: every function right alone"),
+        (ONE_WRONG, "One function wrong"),
+        (SEVERAL_WRONG, "Several functions wrong"),
+        (NOT_DECIDED, "Not decided"),
+        (PENDING, "Being judged"),
+    ]
+    function_diagnosis = models.CharField(max_length=20, choices=DIAGNOSES, blank=True)
+
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cost = models.FloatField(null=True, blank=True, help_text="USD; null when a price was unknown.")
@@ -182,3 +202,41 @@ class Attempt(models.Model):
         if self.claimed_at and self.finished_at:
             return (self.finished_at - self.claimed_at).total_seconds()
         return None
+
+
+class Transplant(models.Model):
+    """One masked function of a failed attempt at n >= 2 judged alone: the sample's experiments
+    re-run with the agent's implementation of `function` and the gold bodies of the other masked
+    functions (runs.evaluation.transplants). Claimed, fenced and retried like an attempt (the same
+    bookkeeping fields, runs.evaluation.claims)."""
+
+    QUEUED, RUNNING, DONE, GIVEN_UP = "queued", "running", "done", "given_up"
+    STATUSES = [(QUEUED, "Queued"), (RUNNING, "Running"), (DONE, "Done"), (GIVEN_UP, "Given up (infrastructure)")]
+    RIGHT, WRONG, NOT_DECIDABLE = "right", "wrong", "not_decidable"
+    VERDICTS = [(RIGHT, "Right alone"), (WRONG, "Wrong"), (NOT_DECIDABLE, "Not decidable")]
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="transplants")
+    function = models.ForeignKey("runs.Function", on_delete=models.PROTECT, related_name="transplants")
+    status = models.CharField(max_length=10, choices=STATUSES, default=QUEUED)
+    verdict = models.CharField(max_length=15, choices=VERDICTS, blank=True)
+    reason = models.TextField(blank=True, help_text="Why: the experiments that failed, or what kept it from a verdict.")
+    score = models.JSONField(null=True, blank=True, help_text="SampleScore of what the transplant run printed.")
+    experiment_seconds = models.FloatField(null=True, blank=True)
+    sandbox_seconds = models.FloatField(null=True, blank=True, help_text="Workspace, sandbox and experiments: counted apart from the attempt's.")
+
+    tries = models.PositiveIntegerField(default=0)
+    infra_failures = models.PositiveSmallIntegerField(default=0)
+    infra_history = models.JSONField(default=list, blank=True)
+    job_id = models.CharField(max_length=100, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["attempt", "function"], name="unique_transplant_per_function")]
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="transplant_status_heartbeat")]
+        ordering = ["attempt", "function__func_id"]
+
+    def __str__(self):
+        return f"transplant {self.pk} (attempt {self.attempt_id}, {self.status})"

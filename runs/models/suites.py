@@ -26,6 +26,9 @@ class Suite(models.Model):
         (EXCLUDE, "excluded from scoring"),
     ]
     unstable_policy = models.CharField(max_length=10, choices=UNSTABLE_POLICIES, default=WIDEN)
+    # Whether everyone may read the gold bodies beside an agent's implementations on the replay
+    # (staff always may): declared by the suite (suite.json "gold_public"); never for upstream suites.
+    gold_public = models.BooleanField(default=False, help_text="Its gold code is public: replays show it to everyone.")
     imported_at = models.DateTimeField(auto_now=True)
 
     def __str__(self):

@@ -25,7 +25,7 @@ from runs.evaluation.kinds import WorkKind, register
 from runs.evaluation.verdicts import failure_label, reexecute, with_tolerance_ratio
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
 from runs.models import Attempt, Submission
-from runs.signals import results_changed_send
+from runs.signals import attempt_reexecuted, results_changed_send
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ def _released(attempt: Attempt, reason: str, retrying: bool) -> dict:
 
 
 def _settle(attempt: Attempt) -> None:
+    attempt_reexecuted.send(sender=None, attempt_id=attempt.pk)
     submission_refresh(submission_id=attempt.run.submission.pk)  # loaded with the attempt (select_related)
     results_changed_send(run_ids=[attempt.run_id])
 
@@ -93,7 +94,7 @@ def attempt_reexecute(*, attempt_id: int, job_id: str = "", requeue: bool = True
 
 
 def _workspace(attempt: Attempt) -> Path:
-    return attempt_reexecution_dir(attempt.pk, attempt.tries, submission=True)
+    return attempt_reexecution_dir(attempt.pk, attempt.tries, prefix=REEXECUTION.sandbox_prefix)
 
 
 def _verdict_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
@@ -103,7 +104,7 @@ def _verdict_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
         context=attempt.run.context,
         backend=settings.SANDBOX_BACKEND,
         dest=_workspace(attempt),
-        name=attempt_sandbox_name(attempt.pk, attempt.tries, submission=True),
+        name=attempt_sandbox_name(attempt.pk, attempt.tries, prefix=REEXECUTION.sandbox_prefix),
     )
     heartbeat.check()
     reported_passed = bool(attempt.reported_passed)

@@ -5,6 +5,9 @@ registers these agents there too.
 
 - `gated_gold`: the gold baseline that first records a step and then waits while the file named
   by $EVAL_TEST_GATE exists, so a test can catch an attempt mid-run (to kill or cancel around it).
+- `planted_gold`: the gold baseline with chosen functions written otherwise (`bodies`: function
+  name -> a body, or "mutant" for the gold body's first seeded mutant, or "stub" to leave it
+  masked), for tests that need a known right/wrong function at n >= 2.
 - `stalling_gold`: the gold baseline stuck inside the harness: it records a step, then sleeps (in
   Python, where no command timeout or budget check reaches it) far past any budget, as a worker
   stuck on something the agent set up would. Only the recovery of overrunning attempts ends it.
@@ -13,7 +16,9 @@ import os
 import time
 
 from runs.agents import register_agent
-from runs.agents.baselines import GoldAgent
+from runs.agents.baselines import GoldAgent, functions_in_edit_order
+from runs.benchmark.masking import replace_function_body
+from runs.benchmark.mutation import function_mutants
 from runs.evaluation.worker import EvaluationWorker
 
 GATE_ENV = "EVAL_TEST_GATE"
@@ -52,6 +57,31 @@ class StallingGoldAgent(GoldAgent):
 
 
 register_agent("stalling_gold", StallingGoldAgent)
+
+
+class PlantedGoldAgent(GoldAgent):
+    name = "planted_gold"
+
+    def __init__(self, *, bodies: dict | None = None, seed: int = 0, **settings):
+        super().__init__(**settings)
+        self.bodies, self.seed = dict(bodies or {}), seed
+
+    def pipeline(self, run):
+        for function in functions_in_edit_order(run.task.get("missing_functions", [])):
+            planted = self.bodies.get(function["name"])
+            if planted == "stub":
+                continue
+            key, hint = (function["file"], function["name"]), function.get("line")
+            restored = replace_function_body(run.read(function["file"]), function["name"], self.gold_bodies[key], line_hint=hint)
+            if planted == "mutant":
+                restored = function_mutants(restored, function["name"], line_hint=hint, seed=self.seed)[0].source
+            elif planted is not None:
+                restored = replace_function_body(restored, function["name"], planted, line_hint=hint)
+            run.call("write_file", {"path": function["file"], "content": restored}, thought=f"Write {function['name']}.")
+        run.run_and_submit_experiments()
+
+
+register_agent("planted_gold", PlantedGoldAgent)
 
 
 class WorkerWithTestAgents(EvaluationWorker):

@@ -179,31 +179,82 @@ TINY_PAPER = {
 }
 
 
-@pytest.fixture
-def tiny_suite(tmp_path, db):
-    """Suite "tiny": three n=1 samples whose experiments take a few hundredths of a second, for
-    tests about the machinery rather than the benchmark. Gold comes from running the gold code."""
-    require_backend("bubblewrap")
-    root = tmp_path / "tiny-suite"
-    paper_dir = root / "tiny-paper"
+def suite_imported(root: Path, *, name: str, paper: dict, files: dict[str, str], samples: str = "1", **declared):
+    """A one-paper suite in our format written under `root` (code `files`, `paper` as paper.json),
+    its gold computed by running the gold code, imported with its samples at each n of `samples`."""
+    paper_dir = root / paper["id"]
     code_dir = paper_dir / "code"
     code_dir.mkdir(parents=True)
-    (code_dir / "stats.py").write_text(TINY_STATS)
-    (code_dir / "run.py").write_text(TINY_RUN)
+    for path, text in files.items():
+        (code_dir / path).write_text(text)
     (root / "suite.json").write_text(json.dumps(
-        {"name": "tiny", "version": "1.0", "description": "Three small statistics.", "papers": ["tiny-paper"]}
+        {"name": name, "version": "1.0", "description": paper["title"], "papers": [paper["id"]], **declared}
     ))
-    (paper_dir / "paper.json").write_text(json.dumps(TINY_PAPER))
-    (paper_dir / "paper.md").write_text("# Three Small Statistics\n\nWeighted mean, range and geometric mean.\n")
+    (paper_dir / "paper.json").write_text(json.dumps(paper))
+    (paper_dir / "paper.md").write_text(f"# {paper['title']}\n\n{paper['title']}.\n")
     results = {}
-    for experiment in TINY_PAPER["experiments"]:
+    for experiment in paper["experiments"]:
         printed = subprocess.run(
             experiment["command"].split(), cwd=code_dir, capture_output=True, text=True, check=True
         ).stdout
         results[str(experiment["id"])] = json.loads(printed.strip().splitlines()[-1])
     (paper_dir / "gold.json").write_text(json.dumps({"results": results, "spread": {}}))
     with open(os.devnull, "w") as quiet:
-        call_command("import_suite", str(root), "--samples", "1", stdout=quiet)
+        call_command("import_suite", str(root), "--samples", samples, stdout=quiet)
     from runs.models import Suite
 
-    return Suite.objects.get(name="tiny")
+    return Suite.objects.get(name=name)
+
+
+@pytest.fixture
+def tiny_suite(tmp_path, db):
+    """Suite "tiny": three n=1 samples whose experiments take a few hundredths of a second, for
+    tests about the machinery rather than the benchmark. Gold comes from running the gold code."""
+    require_backend("bubblewrap")
+    return suite_imported(tmp_path / "tiny-suite", name="tiny", paper=TINY_PAPER,
+                          files={"stats.py": TINY_STATS, "run.py": TINY_RUN})
+
+
+# --- a pair whose functions are each right alone and wrong together -------------------------------
+
+PAIR_SCALE = '''"""Two scale factors applied one after the other."""
+
+
+def scale_a(x):
+    """Doubles x."""
+    return x * 2.0
+
+
+def scale_b(x):
+    """Triples x."""
+    return x * 3.0
+'''
+PAIR_RUN = '''import json
+
+from scale import scale_a, scale_b
+
+print(json.dumps({"value": scale_b(scale_a(10.0))}))
+'''
+PAIR_PAPER = {
+    "id": "pair-paper",
+    "title": "Two Scale Factors",
+    "functions": [
+        {"id": 0, "file": "scale.py", "name": "scale_a", "description": "Doubles x.", "relevant_paper": "", "line": 4},
+        {"id": 1, "file": "scale.py", "name": "scale_b", "description": "Triples x.", "relevant_paper": "", "line": 9},
+    ],
+    "experiments": [
+        {"id": 0, "description": "Ten, doubled then tripled.", "command": "python3 run.py", "answer_format": {"value": 0.0},
+         "depends_on": [0, 1], "rtol": 0.05, "atol": 0.0, "timeout": 60},
+    ],
+}
+# Each 4% high: within the 5% tolerance alone, 8.16% high together.
+PAIR_EACH_FOUR_PERCENT_HIGH = {"scale_a": "return x * 2.0 * 1.04", "scale_b": "return x * 3.0 * 1.04"}
+
+
+@pytest.fixture
+def pair_suite(tmp_path, db):
+    """Suite "pair" (gold not public): one n=2 sample masking two scale functions that one
+    experiment applies one after the other with a 5% tolerance."""
+    require_backend("bubblewrap")
+    return suite_imported(tmp_path / "pair-suite", name="pair", paper=PAIR_PAPER,
+                          files={"scale.py": PAIR_SCALE, "run.py": PAIR_RUN}, samples="2")

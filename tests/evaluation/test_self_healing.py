@@ -247,7 +247,7 @@ def test_a_worker_killed_during_a_submissions_reexecution_is_recovered_exactly_o
     doomed.wait(timeout=30)
 
     # The healer's second try: let its experiments go once they are held.
-    second_try_code = attempt_reexecution_dir(victim.pk, 2, submission=True) / CODE_DIR
+    second_try_code = attempt_reexecution_dir(victim.pk, 2, prefix="submission-") / CODE_DIR
     wait_for(lambda: (second_try_code / "paused").exists(), timeout=60, message="the second try's experiments held")
     (second_try_code / "release").touch()
     wait_for(lambda: Submission.objects.get(pk=submission.pk).status == Submission.VERIFIED, timeout=120,

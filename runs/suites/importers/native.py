@@ -3,7 +3,8 @@
 Layout::
 
     <suite>/suite.json          {"name", "version", "description", "papers": ["<paper dir>", ...],
-                                 optional "unstable_policy": "widen" (default) or "exclude"}
+                                 optional "unstable_policy": "widen" (default) or "exclude",
+                                 optional "gold_public": false (default) or true}
     <suite>/<paper>/paper.md    "# Title" on the first line; the whole file is the paper text
     <suite>/<paper>/paper.json  {"id", "title", "functions": [...], "experiments": [...]}
     <suite>/<paper>/gold.json   optional, written by `make_gold`: {"results": {...}, "spread": {...},
@@ -153,6 +154,7 @@ class _SuiteSpec:
     description: str
     root: str
     unstable_policy: str
+    gold_public: bool = False
     papers: list[_PaperSpec] = field(default_factory=list)
 
 
@@ -409,7 +411,8 @@ def _check_suite(suite_dir: Path, *, report: ImportReport) -> _SuiteSpec:
         _raise(suite_dir, problems)
     name = values.get("name", suite_dir.name)
     spec = _SuiteSpec(name=name, version=values.get("version", ""), description=values.get("description", ""),
-                      root=str(suite_dir.resolve()), unstable_policy=values.get("unstable_policy", Suite.WIDEN))
+                      root=str(suite_dir.resolve()), unstable_policy=values.get("unstable_policy", Suite.WIDEN),
+                      gold_public=values.get("gold_public", False))
     seen: dict[str, str] = {}
     for directory in values["papers"]:
         paper = _check_paper(suite_dir, directory, suite_name=name, problems=problems, report=report)
@@ -479,7 +482,7 @@ def import_native_suite(path: Path) -> tuple[Suite, ImportReport]:
         suite = upsert(Suite, lookup={"name": spec.name}, report=report, kind="suite",
                        values={"version": spec.version, "description": spec.description,
                                "source_format": Suite.NATIVE, "gold_root": spec.root,
-                               "unstable_policy": spec.unstable_policy})
+                               "unstable_policy": spec.unstable_policy, "gold_public": spec.gold_public})
         for paper in spec.papers:
             _write_paper(suite, paper, report=report)
         delete_gone_papers(suite=suite, keep={paper.paper_id for paper in spec.papers}, report=report,

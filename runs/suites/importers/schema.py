@@ -114,6 +114,11 @@ class SuiteFile(_Object):
         Literal["widen", "exclude"],
         refused_as(lambda value: f'expected "widen" or "exclude", got {value!r}'),
     ] = Field(default=Suite.WIDEN, description="How experiments whose gold runs disagree are scored (Suite.unstable_policy).")
+    gold_public: Annotated[
+        bool, Field(strict=True), refused_as(lambda value: f"expected true or false, got {json_type(value)}")
+    ] = Field(
+        default=False, description="The gold code is public (replays show it beside agents' code to everyone; Suite.gold_public)."
+    )
 
 
 class PaperFile(_Object):

@@ -1,0 +1,284 @@
+"""Which function broke it: each masked function of a failed attempt at n >= 2 judged alone.
+
+When an attempt at n >= 2 is re-executed and fails (a run's attempt, or a submitted one once the
+harness re-ran it), every masked function f gets a *transplant*: the sample's experiments re-run,
+in a fresh workspace and sandbox like any re-execution, with the agent's implementation of f and
+the gold bodies of the other masked functions ("f alone"). The agent's code is taken by the same
+scope rule as the re-execution's (runs.evaluation.verdicts.scoped_final_code: the masked bodies and
+their new helpers and imports); then the other masked bodies are put back from the paper's gold
+code, on the worker, in a workspace deleted afterwards.
+
+The verdict of f (`judge`):
+
+- *right*: its transplant passes;
+- *wrong*: its transplant prints numbers outside tolerance, or crashes with f (or a helper the
+  agent added) on the stack: with every other function gold, f's own code made the difference;
+- *not decidable*: its transplant crashes outside f's code, or times out, so the run cannot say
+  whether f is to blame; or the agent's code cannot be transplanted at all. The reason is recorded.
+
+Once every transplant of an attempt is settled, the attempt's `function_diagnosis` says whether
+it is an *interaction failure* (every function right alone, wrong together), one function wrong,
+several, or not decided.
+
+Transplants are jobs of their own kind (`TRANSPLANT`, rows of `Transplant`), claimed, fenced,
+retried and healed like attempts (runs.evaluation.claims, runs.evaluation.recovery), on
+settings.TRANSPLANT_QUEUE, which every evaluation worker takes last. A run (or upload) made with
+`transplants=False` gets none. Their time is recorded on each transplant, apart from the
+attempt's. Nothing of a gold body is stored: a transplant keeps its score (the numbers its
+experiments printed against gold) and a one-line reason, never the experiments' output, whose
+tracebacks quote source lines.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from pathlib import Path
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from runs.agents import gold_bodies_for
+from runs.benchmark.masking import MaskingError, list_functions, replace_function_body
+from runs.benchmark.text import storable_text
+from runs.benchmark.workspace import CODE_DIR, experiment_label
+from runs.evaluation.claims import Heartbeat, execute
+from runs.evaluation.harness import attempt_sandbox_backend
+from runs.evaluation.kinds import JOB_TIMEOUT_MARGIN_SECONDS, WorkKind, register
+from runs.evaluation.queue import enqueue
+from runs.evaluation.verdicts import Reexecution, reexecute
+from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
+from runs.models import Attempt, Transplant
+from runs.signals import attempt_reexecuted, results_changed_send
+from runs.suites.selectors import sample_task
+from sandbox import fs
+
+logger = logging.getLogger(__name__)
+
+SETTLED = (Transplant.DONE, Transplant.GIVEN_UP)
+
+
+def _released(transplant: Transplant, reason: str, retrying: bool) -> dict:
+    if retrying:
+        return {"status": Transplant.QUEUED}
+    return {
+        "status": Transplant.GIVEN_UP,
+        "verdict": Transplant.NOT_DECIDABLE,
+        "reason": storable_text(f"the transplant could not run (infrastructure failure): {reason}")[:8000],
+        "finished_at": timezone.now(),
+    }
+
+
+def _settle(transplant: Transplant) -> None:
+    diagnosis_refresh(attempt_id=transplant.attempt_id)
+
+
+TRANSPLANT = register(
+    WorkKind(
+        name="transplant",
+        job_function="runs.evaluation.jobs.transplant_execute_job",
+        job_prefix="transplant",
+        sandbox_prefix="transplant-",
+        claimable=lambda: Q(status=Transplant.QUEUED),
+        held=lambda: Q(status=Transplant.RUNNING),
+        waiting=lambda: Q(status=Transplant.QUEUED),
+        claim_fields=lambda now: {"status": Transplant.RUNNING, "claimed_at": now, "finished_at": None},
+        released_fields=_released,
+        settle=_settle,
+        # Every experiment's timeout is far below this; it only bounds a stuck work horse.
+        job_timeout=lambda transplant: JOB_TIMEOUT_MARGIN_SECONDS,
+        select_related=("attempt__run", "attempt__sample__paper", "function"),
+        history_fields={"kind": "transplant"},
+        model=Transplant,
+        queue_setting="TRANSPLANT_QUEUE",
+        run_field="attempt__run",
+    )
+)
+
+
+# --- planning -------------------------------------------------------------------------------------
+
+
+def transplants_plan(*, attempt_id: int) -> list[Transplant]:
+    """Queue one transplant per masked function of the attempt if it is at n >= 2, done, re-executed
+    and failed, and its run wants transplants; transplants of an earlier verdict (a submission
+    re-executed again) are replaced. Returns those queued (none otherwise)."""
+    with transaction.atomic():
+        attempt = Attempt.objects.select_for_update(of=("self",)).select_related("run", "sample").get(pk=attempt_id)
+        attempt.transplants.all().delete()
+        wanted = (
+            attempt.run.transplants
+            and attempt.status == Attempt.DONE
+            and attempt.reexecution_passed is False
+            and attempt.sample.n >= 2
+        )
+        diagnosis = Attempt.PENDING if wanted else ""
+        if attempt.function_diagnosis != diagnosis:
+            Attempt.objects.filter(pk=attempt.pk).update(function_diagnosis=diagnosis)
+        if not wanted:
+            return []
+        transplants = Transplant.objects.bulk_create(
+            Transplant(attempt=attempt, function=function) for function in attempt.sample.functions.order_by("func_id")
+        )
+        enqueue(TRANSPLANT, attempts=transplants)
+    return transplants
+
+
+def _attempt_reexecuted(sender, *, attempt_id: int, **kwargs) -> None:
+    transplants_plan(attempt_id=attempt_id)
+
+
+attempt_reexecuted.connect(_attempt_reexecuted, dispatch_uid="runs.evaluation.transplants")
+
+
+# --- executing one -------------------------------------------------------------------------------
+
+
+def transplant_execute(*, transplant_id: int, job_id: str = "", requeue: bool = True) -> str:
+    """Run one queued transplant and record its verdict (runs.evaluation.claims.execute: claimed,
+    fenced, retried on infrastructure failures). Returns DONE, REQUEUED, ERROR, LOST or SKIPPED."""
+    return execute(TRANSPLANT, _verdict_fields, attempt_id=transplant_id, job_id=job_id, requeue=requeue, cleanup=_cleanup)
+
+
+def _workspace(transplant: Transplant) -> Path:
+    return attempt_reexecution_dir(transplant.pk, transplant.tries, prefix=TRANSPLANT.sandbox_prefix)
+
+
+def _verdict_fields(transplant: Transplant, heartbeat: Heartbeat) -> dict:
+    attempt = transplant.attempt
+    run = attempt.run
+    started = time.monotonic()
+    task = sample_task(sample=attempt.sample, context=run.context)
+    kept = transplant.function
+    result = reexecute(
+        sample=attempt.sample,
+        patch=attempt.final_patch,
+        context=run.context,
+        backend=attempt_sandbox_backend(run),
+        dest=_workspace(transplant),
+        name=attempt_sandbox_name(transplant.pk, transplant.tries, prefix=TRANSPLANT.sandbox_prefix),
+        task=task,
+        adjust=lambda workspace: gold_restored_except(workspace, code_dir=Path(attempt.sample.paper.code_dir), kept=kept),
+    )
+    heartbeat.check()
+    verdict, reason = judge(result, function_file=kept.file, function_name=kept.name, code_dir=Path(attempt.sample.paper.code_dir))
+    return {
+        "status": Transplant.DONE,
+        "verdict": verdict,
+        "reason": storable_text(reason)[:8000],
+        "score": result.score,
+        "experiment_seconds": result.experiment_seconds,
+        "sandbox_seconds": time.monotonic() - started,
+        "finished_at": timezone.now(),
+    }
+
+
+def _cleanup(transplant: Transplant) -> None:
+    remove_tree(_workspace(transplant))
+
+
+def gold_restored_except(workspace: Path, *, code_dir: Path, kept) -> None:
+    """Put the gold body back into every masked function of `workspace` but `kept` (a Function), on
+    the code the agent's final patch left (scoped). Raises ValueError when a body cannot be put back."""
+    task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
+    others = [f for f in task["missing_functions"] if (f["file"], f["name"]) != (f"{CODE_DIR}/{kept.file}", kept.name)]
+    try:
+        bodies = gold_bodies_for(code_dir=code_dir, missing_functions=others)
+        for function in others:
+            data, _ = fs.read_bytes(workspace, function["file"], limit=64 * 2**20)
+            source = data.decode("utf-8", "surrogateescape")
+            restored = replace_function_body(source, function["name"], bodies[(function["file"], function["name"])],
+                                             line_hint=function.get("line"))
+            fs.write_bytes(workspace, function["file"], restored.encode("utf-8", "surrogateescape"))
+    except (MaskingError, OSError, SyntaxError) as error:
+        raise ValueError(f"the gold bodies of the other masked functions could not be put back: {error}") from None
+
+
+# A traceback frame: File "/work/code/calibration/temperature.py", line 12, in fit
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+, in (?P<name>[\w<>]+)\s*$', re.MULTILINE)
+# The line a traceback ends with: "ZeroDivisionError: float division by zero"
+_EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::|$)", re.MULTILINE)
+
+
+def judge(result: Reexecution, *, function_file: str, function_name: str, code_dir: Path) -> tuple[str, str]:
+    """The verdict of one function from its transplant's run, and the reason (module docstring)."""
+    if not result.applied:
+        return Transplant.NOT_DECIDABLE, f"the agent's code could not be transplanted: {result.error}"
+    if result.passed:
+        return Transplant.RIGHT, "passes with the gold bodies of the other masked functions"
+    failed = {item["experiment_id"] for item in (result.score or {}).get("experiments", []) if not item.get("passed")}
+    is_own = _own_code(function_file, function_name, code_dir)
+    wrong, undecided = [], []
+    for number, outcome in enumerate(result.outcomes, start=1):
+        label = experiment_label(number)
+        if label not in failed:
+            continue
+        if outcome.error is None:
+            wrong.append(f"{label}: numbers outside tolerance")
+        elif outcome.timed_out:
+            undecided.append(f"{label}: {outcome.error}")
+        else:
+            frames = list(_FRAME.finditer(outcome.output))
+            own = any(frame["path"].endswith(f"/{CODE_DIR}/{function_file}") and is_own(frame["name"]) for frame in frames)
+            exception = _exception_type(outcome.output, after=frames[-1].end() if frames else 0) or outcome.error
+            if own:
+                wrong.append(f"{label}: {exception} with {function_name} on the stack")
+            else:
+                where = f" in {frames[-1]['name']}" if frames else ""
+                undecided.append(f"{label}: {exception}{where}, outside {function_name}")
+    if wrong:
+        return Transplant.WRONG, "; ".join(wrong + undecided)
+    if undecided:
+        return Transplant.NOT_DECIDABLE, "; ".join(undecided)
+    return Transplant.WRONG, result.error or "the experiments' numbers are outside tolerance"
+
+
+def _own_code(function_file: str, function_name: str, code_dir: Path):
+    """Whether a frame's function name is the function's own code: its own name, or a name its file
+    does not define in the gold code (a helper the agent added)."""
+    name = function_name.rsplit(".", 1)[-1]
+    try:
+        gold = {qualified.rsplit(".", 1)[-1] for qualified, _ in list_functions((code_dir / function_file).read_text(encoding="utf-8"))}
+    except (OSError, SyntaxError, ValueError):
+        gold = None
+    return lambda frame: frame == name or (gold is not None and frame not in gold and frame != "<module>")
+
+
+def _exception_type(output: str, *, after: int) -> str:
+    """The type of the exception a traceback ends with (its message may quote data: left out)."""
+    match = _EXCEPTION.search(output, after)
+    return match["type"] if match else ""
+
+
+# --- the attempt's diagnosis ------------------------------------------------------------------------
+
+
+def diagnosis_of(verdicts: list[str]) -> str:
+    """An attempt's function_diagnosis from its transplants' verdicts."""
+    wrong = verdicts.count(Transplant.WRONG)
+    if wrong >= 2:
+        return Attempt.SEVERAL_WRONG
+    if verdicts and all(verdict == Transplant.RIGHT for verdict in verdicts):
+        return Attempt.INTERACTION
+    if wrong == 1 and verdicts.count(Transplant.RIGHT) == len(verdicts) - 1:
+        return Attempt.ONE_WRONG
+    return Attempt.NOT_DECIDED
+
+
+def diagnosis_refresh(*, attempt_id: int) -> str | None:
+    """Once every transplant of the attempt is settled, write its function_diagnosis and announce
+    the change (the leaderboard's shares and function difficulty read it). Returns it, or None
+    while some are unsettled."""
+    with transaction.atomic():
+        attempt = Attempt.objects.select_for_update(of=("self",)).filter(pk=attempt_id).only("pk", "run_id").first()
+        if attempt is None:
+            return None
+        rows = list(attempt.transplants.values_list("status", "verdict"))
+        if not rows or any(status not in SETTLED for status, _ in rows):
+            return None
+        diagnosis = diagnosis_of([verdict for _, verdict in rows])
+        Attempt.objects.filter(pk=attempt_id).update(function_diagnosis=diagnosis)
+        results_changed_send(run_ids=[attempt.run_id])
+    return diagnosis

@@ -1,0 +1,214 @@
+"""Per-function verdicts at n >= 2 (runs.evaluation.transplants): each masked function of a failed
+attempt re-run alone with the gold bodies of the others, on real workers and real sandboxes."""
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from rq import Queue
+
+from runs.agents import gold_bodies_for
+from runs.benchmark.execution import ExperimentOutcome
+from runs.evaluation.claims import worker_host
+from runs.evaluation.harness import attempt_execute
+from runs.evaluation.queue import attempts_enqueue, queue_named
+from runs.evaluation.recovery import attempts_recover
+from runs.evaluation.services import run_create
+from runs.evaluation.transplants import diagnosis_of, judge, transplant_execute, transplants_plan
+from runs.evaluation.verdicts import Reexecution
+from runs.models import Attempt, Transplant
+from tests.evaluation.conftest import PAIR_EACH_FOUR_PERCENT_HIGH
+from tests.support import import_builtin_suite
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ADAM = "adam-bias-correction"
+
+
+def _single_attempt_run(suite, *, paper: str | None = None, **options) -> Attempt:
+    """A run of one attempt at n = 2 (on `paper`'s first sample), not queued yet."""
+    run = run_create(suite=suite, n_values=[2], sample_cap=1, enqueue=False, **options)
+    attempts = run.attempts.select_related("sample__paper").order_by("sample__paper__paper_id")
+    kept = attempts.filter(sample__paper__paper_id=paper).first() if paper else attempts.first()
+    run.attempts.exclude(pk=kept.pk).delete()
+    return kept
+
+
+def _function_names(attempt: Attempt) -> list[str]:
+    return [function.name for function in attempt.sample.functions.order_by("func_id")]
+
+
+def _verdicts(attempt: Attempt) -> dict[str, str]:
+    return {t.function.name: t.verdict for t in attempt.transplants.select_related("function")}
+
+
+def _gold_lines(attempt: Attempt) -> list[str]:
+    """The distinctive lines of the gold bodies of the attempt's masked functions."""
+    from pathlib import Path
+
+    missing = [{"file": f"code/{f.file}", "name": f.name, "line": f.line_hint} for f in attempt.sample.functions.all()]
+    bodies = gold_bodies_for(code_dir=Path(attempt.sample.paper.code_dir), missing_functions=missing)
+    return [line.strip() for body in bodies.values() for line in body.splitlines() if len(line.strip()) > 12]
+
+
+def test_builtin_pairs_on_real_workers_right_wrong_both_wrong_and_none_for_a_pass(db, workers, workspace_root):
+    suite = import_builtin_suite("2")
+    probe = _single_attempt_run(suite, paper=ADAM, agent="gold")
+    first, second = _function_names(probe)
+    one_wrong = _single_attempt_run(suite, paper=ADAM, agent="planted_gold", agent_config={"bodies": {second: "mutant"}})
+    both_wrong = _single_attempt_run(
+        suite, paper=ADAM, agent="planted_gold", agent_config={"bodies": {first: "stub", second: "mutant"}}
+    )
+    attempts_enqueue(attempts=[probe, one_wrong, both_wrong])
+
+    workers.run(2)
+
+    for attempt in (probe, one_wrong, both_wrong):
+        attempt.refresh_from_db()
+        assert attempt.status == Attempt.DONE, (attempt.exit_message, workers.logs())
+    # A pair that passes together is not judged function by function.
+    assert probe.passed and probe.transplants.count() == 0 and probe.function_diagnosis == ""
+
+    assert one_wrong.reexecution_passed is False
+    assert _verdicts(one_wrong) == {first: Transplant.RIGHT, second: Transplant.WRONG}, workers.logs()
+    assert one_wrong.function_diagnosis == Attempt.ONE_WRONG
+    wrong = one_wrong.transplants.get(function__name=second)
+    assert "numbers outside tolerance" in wrong.reason
+    assert any(not item["passed"] for item in wrong.score["experiments"])
+    assert wrong.sandbox_seconds > 0 and wrong.experiment_seconds > 0
+    assert wrong.claimed_by.startswith(worker_host()) and wrong.tries == 1
+
+    assert both_wrong.reexecution_passed is False
+    assert _verdicts(both_wrong) == {first: Transplant.WRONG, second: Transplant.WRONG}
+    assert both_wrong.function_diagnosis == Attempt.SEVERAL_WRONG
+    stub = both_wrong.transplants.get(function__name=first)
+    assert f"NotImplementedError with {first} on the stack" in stub.reason
+
+    # Nothing of a gold body is stored with a transplant.
+    stored = " ".join(
+        f"{t.reason} {t.score} {t.infra_history}" for t in Transplant.objects.filter(attempt__in=[one_wrong, both_wrong])
+    )
+    assert not [line for line in _gold_lines(one_wrong) if line in stored]
+    # Transplants run once the attempt is recorded, so its own time never includes theirs.
+    assert one_wrong.finished_at <= wrong.claimed_at
+
+
+def test_each_function_right_alone_but_wrong_together_is_an_interaction_failure(pair_suite, workers):
+    attempt = _single_attempt_run(pair_suite, agent="planted_gold", agent_config={"bodies": PAIR_EACH_FOUR_PERCENT_HIGH})
+    attempts_enqueue(attempts=[attempt])
+
+    workers.run(1)
+
+    attempt.refresh_from_db()
+    assert attempt.status == Attempt.DONE and not attempt.passed, workers.logs()
+    relative_error = attempt.reexecution_score["experiments"][0]["numbers"][0]["relative_error"]
+    assert relative_error == pytest.approx(0.0816, abs=1e-6)  # 4% twice compounds past the 5% tolerance
+    assert _verdicts(attempt) == {"scale_a": Transplant.RIGHT, "scale_b": Transplant.RIGHT}
+    for transplant in attempt.transplants.all():
+        number = transplant.score["experiments"][0]["numbers"][0]
+        assert number["passed"] and number["relative_error"] == pytest.approx(0.04, abs=1e-6)
+    assert attempt.function_diagnosis == Attempt.INTERACTION
+
+
+def test_a_crash_outside_the_function_is_not_decidable(pair_suite, workspace_root, redis_queue):
+    # scale_a returns text: the gold scale_b multiplies it and raises, with scale_a no longer on the stack.
+    attempt = _single_attempt_run(pair_suite, agent="planted_gold", agent_config={"bodies": {"scale_a": "return str(x)"}})
+    attempt_execute(attempt_id=attempt.pk, requeue=False)
+    attempt.refresh_from_db()
+    assert attempt.reexecution_passed is False and attempt.function_diagnosis == Attempt.PENDING
+    for transplant in attempt.transplants.all():
+        assert transplant_execute(transplant_id=transplant.pk, requeue=False) == "done"
+    attempt.refresh_from_db()
+    assert _verdicts(attempt) == {"scale_a": Transplant.NOT_DECIDABLE, "scale_b": Transplant.RIGHT}
+    reason = attempt.transplants.get(function__name="scale_a").reason
+    assert "TypeError in scale_b, outside scale_a" in reason
+    assert attempt.function_diagnosis == Attempt.NOT_DECIDED
+
+
+def test_judge_blames_a_helper_the_agent_added_and_keeps_no_message(tmp_path):
+    (tmp_path / "scale.py").write_text("def scale_a(x):\n    return x\n\n\ndef scale_b(x):\n    return x\n")
+
+    def crashed(output: str) -> Reexecution:
+        outcome = ExperimentOutcome(exp_id=0, result=None, error="exited with status 1", output=output, exit_code=1,
+                                    timed_out=False, duration=0.1)
+        return Reexecution(score={"experiments": [{"experiment_id": "Experiment 1", "passed": False}]}, passed=False,
+                           outcomes=[outcome])
+
+    in_helper = (
+        'Traceback (most recent call last):\n  File "/work/code/run.py", line 5, in <module>\n'
+        '  File "/work/code/scale.py", line 9, in _agent_helper\n    secret = gold_line()\nValueError: the secret 42\n'
+    )
+    verdict, reason = judge(crashed(in_helper), function_file="scale.py", function_name="scale_a", code_dir=tmp_path)
+    assert verdict == Transplant.WRONG and reason == "Experiment 1: ValueError with scale_a on the stack"
+    in_gold = in_helper.replace("_agent_helper", "scale_b")
+    verdict, reason = judge(crashed(in_gold), function_file="scale.py", function_name="scale_a", code_dir=tmp_path)
+    assert verdict == Transplant.NOT_DECIDABLE and reason == "Experiment 1: ValueError in scale_b, outside scale_a"
+    timed_out = Reexecution(score={"experiments": [{"experiment_id": "Experiment 1", "passed": False}]}, passed=False,
+                            outcomes=[ExperimentOutcome(0, None, "timed out after 60 s", "", -9, True, 60.0)])
+    assert judge(timed_out, function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
+        Transplant.NOT_DECIDABLE, "Experiment 1: timed out after 60 s"
+    )
+    refused = Reexecution(score=None, passed=False, error="the final patch is refused: not a diff", applied=False)
+    assert judge(refused, function_file="scale.py", function_name="scale_a", code_dir=tmp_path)[0] == Transplant.NOT_DECIDABLE
+
+
+def test_diagnosis_of_verdicts():
+    right, wrong, undecided = Transplant.RIGHT, Transplant.WRONG, Transplant.NOT_DECIDABLE
+    assert diagnosis_of([right, right]) == Attempt.INTERACTION
+    assert diagnosis_of([right, wrong]) == Attempt.ONE_WRONG
+    assert diagnosis_of([wrong, undecided, wrong]) == Attempt.SEVERAL_WRONG
+    assert diagnosis_of([undecided, wrong]) == Attempt.NOT_DECIDED  # the other might be wrong too
+    assert diagnosis_of([right, undecided]) == Attempt.NOT_DECIDED
+
+
+def _failed_pair_attempt(suite, **options) -> Attempt:
+    attempt = _single_attempt_run(suite, agent="gold", **options)
+    Attempt.objects.filter(pk=attempt.pk).update(status=Attempt.DONE, reexecution_passed=False, passed=False)
+    return attempt
+
+
+def test_a_run_can_switch_transplants_off(pair_suite, redis_queue):
+    attempt = _failed_pair_attempt(pair_suite, transplants=False)
+    assert transplants_plan(attempt_id=attempt.pk) == []
+    attempt.refresh_from_db()
+    assert attempt.transplants.count() == 0 and attempt.function_diagnosis == ""
+
+
+def test_transplants_go_on_their_own_queue_which_workers_take_last(pair_suite, redis_queue):
+    from runs.evaluation.worker import EvaluationWorker
+
+    attempt = _failed_pair_attempt(pair_suite)
+    planned = transplants_plan(attempt_id=attempt.pk)
+    assert len(planned) == 2
+    transplant_queue = queue_named(settings.TRANSPLANT_QUEUE)
+    assert sorted(transplant_queue.job_ids) == sorted(f"transplant-{t.pk}-try-1" for t in planned)
+    assert redis_queue.job_ids == []  # never ahead of attempts on the evaluation queue
+    worker = EvaluationWorker([redis_queue], connection=redis_queue.connection)
+    assert worker.queue_names() == [settings.MAINTENANCE_QUEUE, redis_queue.name, settings.TRANSPLANT_QUEUE]
+
+
+def test_a_transplant_of_a_dead_worker_is_recovered_then_given_up_as_not_decidable(pair_suite, redis_queue, settings):
+    settings.ATTEMPT_MAX_INFRA_RETRIES = 1
+    attempt = _failed_pair_attempt(pair_suite)
+    victim, other = transplants_plan(attempt_id=attempt.pk)
+    Transplant.objects.filter(pk=other.pk).update(status=Transplant.DONE, verdict=Transplant.RIGHT)
+
+    def held_by_a_dead_process():
+        Transplant.objects.filter(pk=victim.pk).update(
+            status=Transplant.RUNNING, tries=victim.tries + 1, claimed_by=f"{worker_host()}:999999999", job_id="gone"
+        )
+        victim.refresh_from_db()
+
+    held_by_a_dead_process()
+    recovered = attempts_recover(kinds=None)
+    assert [(r.kind, r.attempt_id, r.outcome) for r in recovered] == [("transplant", victim.pk, "requeued")]
+    victim.refresh_from_db()
+    assert victim.status == Transplant.QUEUED and victim.infra_history[-1]["kind"] == "transplant"
+    assert f"transplant-{victim.pk}-try-{victim.tries + 1}" in Queue(settings.TRANSPLANT_QUEUE, connection=redis_queue.connection).job_ids
+
+    held_by_a_dead_process()
+    attempts_recover()
+    victim.refresh_from_db()
+    assert victim.status == Transplant.GIVEN_UP and victim.verdict == Transplant.NOT_DECIDABLE
+    assert victim.reason.startswith("the transplant could not run (infrastructure failure): worker died")
+    attempt.refresh_from_db()
+    assert attempt.function_diagnosis == Attempt.NOT_DECIDED
