@@ -82,6 +82,7 @@ bench: install services sandbox-images
 	$(BIN)/python scripts/bench_sampling.py
 	$(BIN)/python scripts/bench_sandbox.py
 	$(BIN)/python scripts/bench_worker.py
+	$(BIN)/python scripts/bench_transplant.py
 	$(BIN)/python scripts/bench_heal.py
 	$(BIN)/python scripts/bench_pages.py
 	$(BIN)/python scripts/bench_replay.py

@@ -91,8 +91,14 @@ class SystemStandingByN(models.Model):
 
 
 class SystemFunctionStanding(models.Model):
-    """A system's counted attempts at the samples masking one function, at one n, and how many passed
-    (per counting rule, like SystemStandingByN): the per-function difficulty table sums these."""
+    """A system's counted attempts at the samples masking one function, at one n, how many passed,
+    and what they say of that function (per counting rule, like SystemStandingByN): the per-function
+    difficulty table sums these.
+
+    Every attempt is exactly one of `right`, `wrong` or `undecided` about the function
+    (leaderboard.selectors.function_verdict_counts): a pass says it was right; a failure at n = 1
+    that it was wrong; a failure at n >= 2 what its transplant said (right or wrong alone against
+    gold), or nothing when there is no such verdict."""
 
     standing = models.ForeignKey(SystemStanding, on_delete=models.CASCADE, related_name="functions")
     verified_only = models.BooleanField()
@@ -100,6 +106,11 @@ class SystemFunctionStanding(models.Model):
     n = models.PositiveSmallIntegerField()
     attempts = models.PositiveIntegerField()
     passes = models.PositiveIntegerField()
+    right = models.PositiveIntegerField(default=0)
+    wrong = models.PositiveIntegerField(default=0)
+    undecided = models.PositiveIntegerField(
+        default=0, help_text="Failed at n >= 2 without a right or wrong transplant verdict for this function: left out of its rate."
+    )
 
     class Meta:
         constraints = [

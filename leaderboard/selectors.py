@@ -27,6 +27,11 @@ The rules (also shown on the page, "How to read this"):
 - Pass@1 at tolerance t (the tolerance sensitivity) is the same estimator with every number's
   tolerance scaled by t / 5% (the rule): an attempt passes at t when its stored `tolerance_ratio`
   (its verdict's largest error in units of the tolerance) is at most t / 5%, so at 5% it is Pass@1.
+- At n >= 2 a failed attempt's masked functions are judged one by one, each run alone with the
+  others gold (runs.evaluation.transplants). Per n, the counted failed attempts are split by what
+  that found (`NMetrics.diagnoses`: interaction failure, one or several functions wrong, not
+  decided), and the per-function difficulty counts an attempt right, wrong or undecided about each
+  function it masks (`_function_counts`): exact at every n, the undecided apart from the rate.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 import pandas as pd
 from django.db import connections
@@ -61,7 +67,7 @@ from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemSta
 from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
-from runs.models import Attempt, Function, Run, Sample, Suite
+from runs.models import Attempt, Function, Run, Sample, Suite, Transplant
 from runs.visibility import public_runs_q
 
 BOOTSTRAP_SEED = 0
@@ -317,6 +323,31 @@ def _verifier_frame(runs: pd.DataFrame, filters: LeaderboardFilters) -> pd.DataF
     return pd.DataFrame.from_records(rows, columns=columns)
 
 
+def _diagnosis_counts(runs: pd.DataFrame, filters: LeaderboardFilters) -> dict[tuple[int, int], dict[str, int]]:
+    """Per (system, n >= 2): `runs`' counted failed attempts by DIAGNOSIS_KEYS (one query for every n)."""
+    if runs.empty:
+        return {}
+    rows = (
+        Attempt.objects.filter(
+            counted_q(filters) & ~passes_q() & Q(sample__n__gte=2) & _n_filter(filters, "sample__"),
+            run_id__in=[int(pk) for pk in runs["run_id"]],
+        )
+        .annotate(system_no=system_case(runs), n=F("sample__n"))
+        .order_by()
+        .values("system_no", "n", "function_diagnosis")
+        .annotate(count=Count("id"))
+        .values_list("system_no", "n", "function_diagnosis", "count")
+    )
+    counts: dict[tuple[int, int], dict[str, int]] = {}
+    for number, n, diagnosis, count in rows:
+        key = diagnosis or NO_TRANSPLANTS
+        if key not in DIAGNOSIS_KEYS:  # a diagnosis this page does not know yet says no more than "not decided"
+            key = Attempt.NOT_DECIDED
+        own = counts.setdefault((int(number), int(n)), dict.fromkeys(DIAGNOSIS_KEYS, 0))
+        own[key] += int(count)
+    return counts
+
+
 # --- statistics, memoised: a pure function of its arguments can never go stale ----------------------
 
 
@@ -338,6 +369,37 @@ def _pass_at_k(m: int, c: int, k: int) -> float:
 
 
 # --- the leaderboard ---------------------------------------------------------------------------------
+
+
+# What broke a counted failed attempt at n >= 2, by its transplants (runs.evaluation.transplants;
+# Attempt.function_diagnosis), stored per n; NO_TRANSPLANTS stands for the blank diagnosis of an
+# attempt that has none (not re-executed, its code passed and only its answer failed, or its run
+# switched transplants off).
+NO_TRANSPLANTS = "none"
+DIAGNOSIS_KEYS = (
+    Attempt.INTERACTION, Attempt.ONE_WRONG, Attempt.SEVERAL_WRONG, Attempt.NOT_DECIDED, Attempt.PENDING, NO_TRANSPLANTS,
+)
+# As shown: pending and no transplants are undecided too (nobody knows which function broke those).
+DIAGNOSIS_GROUPS = (
+    (Attempt.INTERACTION, "Interaction failure", (Attempt.INTERACTION,)),
+    (Attempt.ONE_WRONG, "One function wrong", (Attempt.ONE_WRONG,)),
+    (Attempt.SEVERAL_WRONG, "Several functions wrong", (Attempt.SEVERAL_WRONG,)),
+    (Attempt.NOT_DECIDED, "Not decided", (Attempt.NOT_DECIDED, Attempt.PENDING, NO_TRANSPLANTS)),
+)
+
+UNDECIDED_REASONS = (
+    (Attempt.NOT_DECIDED, "undecidable"), (Attempt.PENDING, "being judged"), (NO_TRANSPLANTS, "not judged"),
+)
+
+
+@dataclass
+class DiagnosisShare:
+    """One group of DIAGNOSIS_GROUPS at one n: how many counted failed attempts, and their share of them."""
+
+    key: str
+    label: str
+    count: int
+    share: float | None
 
 
 @dataclass
@@ -366,6 +428,9 @@ class NMetrics:
     # On the cost-accuracy Pareto frontier among the leaderboard's systems at this n (leaderboard.pareto);
     # None where no leaderboard was compared (a system's own page).
     pareto_frontier: bool | None = None
+    # At n >= 2: the counted failed attempts by DIAGNOSIS_KEYS, every key present once computed, so
+    # that {} (at n = 1, or numbers stored before this was) is told apart from "no failure".
+    diagnoses: dict[str, int] = field(default_factory=dict)
     # The sums a system's totals over several n are made of (not exported: the means above say it).
     verified_attempts: int = 0
     cost_sum: float = 0.0
@@ -377,8 +442,40 @@ class NMetrics:
     def pass1_tol(self) -> float | None:
         return self.pass1_at.get(self.tolerance) if self.tolerance is not None else None
 
+    @property
+    def failures(self) -> int:
+        """The counted failed attempts the diagnoses are over (0 where none are stored)."""
+        return sum(self.diagnoses.values())
+
+    @property
+    def diagnosis_shares(self) -> list[DiagnosisShare]:
+        """DIAGNOSIS_GROUPS with their counts and shares of the failed attempts (shares None without any)."""
+        total = self.failures
+        shares = []
+        for key, label, members in DIAGNOSIS_GROUPS:
+            count = sum(self.diagnoses.get(member, 0) for member in members)
+            shares.append(DiagnosisShare(key, label, count, count / total if total else None))
+        return shares
+
+    @property
+    def undecided_reasons(self) -> list[tuple[str, int]]:
+        """Why the "not decided" were not: (what, how many), the ones there are."""
+        reasons = [(self.diagnoses.get(key, 0), label) for key, label in UNDECIDED_REASONS]
+        return [(label, count) for count, label in reasons if count]
+
+    def diagnoses_dict(self) -> dict:
+        """The diagnoses as exported: the groups' counts and shares, and what the undecided are."""
+        shares = self.diagnosis_shares
+        return {
+            "failed_attempts": self.failures,
+            "counts": {item.key: item.count for item in shares},
+            "shares": {item.key: item.share for item in shares},
+            "not_decided_by_reason": {key: self.diagnoses.get(key, 0) for key in DIAGNOSIS_GROUPS[-1][2]},
+        }
+
     def as_dict(self) -> dict:
         tolerance = {"pass1_at_tolerance": {f"{t:g}": value for t, value in self.pass1_at.items()}} if self.pass1_at else {}
+        diagnoses = {"function_diagnoses": self.diagnoses_dict()} if self.diagnoses else {}
         return {
             "n": self.n,
             "samples": self.samples,
@@ -396,6 +493,7 @@ class NMetrics:
             "cost_unknown": self.cost_unknown,
             "seconds_mean": self.seconds_mean,
             **tolerance,
+            **diagnoses,
             **({"pareto_frontier": self.pareto_frontier} if self.pareto_frontier is not None else {}),
         }
 
@@ -508,10 +606,11 @@ def _mean(total: float, count: int) -> float | None:
 
 def _build_systems(
     runs: pd.DataFrame, summary: pd.DataFrame, verifiers: pd.DataFrame, *, tolerances: tuple[float, ...] = (),
-    tolerance: float | None = None,
+    tolerance: float | None = None, diagnoses: dict[tuple[int, int], dict[str, int]] | None = None,
 ) -> list[SystemRow]:
     """Systems with their metrics by n, from the per-(system, n, c, m) summary; Pass@1 at each of
-    `tolerances` when the summary has their counts, `tolerance` the one the view shows."""
+    `tolerances` when the summary has their counts, `tolerance` the one the view shows; the failed
+    attempts' diagnoses at n >= 2 when `diagnoses` are given (`_diagnosis_counts`)."""
     # A system shows when it has counted attempts, or errors to own up to.
     summary = summary[(summary["m"] > 0) | (summary["errors"] > 0)]
     if summary.empty:
@@ -589,6 +688,10 @@ def _build_systems(
             seconds_mean=_mean(totals.seconds_sum, int(totals.seconds_known)),
             pass1_at={tol: total / samples for tol, total in tolerance_sums.get((int(number), n), {}).items()},
             tolerance=tolerance,
+            diagnoses=(
+                dict(diagnoses.get((int(number), n), dict.fromkeys(DIAGNOSIS_KEYS, 0)))
+                if diagnoses is not None and n >= 2 else {}
+            ),
             verified_attempts=int(totals.verified_m),
             cost_sum=float(totals.cost_sum),
             cost_known=int(totals.cost_known),
@@ -623,7 +726,7 @@ class StandingNumbers:
     (`by_n[False]`) and over re-executed ones only (`by_n[True]`), and facts about its public runs."""
 
     by_n: dict[bool, dict[int, NMetrics]]
-    functions: dict[bool, list[tuple[int, int, int, int]]]  # by counting rule: (function pk, n, attempts, passes)
+    functions: dict[bool, list[FunctionCounts]]  # by counting rule
     run_ids: list[int]
     k: int = 1
     date: datetime | None = None
@@ -652,7 +755,8 @@ def standing_numbers_computed(slugs: list[str]) -> Iterator[tuple[str, StandingN
             filters = LeaderboardFilters(verified_only=verified_only)
             summary = _summary_frame(own, filters, tolerances=TOLERANCES)
             verifiers = _verifier_frame(own, filters) if not summary.empty else pd.DataFrame(columns=["system_no"])
-            built = _build_systems(own, summary, verifiers, tolerances=TOLERANCES)
+            diagnoses = _diagnosis_counts(own, filters) if not summary.empty else {}
+            built = _build_systems(own, summary, verifiers, tolerances=TOLERANCES, diagnoses=diagnoses)
             by_n[verified_only] = built[0].by_n if built else {}
             functions[verified_only] = _function_counts(own, filters) if not own.empty else []
         yield slug, StandingNumbers(by_n=by_n, functions=functions, **_run_facts(own))
@@ -846,6 +950,11 @@ class PassRates:
 
 @dataclass
 class FunctionDifficulty(PassRates):
+    """One function over the counted attempts whose sample masks it: how many were right or wrong
+    about it (exact at every n: see SystemFunctionStanding) and how many could not say; and, as
+    before, how many of those attempts passed (the whole sample: a share that blames a function for
+    its neighbours at n >= 2)."""
+
     suite: str
     paper: str
     func_id: int
@@ -855,7 +964,19 @@ class FunctionDifficulty(PassRates):
     passes: int = 0
     attempts_n1: int = 0
     passes_n1: int = 0
+    right: int = 0
+    wrong: int = 0
+    undecided: int = 0
     systems: int = 0
+
+    @property
+    def decided(self) -> int:
+        return self.right + self.wrong
+
+    @property
+    def right_rate(self) -> float | None:
+        """Right over right + wrong: the undecided say nothing either way, so they are left out (and shown)."""
+        return self.right / self.decided if self.decided else None
 
     def as_dict(self) -> dict:
         return {
@@ -865,6 +986,10 @@ class FunctionDifficulty(PassRates):
             "file": self.file,
             "name": self.name,
             "attempts": self.attempts,
+            "right": self.right,
+            "wrong": self.wrong,
+            "undecided": self.undecided,
+            "right_rate": self.right_rate,
             "passes": self.passes,
             "pass_rate": self.pass_rate,
             "attempts_n1": self.attempts_n1,
@@ -875,10 +1000,10 @@ class FunctionDifficulty(PassRates):
 
 
 def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficulty]:
-    """Every function of the suites in view, with how often attempts masking it passed, from the
-    stored per-function counts of the systems in view (leaderboard.standings; three queries).
+    """Every function of the suites in view, with how often the attempts masking it got it right, from
+    the stored per-function counts of the systems in view (leaderboard.standings; three queries).
 
-    Hardest first (lowest pass rate), functions never attempted last.
+    Hardest first (lowest right rate), functions never decided last.
     """
     standings = SystemStanding.objects.filter(_standing_filter(filters), refreshed_at__isnull=False).exclude(run_ids=[])
     suites = sorted(set(standings.values_list("suite", flat=True)))
@@ -899,24 +1024,47 @@ def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficul
             .values("function_id")
             .annotate(
                 total=Sum("attempts"), passed=Sum("passes"), total_n1=Sum("attempts", filter=at_n1),
-                passed_n1=Sum("passes", filter=at_n1), systems=Count("standing_id", distinct=True),
+                passed_n1=Sum("passes", filter=at_n1), right=Sum("right"), wrong=Sum("wrong"),
+                undecided=Sum("undecided"), systems=Count("standing_id", distinct=True),
             )
-            .values_list("function_id", "total", "passed", "total_n1", "passed_n1", "systems")
+            .values_list("function_id", "total", "passed", "total_n1", "passed_n1", "right", "wrong", "undecided",
+                         "systems")
         )
-        for pk, attempts, passes, attempts_n1, passes_n1, systems in counts:
+        for pk, attempts, passes, attempts_n1, passes_n1, right, wrong, undecided, systems in counts:
             entry = table.get(pk)
             if entry is not None:
                 entry.attempts, entry.passes, entry.systems = int(attempts), int(passes), int(systems)
                 entry.attempts_n1, entry.passes_n1 = int(attempts_n1 or 0), int(passes_n1 or 0)
+                entry.right, entry.wrong, entry.undecided = int(right), int(wrong), int(undecided)
     rows = list(table.values())
     rows.sort(key=lambda row: (row.suite, row.paper, row.func_id))
-    rows.sort(key=lambda row: (row.pass_rate is None, row.pass_rate if row.pass_rate is not None else 0.0))
+    rows.sort(key=lambda row: (row.right_rate is None, row.right_rate if row.right_rate is not None else 0.0))
     return rows
 
 
-def _function_counts(runs: pd.DataFrame, filters: LeaderboardFilters) -> list[tuple[int, int, int, int]]:
-    """(function pk, n, counted attempts, passes) of `runs`' attempts at the samples masking each
-    function (one query)."""
+class FunctionCounts(NamedTuple):
+    """A system's counted attempts at the samples masking one function at one n (SystemFunctionStanding's fields)."""
+
+    function_id: int
+    n: int
+    attempts: int
+    passes: int
+    right: int
+    wrong: int
+    undecided: int
+
+
+def _function_counts(runs: pd.DataFrame, filters: LeaderboardFilters) -> list[FunctionCounts]:
+    """Per (function, n): `runs`' counted attempts at the samples masking the function, how many
+    passed, and what they say of the function (two queries, whatever the number of attempts):
+
+    - right: the attempt passed, or it failed at n >= 2 and the function's transplant was right
+      (it passes alone, the other masked functions gold);
+    - wrong: the attempt failed at n = 1 (the function was all there was to get wrong), or the
+      function's transplant was wrong;
+    - undecided: it failed at n >= 2 and no transplant of it said right or wrong (not decidable,
+      given up, being judged, or none: not re-executed, or its run switched them off).
+    """
     through = Sample.functions.through._meta
     name = connections[Attempt.objects.db].ops.quote_name
     masks = name(through.db_table)
@@ -929,7 +1077,36 @@ def _function_counts(runs: pd.DataFrame, filters: LeaderboardFilters) -> list[tu
         join=f"JOIN {masks} masks ON masks.{sample_column} = inner_rows.sample_id",
         where="WHERE system_no >= 0 AND m > 0",
     )
-    return [(int(pk), int(n), int(attempts), int(passes)) for pk, n, attempts, passes in rows]
+    alone = _transplant_verdicts(runs, filters)
+    counts = []
+    for pk, n, attempts, passes in rows:
+        pk, n, attempts, passes = int(pk), int(n), int(attempts), int(passes)
+        if n == 1:
+            right, wrong = passes, attempts - passes
+        else:
+            right_alone, wrong_alone = alone.get((pk, n), (0, 0))
+            right, wrong = passes + right_alone, wrong_alone
+        counts.append(FunctionCounts(pk, n, attempts, passes, right, wrong, attempts - right - wrong))
+    return counts
+
+
+def _transplant_verdicts(runs: pd.DataFrame, filters: LeaderboardFilters) -> dict[tuple[int, int], tuple[int, int]]:
+    """Per (function, n >= 2): how many of `runs`' counted failed attempts found the function right
+    alone, and wrong alone, by its transplant (one query). Only failed attempts' transplants count:
+    a pass already says right, whatever a transplant of an earlier verdict said."""
+    rows = (
+        Transplant.objects.filter(
+            counted_q(filters, "attempt__") & ~passes_q("attempt__") & Q(attempt__sample__n__gte=2)
+            & _n_filter(filters, "attempt__sample__"),
+            attempt__run_id__in=[int(pk) for pk in runs["run_id"]],
+            verdict__in=[Transplant.RIGHT, Transplant.WRONG],
+        )
+        .order_by()
+        .values("function_id", n=F("attempt__sample__n"))
+        .annotate(right=Count("id", filter=Q(verdict=Transplant.RIGHT)), wrong=Count("id", filter=Q(verdict=Transplant.WRONG)))
+        .values_list("function_id", "n", "right", "wrong")
+    )
+    return {(int(pk), int(n)): (int(right), int(wrong)) for pk, n, right, wrong in rows}
 
 
 # --- one system ---------------------------------------------------------------------------------------

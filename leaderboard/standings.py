@@ -165,9 +165,8 @@ def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
         ])
         SystemFunctionStanding.objects.filter(standing=standing).delete()
         SystemFunctionStanding.objects.bulk_create([
-            SystemFunctionStanding(standing=standing, verified_only=verified_only, function_id=function_id, n=n,
-                                   attempts=attempts, passes=passes)
-            for verified_only, counts in numbers.functions.items() for function_id, n, attempts, passes in counts
+            SystemFunctionStanding(standing=standing, verified_only=verified_only, **counts._asdict())
+            for verified_only, rows in numbers.functions.items() for counts in rows
         ], batch_size=1000)
         standing.run_ids, standing.k, standing.date = numbers.run_ids, numbers.k, numbers.date
         standing.unfinished_runs = numbers.unfinished_runs

@@ -15,6 +15,7 @@ from leaderboard.failure_figures import failure_figure_payload
 from leaderboard.figures import SHOWN_SYSTEMS, cost_figure_payload, figure_payload, tolerance_figure_payload
 from leaderboard.forms import LeaderboardFilterForm
 from leaderboard.selectors import (
+    DIAGNOSIS_GROUPS,
     FLAT_COLUMNS,
     NEAR_MISS_FACTOR,
     TOLERANCES,
@@ -232,8 +233,8 @@ def home(request):
 
 
 FUNCTION_COLUMNS = [
-    "suite", "paper", "func_id", "file", "name", "attempts", "passes", "pass_rate",
-    "attempts_n1", "passes_n1", "pass_rate_n1", "systems",
+    "suite", "paper", "func_id", "file", "name", "attempts", "right", "wrong", "undecided", "right_rate",
+    "passes", "pass_rate", "attempts_n1", "passes_n1", "pass_rate_n1", "systems",
 ]
 
 
@@ -264,6 +265,8 @@ BY_N_COLUMNS = [
     "n", "samples", "attempts", "errors", "pass1", "pass1_ci_low", "pass1_ci_high", "k", "passk", "passk_samples",
     "verifier_pass1", "verifier_samples", "cost_mean", "cost_unknown", "seconds_mean",
 ]
+# What broke the failed attempts at n >= 2 (blank at n = 1): their count, then each group's count.
+DIAGNOSIS_COLUMNS = ["failed_attempts", *(f"diagnosis_{key}" for key, _, _ in DIAGNOSIS_GROUPS)]
 SAMPLE_COLUMNS = ["sample_id", "paper", "n", "attempts", "passes", "errors", "attempt_ids", "passed_attempt_ids", "verifier_choices"]
 
 
@@ -302,9 +305,10 @@ def system(request, slug: str):
         if table == "by_n":
             rows = [{**metrics.as_dict(), "verifier_pass1": json.dumps(metrics.verifier, sort_keys=True) if metrics.verifier else "",
                      "verifier_samples": json.dumps(metrics.verifier_samples, sort_keys=True) if metrics.verifier else "",
-                     **{_tolerance_column(t): metrics.pass1_at.get(t) for t in TOLERANCES}}
+                     **{_tolerance_column(t): metrics.pass1_at.get(t) for t in TOLERANCES}, **_diagnosis_cells(metrics)}
                     for metrics in (detail.system.by_n[n] for n in detail.n_values)]
-            return _csv(f"system-{slug}-by-n.csv", rows, BY_N_COLUMNS + [_tolerance_column(t) for t in TOLERANCES])
+            return _csv(f"system-{slug}-by-n.csv", rows,
+                        BY_N_COLUMNS + [_tolerance_column(t) for t in TOLERANCES] + DIAGNOSIS_COLUMNS)
         if table != "samples":
             return JsonResponse({"error": f"table={table!r} is not one of: samples, runs, by_n"}, status=400)
         for row in samples:
@@ -328,6 +332,7 @@ def system(request, slug: str):
         "detail": detail,
         "system": detail.system,
         "metrics": [detail.system.by_n[n] for n in detail.n_values],
+        "diagnosed": [detail.system.by_n[n] for n in detail.n_values if n >= 2],
         "tolerance_labels": [tolerance_label(t) for t in TOLERANCES],
         "tolerance_rows": tolerance_rows,
         "tolerance_figure": tolerance_figure_payload(tolerance_rows) if tolerance_rows else None,
@@ -346,6 +351,12 @@ def _samples_page(request, samples: list) -> tuple[Page, str | None]:
     if number.isascii() and number.isdigit() and 1 <= int(number) <= paginator.num_pages:
         return paginator.page(int(number)), None
     return paginator.page(1), f"samples_page={number[:20]!r}: the pages of samples run from 1 to {paginator.num_pages}"
+
+
+def _diagnosis_cells(metrics) -> dict:
+    if not metrics.diagnoses:
+        return {}
+    return {"failed_attempts": metrics.failures, **{f"diagnosis_{item.key}": item.count for item in metrics.diagnosis_shares}}
 
 
 def _tolerance_column(tolerance: float) -> str:

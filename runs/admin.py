@@ -3,7 +3,7 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
 from runs.evaluation.services import runs_set_hidden
-from runs.models import ApiToken, Attempt, Experiment, Function, Paper, Run, Sample, Submission, Suite
+from runs.models import ApiToken, Attempt, Experiment, Function, Paper, Run, Sample, Submission, Suite, Transplant
 from runs.submissions.forms import FlagForm
 from runs.submissions.services import (
     submissions_flag,
@@ -14,7 +14,22 @@ from runs.submissions.services import (
 
 @admin.register(Suite)
 class SuiteAdmin(admin.ModelAdmin):
-    list_display = ["name", "version", "source_format", "imported_at"]
+    list_display = ["name", "version", "source_format", "gold_public", "imported_at"]
+
+
+@admin.register(Transplant)
+class TransplantAdmin(admin.ModelAdmin):
+    """Read-only: verdicts are the harness's (runs.evaluation.transplants), never typed in."""
+
+    list_display = ["__str__", "function", "verdict", "sandbox_seconds", "finished_at"]
+    list_filter = ["status", "verdict"]
+    raw_id_fields = ["attempt", "function"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Paper)

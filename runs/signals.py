@@ -11,7 +11,8 @@ from django.dispatch import Signal
 
 results_changed = Signal()  # keyword argument: run_ids (a list of Run primary keys)
 # Sent with `attempt_id` once an attempt's re-execution verdict is written (a run's attempt settled, a
-# submitted attempt re-executed): the transplants of a failed one at n >= 2 are planned by it.
+# submitted attempt re-executed), and `enqueue`: False when the work is done in-process (run_eval
+# --sync), which then does what follows itself. The transplants of a failed one at n >= 2 are planned by it.
 attempt_reexecuted = Signal()
 # Sent by every long-running evaluation worker's self-healing round (runs.evaluation.worker): a chance
 # for derived data to notice work left undone (a refresh job lost with Redis, say) and queue it again.

@@ -8,6 +8,8 @@ and their submission. Every page, export and API reads through these functions.
   owner and belong to staff.
 - Acting on a run or submission (cancel, resume, retry failed, re-execute, hide and unhide) is
   for its owner and staff alone.
+- The gold code (the reference implementation) in replays is for those `user_may_see_gold_code`
+  allows, one rule for every place a replay could show it.
 - The leaderboard is the public view: it counts `public_runs_q()` runs for everybody, staff and
   owners included, so its numbers never depend on who is looking.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
-from runs.models import Run, Submission
+from runs.models import Run, Submission, Suite
 
 
 def _signed_in(user) -> bool:
@@ -58,11 +60,15 @@ def run_can_view(*, run: Run, user) -> bool:
     return not run.hidden or run_can_manage(run=run, user=user)
 
 
-def user_may_see_gold_code(*, user) -> bool:
-    """Whether replays show `user` the code changes that hold the reference implementation (the
-    gold agents' diffs and patches). Staff always; other signed-in users only while accounts come
-    from staff (SIGNUP_ENABLED off): with open sign-up an account vouches for nobody, and the gold
-    code is what the benchmark measures agents on."""
+def user_may_see_gold_code(*, user, suite: Suite | None = None) -> bool:
+    """Whether replays show `user` the reference implementation of `suite` (the suite of the run
+    being replayed): the gold agents' diffs and patches, and each implementation beside the gold
+    body. Everyone, when the suite declares its gold code public (`Suite.gold_public`: the
+    built-in suite; never an upstream one). Otherwise staff always, and other signed-in users only
+    while accounts come from staff (SIGNUP_ENABLED off): with open sign-up an account vouches for
+    nobody, and the gold code is what the benchmark measures agents on."""
+    if suite is not None and suite.gold_public:
+        return True
     if not _signed_in(user):
         return False
     return user.is_staff or not settings.SIGNUP_ENABLED

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import scratch_deployment, wait_until  # noqa: E402 - beside this script
+from benchlib import scratch_deployment, wait_until, worker_command  # noqa: E402 - beside this script
 
 REDIS_DB = 13
 TARGET_SECONDS = 120
@@ -38,9 +38,7 @@ WORKER_CLASS = "tests.evaluation.agents.WorkerWithTestAgents"  # runs.evaluation
 
 
 def _worker(env: dict, log: Path, *, burst: bool) -> subprocess.Popen:
-    command = [sys.executable, "manage.py", "rqworker", "--skip-checks", "--worker-class", WORKER_CLASS, "default"]
-    if burst:
-        command.insert(3, "--burst")
+    command = worker_command(burst=burst, worker_class=WORKER_CLASS)
     with open(log, "w") as output:
         return subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
 

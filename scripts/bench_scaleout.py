@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import scratch_deployment, wait_until  # noqa: E402 - beside this script
+from benchlib import scratch_deployment, wait_until, worker_command  # noqa: E402 - beside this script
 
 REDIS_DB = 12
 HOSTS = {"host-a": "bubblewrap", "host-b": "docker"}
@@ -35,10 +35,7 @@ HEALING = {"ATTEMPT_HEARTBEAT_SECONDS": "1", "ATTEMPT_STALE_SECONDS": "10", "ATT
 def start_host(host: str, *, env: dict, scratch: Path, burst: bool) -> subprocess.Popen:
     root = scratch / host / "workspaces"
     root.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "manage.py", "rqworker", "--skip-checks",
-               "--worker-class", "runs.evaluation.worker.EvaluationWorker", "default"]
-    if burst:
-        command.insert(3, "--burst")
+    command = worker_command(burst=burst)
     host_env = {**env, **HEALING, "WORKER_HOST_NAME": host, "WORKSPACE_ROOT": str(root), "SANDBOX_BACKEND": HOSTS[host]}
     log = open(scratch / f"{host}.log", "w")  # noqa: SIM115 - the worker writes to it until it ends
     return subprocess.Popen(command, cwd=ROOT, env=host_env, stdout=log, stderr=subprocess.STDOUT)

@@ -24,16 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import scratch_deployment  # noqa: E402 - beside this script
+from benchlib import scratch_deployment, worker_command  # noqa: E402 - beside this script
 
 REDIS_DB = 14
-
-
-def _worker_command() -> list[str]:
-    return [
-        sys.executable, "manage.py", "rqworker", "--burst", "--skip-checks",
-        "--worker-class", "runs.evaluation.worker.EvaluationWorker", "default",
-    ]
 
 
 def bench(count: int, *, suite, n: int, cap: int, env: dict, logs: Path) -> dict:
@@ -50,7 +43,7 @@ def bench(count: int, *, suite, n: int, cap: int, env: dict, logs: Path) -> dict
     for index in range(count):
         log = logs / f"worker-{count}-{index}.log"
         with open(log, "w") as output:
-            processes.append((subprocess.Popen(_worker_command(), cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT), log))
+            processes.append((subprocess.Popen(worker_command(burst=True), cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT), log))
     for process, log in processes:
         if process.wait() != 0:
             raise SystemExit(f"a worker exited with {process.returncode}:\n{log.read_text()[-3000:]}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -104,3 +105,9 @@ def wait_until(condition: Callable, *, timeout: float, what: str, logs: Path | N
         time.sleep(0.2)
     tails = "".join(f"\n--- {log.name}\n{log.read_text()[-3000:]}" for log in sorted(logs.glob("*.log"))) if logs else ""
     raise SystemExit(f"timed out after {timeout:g} s waiting for {what}{tails}")
+
+
+def worker_command(*, burst: bool, worker_class: str = "runs.evaluation.worker.EvaluationWorker") -> list[str]:
+    """`manage.py rqworker` on the evaluation queue ("default"), run from the repository's root."""
+    return [sys.executable, "manage.py", "rqworker", *(["--burst"] if burst else []), "--skip-checks",
+            "--worker-class", worker_class, "default"]

@@ -27,6 +27,9 @@ from runs.signals import attempt_reexecuted, results_changed_send
 # (re-execution, workspaces); the harness's budgets should always end an attempt first.
 JOB_TIMEOUT_MARGIN_SECONDS = 3600
 
+# The job id of work done in the process that asked for it (run_eval --sync), not by an RQ job.
+IN_PROCESS = "in-process"
+
 
 @dataclass(frozen=True)
 class WorkKind:
@@ -77,7 +80,7 @@ def run_mark_finished(*, run_id: int) -> None:
 
 
 def _run_attempt_settled(attempt: Attempt) -> None:
-    attempt_reexecuted.send(sender=None, attempt_id=attempt.pk)
+    attempt_reexecuted.send(sender=None, attempt_id=attempt.pk, enqueue=attempt.job_id != IN_PROCESS)
     run_mark_finished(run_id=attempt.run_id)
 
 

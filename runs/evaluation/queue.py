@@ -201,10 +201,11 @@ def live_job(job_id: str) -> bool:
     return job.get_status(refresh=True) in LIVE_JOB_STATUSES
 
 
-def cancel_jobs(job_ids: list[str]) -> None:
-    """Best effort: take the jobs of cancelled attempts off the queue (their claim fails anyway)."""
+def cancel_jobs(job_ids: list[str], *, queue=None) -> None:
+    """Best effort: take the jobs of cancelled attempts off the queue (the evaluation queue unless
+    `queue` is given; their claim fails anyway)."""
     try:
-        queue = evaluation_queue()
+        queue = queue or evaluation_queue()
         for job_id in job_ids:
             job = queue.fetch_job(job_id)
             if job is not None and job.get_status(refresh=True) in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED):

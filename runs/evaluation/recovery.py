@@ -36,7 +36,7 @@ from runs.evaluation.claims import (
     record_unstarted,
     stale_seconds,
 )
-from runs.evaluation.kinds import RUN_ATTEMPT, WorkKind, run_mark_finished, work_kinds
+from runs.evaluation.kinds import IN_PROCESS, RUN_ATTEMPT, WorkKind, run_mark_finished, work_kinds
 from runs.evaluation.queue import evaluation_queue, failed_jobs_get
 from runs.evaluation.verdicts import with_tolerance_ratio
 from runs.evaluation.workdirs import deployment_id, remove_tree
@@ -150,7 +150,7 @@ def _kill_work_horse(attempt: Attempt) -> None:
     """Stop the process executing an attempt whose try has been settled without it: SIGKILL on this
     host, RQ's kill-horse command elsewhere. An in-process run (run_eval --sync) is left alone: it
     is the user's own command, and it finds its claim gone at its next step."""
-    if attempt.job_id == "in-process":
+    if attempt.job_id == IN_PROCESS:
         return
     pid = local_pid(attempt.claimed_by)
     if pid is not None and pid != os.getpid():

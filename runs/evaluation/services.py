@@ -21,7 +21,7 @@ from runs.benchmark.sampling import DEFAULT_CAP
 from runs.benchmark.workspace import CONTEXT_CONDITIONS
 from runs.evaluation.claims import LOST, InfrastructureFailure
 from runs.evaluation.harness import attempt_execute, construct_agent
-from runs.evaluation.kinds import RUN_ATTEMPT, run_mark_finished
+from runs.evaluation.kinds import IN_PROCESS, RUN_ATTEMPT, run_mark_finished
 from runs.evaluation.queue import (
     attempts_enqueue,
     cancel_jobs,
@@ -29,6 +29,7 @@ from runs.evaluation.queue import (
     live_job,
 )
 from runs.evaluation.recovery import attempts_recover
+from runs.evaluation.transplants import transplants_cancel, transplants_execute_sync
 from runs.limits import trajectory_limits
 from runs.models import Attempt, Run, Suite
 from runs.signals import results_changed_send
@@ -149,8 +150,8 @@ def _check_agent_settings(agent: str, config: dict, **budgets) -> None:
 @transaction.atomic
 def run_cancel(*, run: Run) -> int:
     """Stop a run: its queued attempts become cancelled (a worker's claim then skips them), their
-    jobs leave the queue. Running attempts finish and, like finished ones, keep their results.
-    Returns how many attempts were cancelled."""
+    jobs leave the queue, and so do its queued transplants (runs.evaluation.transplants). Running
+    attempts finish and, like finished ones, keep their results. Returns how many attempts were cancelled."""
     now = timezone.now()
     Run.objects.filter(pk=run.pk, cancelled_at__isnull=True).update(cancelled_at=now)
     queued = list(run.attempts.filter(status=Attempt.QUEUED).select_related("run"))
@@ -159,6 +160,7 @@ def run_cancel(*, run: Run) -> int:
     )
     job_ids = [job_id_for(attempt) for attempt in queued]
     transaction.on_commit(lambda: cancel_jobs(job_ids))
+    transplants_cancel(run_id=run.pk)
     transaction.on_commit(lambda: run_mark_finished(run_id=run.pk))
     run.refresh_from_db()
     return cancelled
@@ -234,14 +236,16 @@ def run_resume(*, run: Run, stale_after: float | None = None, enqueue: bool = Tr
 def run_execute_sync(*, run: Run, progress: Callable[[], None] | None = None) -> None:
     """Execute a run's queued attempts one after another in this process, without Redis.
 
-    Infrastructure failures come back queued and are taken again (bounded by the retries). Stops
-    when nothing is queued, e.g. after the run was cancelled from elsewhere.
+    Infrastructure failures come back queued and are taken again (bounded by the retries). The
+    transplants of a failed attempt at n >= 2 (runs.evaluation.transplants) are executed right
+    after it. Stops when nothing is queued, e.g. after the run was cancelled from elsewhere.
     """
     while True:
         attempt = run.attempts.filter(status=Attempt.QUEUED).order_by("pk").first()
         if attempt is None:
             break
-        attempt_execute(attempt_id=attempt.pk, job_id="in-process", requeue=False)
+        attempt_execute(attempt_id=attempt.pk, job_id=IN_PROCESS, requeue=False)
+        transplants_execute_sync(attempt_id=attempt.pk)
         if progress is not None:
             progress()
     run_mark_finished(run_id=run.pk)

@@ -46,8 +46,8 @@ from runs.benchmark.text import storable_text
 from runs.benchmark.workspace import CODE_DIR, experiment_label
 from runs.evaluation.claims import Heartbeat, execute
 from runs.evaluation.harness import attempt_sandbox_backend
-from runs.evaluation.kinds import JOB_TIMEOUT_MARGIN_SECONDS, WorkKind, register
-from runs.evaluation.queue import enqueue
+from runs.evaluation.kinds import IN_PROCESS, JOB_TIMEOUT_MARGIN_SECONDS, WorkKind, register
+from runs.evaluation.queue import cancel_jobs, enqueue, kind_queue
 from runs.evaluation.verdicts import Reexecution, reexecute
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
 from runs.models import Attempt, Transplant
@@ -101,10 +101,11 @@ TRANSPLANT = register(
 # --- planning -------------------------------------------------------------------------------------
 
 
-def transplants_plan(*, attempt_id: int) -> list[Transplant]:
+def transplants_plan(*, attempt_id: int, enqueue_jobs: bool = True) -> list[Transplant]:
     """Queue one transplant per masked function of the attempt if it is at n >= 2, done, re-executed
     and failed, and its run wants transplants; transplants of an earlier verdict (a submission
-    re-executed again) are replaced. Returns those queued (none otherwise)."""
+    re-executed again) are replaced. `enqueue_jobs=False` leaves them queued without jobs, for an
+    in-process caller to execute (run_execute_sync). Returns those queued (none otherwise)."""
     with transaction.atomic():
         attempt = Attempt.objects.select_for_update(of=("self",)).select_related("run", "sample").get(pk=attempt_id)
         attempt.transplants.all().delete()
@@ -122,15 +123,32 @@ def transplants_plan(*, attempt_id: int) -> list[Transplant]:
         transplants = Transplant.objects.bulk_create(
             Transplant(attempt=attempt, function=function) for function in attempt.sample.functions.order_by("func_id")
         )
-        enqueue(TRANSPLANT, attempts=transplants)
+        if enqueue_jobs:
+            enqueue(TRANSPLANT, attempts=transplants)
     return transplants
 
 
-def _attempt_reexecuted(sender, *, attempt_id: int, **kwargs) -> None:
-    transplants_plan(attempt_id=attempt_id)
+def _attempt_reexecuted(sender, *, attempt_id: int, enqueue: bool = True, **kwargs) -> None:
+    transplants_plan(attempt_id=attempt_id, enqueue_jobs=enqueue)
 
 
 attempt_reexecuted.connect(_attempt_reexecuted, dispatch_uid="runs.evaluation.transplants")
+
+
+def transplants_cancel(*, run_id: int) -> int:
+    """A cancelled run's queued transplants are not judged: settled as not decidable (saying why),
+    their jobs taken off the queue, their attempts' diagnoses written. Running ones finish. Returns
+    how many were cancelled."""
+    queued = list(Transplant.objects.filter(attempt__run_id=run_id, status=Transplant.QUEUED).values_list("pk", "tries", "attempt_id"))
+    cancelled = Transplant.objects.filter(pk__in=[pk for pk, _, _ in queued], status=Transplant.QUEUED).update(
+        status=Transplant.GIVEN_UP, verdict=Transplant.NOT_DECIDABLE, reason="not judged: the run was cancelled",
+        finished_at=timezone.now(),
+    )
+    job_ids = [TRANSPLANT.job_id(pk, tries) for pk, tries, _ in queued]
+    transaction.on_commit(lambda: cancel_jobs(job_ids, queue=kind_queue(TRANSPLANT)))
+    for attempt_id in sorted({attempt_id for _, _, attempt_id in queued}):
+        diagnosis_refresh(attempt_id=attempt_id)
+    return cancelled
 
 
 # --- executing one -------------------------------------------------------------------------------
@@ -140,6 +158,14 @@ def transplant_execute(*, transplant_id: int, job_id: str = "", requeue: bool = 
     """Run one queued transplant and record its verdict (runs.evaluation.claims.execute: claimed,
     fenced, retried on infrastructure failures). Returns DONE, REQUEUED, ERROR, LOST or SKIPPED."""
     return execute(TRANSPLANT, _verdict_fields, attempt_id=transplant_id, job_id=job_id, requeue=requeue, cleanup=_cleanup)
+
+
+def transplants_execute_sync(*, attempt_id: int) -> None:
+    """Execute the attempt's queued transplants one after another in this process (the in-process
+    runs and re-executions plan them without jobs); infrastructure failures are retried in place,
+    bounded by the retries."""
+    while transplant := Transplant.objects.filter(attempt_id=attempt_id, status=Transplant.QUEUED).order_by("pk").first():
+        transplant_execute(transplant_id=transplant.pk, job_id=IN_PROCESS, requeue=False)
 
 
 def _workspace(transplant: Transplant) -> Path:

@@ -45,7 +45,7 @@ class Migration(migrations.Migration):
                 ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
                 ('attempt', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='transplants', to='runs.attempt')),
-                ('function', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='transplants', to='runs.function')),
+                ('function', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='transplants', to='runs.function')),
             ],
             options={
                 'ordering': ['attempt', 'function__func_id'],

@@ -216,7 +216,7 @@ class Transplant(models.Model):
     VERDICTS = [(RIGHT, "Right alone"), (WRONG, "Wrong"), (NOT_DECIDABLE, "Not decidable")]
 
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="transplants")
-    function = models.ForeignKey("runs.Function", on_delete=models.PROTECT, related_name="transplants")
+    function = models.ForeignKey("runs.Function", on_delete=models.CASCADE, related_name="transplants")  # a dropped function leaves no verdict
     status = models.CharField(max_length=10, choices=STATUSES, default=QUEUED)
     verdict = models.CharField(max_length=15, choices=VERDICTS, blank=True)
     reason = models.TextField(blank=True, help_text="Why: the experiments that failed, or what kept it from a verdict.")

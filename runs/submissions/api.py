@@ -1,9 +1,10 @@
 """The submissions API: token-authenticated JSON, for results uploaded by scripts and CI.
 
-    POST /api/submissions/[?reexecute=1]
+    POST /api/submissions/[?reexecute=1][&transplants=0]
     Authorization: Token <key>
     body: the JSONL file or the zip itself (any Content-Type but multipart), or multipart/form-data
-          with the file in the field "file" (and optionally reexecute=1)
+          with the file in the field "file" (and optionally reexecute=1, transplants=0: no per-function
+          verdicts of failed attempts at n >= 2 after re-execution, runs.evaluation.transplants)
 
     201 {"id", "url", "run_id", "status", "verified", "reexecution_requested", "summary": {...}}
     400 {"error", "problem_count", "problems": ["line 3: cost: must not be negative, got -1", ...],
@@ -47,6 +48,7 @@ from runs.submissions.validation import (
 from runs.visibility import submission_can_view
 
 TRUE_VALUES = {"1", "true", "yes", "on"}
+FALSE_VALUES = {"0", "false", "no", "off"}
 
 
 def _error(status: int, message: str, **extra) -> JsonResponse:
@@ -114,6 +116,7 @@ def submissions(request):
         return _error(uploads.LENGTH_REQUIRED, problem)
     limit = max_upload_bytes()
     reexecute = request.GET.get("reexecute", "").lower() in TRUE_VALUES
+    transplants = request.GET.get("transplants", "")
     content_type = request.META.get("CONTENT_TYPE", "")
     if content_type.startswith("multipart/form-data"):
         handler = uploads.install(request, limit=limit)
@@ -131,17 +134,22 @@ def submissions(request):
             return _too_large(upload.size)
         filename = upload.name or ""
         reexecute = reexecute or post.get("reexecute", "").lower() in TRUE_VALUES
+        transplants = transplants or post.get("transplants", "")
     else:
         try:
             data = uploads.read_body(request, limit=limit)
         except uploads.BodyTooLarge as error:
             return _too_large(error.size)
         filename = request.headers.get("X-Filename", "")[:255]
+    if transplants.lower() not in TRUE_VALUES | FALSE_VALUES | {""}:
+        return _error(400, f"transplants must be 1 or 0 (true or false), got {transplants[:50]!r}")
+    transplants_off = transplants.lower() in FALSE_VALUES
     if reexecute:
         rate_limit(request, "reexecution", key=str(token.user_id))
     try:
         submission = submission_create(
-            data=data, filename=filename, uploader=token.user, reexecute=reexecute, token=token, channel=Submission.API
+            data=data, filename=filename, uploader=token.user, reexecute=reexecute, transplants=not transplants_off,
+            token=token, channel=Submission.API
         )
     except SubmissionTooLarge as error:
         return _too_large(error.size)

@@ -16,6 +16,11 @@ class UploadForm(forms.Form):
         required=False,
         label="Re-execute every final patch in a fresh sandbox (the submission is marked verified when all are done)",
     )
+    no_transplants = forms.BooleanField(
+        required=False,
+        label="After re-execution, do not judge each masked function of a failed attempt at n ≥ 2 alone against gold "
+        "(transplants: one more sandbox run per masked function)",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

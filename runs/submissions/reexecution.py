@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from runs.benchmark.text import json_safe, storable_text
 from runs.evaluation.claims import Heartbeat, execute, max_infra_retries
-from runs.evaluation.kinds import WorkKind, register
+from runs.evaluation.kinds import IN_PROCESS, WorkKind, register
 from runs.evaluation.verdicts import failure_label, reexecute, with_tolerance_ratio
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
 from runs.models import Attempt, Submission
@@ -47,7 +47,7 @@ def _released(attempt: Attempt, reason: str, retrying: bool) -> dict:
 
 
 def _settle(attempt: Attempt) -> None:
-    attempt_reexecuted.send(sender=None, attempt_id=attempt.pk)
+    attempt_reexecuted.send(sender=None, attempt_id=attempt.pk, enqueue=attempt.job_id != IN_PROCESS)
     submission_refresh(submission_id=attempt.run.submission.pk)  # loaded with the attempt (select_related)
     results_changed_send(run_ids=[attempt.run_id])
 

@@ -25,7 +25,9 @@ from runs.analysis.services import attempt_analysis_record_quietly
 from runs.benchmark.scoring import parse_answer
 from runs.benchmark.text import json_safe
 from runs.evaluation.claims import LOST, SKIPPED, max_infra_retries
+from runs.evaluation.kinds import IN_PROCESS
 from runs.evaluation.queue import enqueue as enqueue_work
+from runs.evaluation.transplants import transplants_execute_sync
 from runs.evaluation.verdicts import failure_label, score_answer, score_dict, with_tolerance_ratio
 from runs.models import ApiToken, Attempt, Run, Submission, TrajectorySource
 from runs.signals import results_changed_send
@@ -48,6 +50,7 @@ def submission_create(
     filename: str = "",
     uploader,
     reexecute: bool = False,
+    transplants: bool = True,
     token: ApiToken | None = None,
     channel: str = Submission.WEB,
     enqueue: bool = True,
@@ -59,6 +62,8 @@ def submission_create(
     (`enqueue=False` queues nothing: tests and in-process callers run
     `submission_reexecute_sync`), unless that would take the uploader over their cap on queued
     re-executions: then the submission is stored without it and `status_detail` says why.
+    `transplants=False`: failed attempts at n >= 2 are not judged function by function after their
+    re-execution (runs.evaluation.transplants).
     """
     validated = submission_validate(data=data, filename=filename)
     header = validated.header
@@ -76,6 +81,7 @@ def submission_create(
             description=header.description,
             created_by=uploader,
             finished_at=now,
+            transplants=transplants,
         )
         submission = Submission.objects.create(
             run=run,
@@ -247,16 +253,17 @@ def _request_reexecution(submission: Submission, attempts: list[Attempt], *, enq
 
 def submission_reexecute_sync(*, submission: Submission) -> dict[str, int]:
     """Re-execute a submission's pending attempts one after another in this process (no Redis):
-    for tests and management use. Infrastructure failures are retried in place, bounded by
-    the retries. Returns the outcomes counted."""
+    for tests and management use, each followed by its transplants (runs.evaluation.transplants).
+    Infrastructure failures are retried in place, bounded by the retries. Returns the outcomes counted."""
     submission_request_reexecution(submission=submission, enqueue=False)
     outcomes: dict[str, int] = {}
     while True:
         attempt = Attempt.objects.filter(REEXECUTION.claimable(), run=submission.run).order_by("pk").first()
         if attempt is None:
             break
-        outcome = attempt_reexecute(attempt_id=attempt.pk, job_id="in-process", requeue=False)
+        outcome = attempt_reexecute(attempt_id=attempt.pk, job_id=IN_PROCESS, requeue=False)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        transplants_execute_sync(attempt_id=attempt.pk)
         if outcome in (SKIPPED, LOST):
             break
     submission_refresh(submission_id=submission.pk)

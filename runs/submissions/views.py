@@ -122,6 +122,7 @@ def _upload(request, handler):
                     filename=upload_file.name or "",
                     uploader=request.user,
                     reexecute=form.cleaned_data["reexecute"],
+                    transplants=not form.cleaned_data["no_transplants"],
                     channel=Submission.WEB,
                 )
             except SubmissionTooLarge as error:

@@ -2,6 +2,9 @@
 attempt re-run alone with the gold bodies of the others, on real workers and real sandboxes."""
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
 from django.conf import settings
 from rq import Queue
@@ -15,7 +18,7 @@ from runs.evaluation.recovery import attempts_recover
 from runs.evaluation.services import run_create
 from runs.evaluation.transplants import diagnosis_of, judge, transplant_execute, transplants_plan
 from runs.evaluation.verdicts import Reexecution
-from runs.models import Attempt, Transplant
+from runs.models import Attempt, Sample, Transplant
 from tests.evaluation.conftest import PAIR_EACH_FOUR_PERCENT_HIGH
 from tests.support import import_builtin_suite
 
@@ -124,6 +127,39 @@ def test_a_crash_outside_the_function_is_not_decidable(pair_suite, workspace_roo
     assert attempt.function_diagnosis == Attempt.NOT_DECIDED
 
 
+def test_a_sync_run_judges_its_failed_attempts_in_process(pair_suite, workspace_root):
+    from django.core.management import call_command
+
+    call_command("run_eval", "--suite", "pair", "--agent", "planted_gold", "--n", "2", "--sync",
+                 "--agent-config", json.dumps({"bodies": PAIR_EACH_FOUR_PERCENT_HIGH}), stdout=io.StringIO())
+    attempt = Attempt.objects.get(run__suite=pair_suite)
+    assert attempt.job_id == "in-process" and not attempt.passed
+    assert _verdicts(attempt) == {"scale_a": Transplant.RIGHT, "scale_b": Transplant.RIGHT}
+    assert {t.job_id for t in attempt.transplants.all()} == {"in-process"}
+    assert attempt.function_diagnosis == Attempt.INTERACTION
+
+    call_command("run_eval", "--suite", "pair", "--agent", "planted_gold", "--n", "2", "--sync", "--no-transplants",
+                 "--agent-config", json.dumps({"bodies": PAIR_EACH_FOUR_PERCENT_HIGH}), stdout=io.StringIO())
+    unjudged = Attempt.objects.filter(run__suite=pair_suite).latest("pk")
+    assert not unjudged.passed and unjudged.transplants.count() == 0 and unjudged.function_diagnosis == ""
+
+
+def test_a_submitted_attempt_is_judged_once_the_harness_re_executed_it(pair_suite, tmp_path, workspace_root):
+    from runs.submissions.services import submission_create, submission_reexecute_sync
+    from tests.submissions.helpers import HEADER, gold_patch, jsonl, record
+
+    sample = Sample.objects.get(paper__suite=pair_suite)
+    patch = gold_patch(sample, tmp_path, bodies=PAIR_EACH_FOUR_PERCENT_HIGH)
+    data = jsonl(record(sample.sample_id, 0, final_answer={"Experiment 1": {"value": 60.0}}, final_patch=patch),
+                 header={**HEADER, "suite": "pair"})
+    submission = submission_create(data=data, uploader=None, reexecute=True, enqueue=False)
+    submission_reexecute_sync(submission=submission)
+    attempt = submission.run.attempts.get()
+    assert attempt.reported_passed and attempt.reexecution_passed is False and attempt.mismatch
+    assert _verdicts(attempt) == {"scale_a": Transplant.RIGHT, "scale_b": Transplant.RIGHT}
+    assert attempt.function_diagnosis == Attempt.INTERACTION
+
+
 def test_judge_blames_a_helper_the_agent_added_and_keeps_no_message(tmp_path):
     (tmp_path / "scale.py").write_text("def scale_a(x):\n    return x\n\n\ndef scale_b(x):\n    return x\n")
 
@@ -171,6 +207,25 @@ def test_a_run_can_switch_transplants_off(pair_suite, redis_queue):
     assert transplants_plan(attempt_id=attempt.pk) == []
     attempt.refresh_from_db()
     assert attempt.transplants.count() == 0 and attempt.function_diagnosis == ""
+
+
+def test_cancelling_the_run_settles_its_queued_transplants_as_not_judged(pair_suite, redis_queue):
+    from runs.evaluation.services import run_cancel
+
+    attempt = _failed_pair_attempt(pair_suite)
+    planned = transplants_plan(attempt_id=attempt.pk)
+    transplant_queue = queue_named(settings.TRANSPLANT_QUEUE)
+    assert len(transplant_queue.job_ids) == 2
+    run_cancel(run=attempt.run)
+    assert transplant_queue.job_ids == []
+    for transplant in planned:
+        transplant.refresh_from_db()
+        assert (transplant.status, transplant.verdict, transplant.reason) == (
+            Transplant.GIVEN_UP, Transplant.NOT_DECIDABLE, "not judged: the run was cancelled"
+        )
+        assert transplant_execute(transplant_id=transplant.pk) == "skipped"
+    attempt.refresh_from_db()
+    assert attempt.function_diagnosis == Attempt.NOT_DECIDED
 
 
 def test_transplants_go_on_their_own_queue_which_workers_take_last(pair_suite, redis_queue):

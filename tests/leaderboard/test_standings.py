@@ -156,10 +156,11 @@ def test_an_older_refresh_never_overwrites_a_newer_one(board_data):
 
 def test_evaluation_workers_take_maintenance_jobs_before_attempts(settings, redis_queue):
     worker = EvaluationWorker([redis_queue], connection=redis_queue.connection)
-    assert worker.queue_names() == [settings.MAINTENANCE_QUEUE, redis_queue.name]
+    # ...and transplants (runs.evaluation.transplants) last of all.
+    assert worker.queue_names() == [settings.MAINTENANCE_QUEUE, redis_queue.name, settings.TRANSPLANT_QUEUE]
     only_maintenance = EvaluationWorker([Queue(settings.MAINTENANCE_QUEUE, connection=redis_queue.connection)],
                                         connection=redis_queue.connection)
-    assert only_maintenance.queue_names() == [settings.MAINTENANCE_QUEUE]
+    assert only_maintenance.queue_names() == [settings.MAINTENANCE_QUEUE, settings.TRANSPLANT_QUEUE]
 
 
 def test_without_redis_the_change_is_kept_and_shown_as_stale(board_data, settings, caplog, django_capture_on_commit_callbacks):

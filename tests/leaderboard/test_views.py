@@ -148,11 +148,13 @@ def test_function_page_and_exports(board_data, client):
     response = client.get(reverse("leaderboard:functions"))
     assert response.status_code == 200
     html = response.content.decode()
-    assert "At n = 1 (its own column) the rate is exact" in html
+    assert "Exact at every n." in html and "<th>Undecided</th>" in html
     assert "<code>f2</code>" in html
     data = client.get(reverse("leaderboard:functions"), {"format": "json"}).json()
     f2 = next(row for row in data["rows"] if row["name"] == "f2")
     assert (f2["attempts"], f2["passes"], f2["pass_rate"], f2["systems"]) == (5, 1, pytest.approx(0.2), 3)
+    # s12 failed twice at n = 2 without transplants: undecided about f2, not wrong.
+    assert (f2["right"], f2["wrong"], f2["undecided"], f2["right_rate"]) == (1, 2, 2, pytest.approx(1 / 3))
     rows = list(csv.DictReader(io.StringIO(client.get(reverse("leaderboard:functions"), {"format": "csv"}).content.decode())))
     assert rows[0]["name"] == "f2" and rows[0]["pass_rate_n1"] == str(1 / 3)
     filtered = client.get(reverse("leaderboard:functions"), {"format": "json", "agent": "agentless"}).json()

@@ -33,8 +33,9 @@ SAMPLE = "temperature-scaling_4"
 OTHER_SAMPLE = "adam-bias-correction_0"
 
 
-def gold_patch(sample: Sample, scratch: Path) -> str:
-    """The unified diff that restores every masked function of `sample` in its masked workspace."""
+def gold_patch(sample: Sample, scratch: Path, *, bodies: dict[str, str] | None = None) -> str:
+    """The unified diff that restores every masked function of `sample` in its masked workspace
+    (or writes the body `bodies` gives for a function's name instead)."""
     workspace = scratch / f"workspace-{sample.sample_id}"
     workspace_build(sample=sample, dest=workspace)
     code_dir = Path(sample.paper.code_dir)
@@ -47,7 +48,7 @@ def gold_patch(sample: Sample, scratch: Path) -> str:
         gold_source = (code_dir / relative).read_text(encoding="utf-8")
         restored = masked
         for function in functions:
-            body = function_body_source(gold_source, function.name, line_hint=function.line_hint)
+            body = (bodies or {}).get(function.name) or function_body_source(gold_source, function.name, line_hint=function.line_hint)
             restored = replace_function_body(restored, function.name, body)
         parts.append(
             "".join(

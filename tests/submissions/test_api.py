@@ -108,6 +108,22 @@ def test_multipart_body_with_reexecute_field(good, token_key):
     assert Submission.objects.get(pk=body["id"]).filename == "results.jsonl"
 
 
+def test_transplants_switched_off_in_the_query_or_a_multipart_field(good, token_key):
+    assert Run.objects.get(submission__pk=post(good, token_key[1]).json()["id"]).transplants is True
+    assert Run.objects.get(submission__pk=post(good, token_key[1], query="?transplants=0").json()["id"]).transplants is False
+    upload = io.BytesIO(good)
+    upload.name = "results.jsonl"
+    response = Client().post(URL, {"file": upload, "transplants": "false"}, HTTP_AUTHORIZATION=f"Token {token_key[1]}")
+    assert Run.objects.get(submission__pk=response.json()["id"]).transplants is False
+
+
+def test_a_transplants_flag_that_is_not_a_boolean_is_400_and_stores_nothing(good, token_key):
+    response = post(good, token_key[1], query="?transplants=sometimes")
+    assert response.status_code == 400
+    assert response.json()["error"] == "transplants must be 1 or 0 (true or false), got 'sometimes'"
+    assert Submission.objects.count() == 0
+
+
 def test_multipart_without_a_file_field_is_400(token_key):
     response = Client().post(URL, {"results": "x"}, HTTP_AUTHORIZATION=f"Token {token_key[1]}")
     assert response.status_code == 400

@@ -60,6 +60,13 @@ def test_upload_form_enforces_csrf(good, user):
     assert Submission.objects.count() == 1
 
 
+def test_the_upload_form_can_switch_transplants_off(good, signed_in):
+    assert "do not judge each masked function" in signed_in.get(UPLOAD).content.decode()
+    assert signed_in.post(UPLOAD, {"file": _file(good)}).status_code == 302
+    assert signed_in.post(UPLOAD, {"file": _file(good), "no_transplants": "on"}).status_code == 302
+    assert [s.run.transplants for s in Submission.objects.order_by("pk")] == [True, False]
+
+
 def test_token_forms_enforce_csrf(builtin, user):
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runs.evaluation.queue import queue_name
 from runs.evaluation.services import RunError, run_create, run_resume
 from runs.management.commands._options import int_list
-from runs.models import Attempt, Run, Suite
+from runs.models import Attempt, Run, Suite, Transplant
 from runs.suites.selectors import suite_get
 
 DEMO_DESCRIPTION = "Demo: a model-free baseline over the built-in suite (make demo)"
@@ -47,7 +47,9 @@ class Command(BaseCommand):
         existing = Run.objects.filter(suite=suite, agent=agent, description=DEMO_DESCRIPTION, cancelled_at=None).first()
         if existing is None:
             try:
-                return run_create(suite=suite, agent=agent, n_values=n, sample_cap=cap, description=DEMO_DESCRIPTION)
+                # noop writes nothing: judging its empty functions one by one would tell nobody anything.
+                return run_create(suite=suite, agent=agent, n_values=n, sample_cap=cap, description=DEMO_DESCRIPTION,
+                                  transplants=agent != "noop")
             except RunError as error:
                 raise CommandError(str(error)) from None
         if existing.finished_at is None:
@@ -59,13 +61,16 @@ class Command(BaseCommand):
         command = [sys.executable, str(settings.BASE_DIR / "manage.py"), "rqworker", "--burst", queue_name()]
         processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
         attempts = Attempt.objects.filter(run__in=runs)
+        transplants = Transplant.objects.filter(attempt__run__in=runs)
         total = attempts.count()
         last = None
         while any(process.poll() is None for process in processes):
             finished = attempts.exclude(status__in=[Attempt.QUEUED, Attempt.RUNNING]).count()
-            if finished != last:
-                self.stdout.write(f"{finished}/{total} attempts finished ({workers} workers)")
-                last = finished
+            judged = transplants.filter(status__in=[Transplant.DONE, Transplant.GIVEN_UP]).count(), transplants.count()
+            if (finished, judged) != last:
+                self.stdout.write(f"{finished}/{total} attempts finished, {judged[0]}/{judged[1]} functions of failed "
+                                  f"n >= 2 attempts judged alone ({workers} workers)")
+                last = finished, judged
             time.sleep(2)
         failed = [process.returncode for process in processes if process.returncode]
         if failed:

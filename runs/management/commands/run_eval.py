@@ -60,6 +60,8 @@ class Command(BaseCommand):
         parser.add_argument("--agent-config", default=None, help="more agent settings as a JSON object")
         parser.add_argument("--backend", default=None, help="sandbox backend (default SANDBOX_BACKEND), or `any`: each worker's own SANDBOX_BACKEND")
         parser.add_argument("--description", default="")
+        parser.add_argument("--no-transplants", action="store_true",
+                            help="do not judge each masked function of a failed attempt at n >= 2 alone against gold")
         parser.add_argument("--sync", action="store_true", help="run the attempts in this process, without Redis")
         parser.add_argument("--no-wait", action="store_true", help="queue the run and return")
         parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume an existing run instead of creating one")
@@ -117,6 +119,7 @@ class Command(BaseCommand):
                 sandbox_backend=options["backend"],
                 description=options["description"],
                 enqueue=not options["sync"],
+                transplants=not options["no_transplants"],
             )
         except RunError as error:
             raise CommandError(str(error)) from None

@@ -1,0 +1,279 @@
+"""The attempt page's view of its masked functions one by one: how each was judged alone, and the
+agent's final implementation of each beside the gold body.
+
+- `attempt_function_verdicts`: the transplants of a failed attempt at n >= 2
+  (runs.evaluation.transplants): the attempt's diagnosis, and per masked function its verdict, the
+  reason, the numbers its transplant run printed against gold (the page's own score table) and the
+  sandbox time it took, which is not the attempt's. Everyone who may see the attempt sees them:
+  a transplant stores no gold code (its reason is one line and never quotes the experiments' output).
+- `attempt_implementations`: for every masked function of the sample, the body the harness runs
+  (the masked file with the final patch applied under the scope rule, runs.benchmark.scope) beside
+  the gold body from the paper's code on this server, aligned line by line. It holds the gold
+  code: the caller shows it only to those runs.visibility.user_may_see_gold_code allows.
+
+Like runs.replay.presenters, everything here is text and flags; the templates escape it, and the
+code is highlighted by the page's own highlighter (presenters.highlight_python), segment by segment.
+"""
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runs.benchmark.masking import MaskingError, MaskTarget, function_body_source, mask_source
+from runs.benchmark.patches import CODE_DIR, PatchError, apply_file_patch, parse_patch
+from runs.benchmark.scope import restrict_to_scope
+from runs.benchmark.text import format_seconds
+from runs.models import Attempt, Function, Transplant
+from runs.replay.presenters import ExperimentRows, HighlightBudget, highlight_python, score_table
+
+# --- how each function was judged alone ------------------------------------------------------------
+
+_PENDING_LABELS = {Transplant.QUEUED: "queued", Transplant.RUNNING: "running", Transplant.GIVEN_UP: "given up"}
+
+
+def function_label(function: Function) -> str:
+    """How the page names a masked function: its file in the paper's code and qualified name."""
+    return f"{function.file}:{function.name}"
+
+
+@dataclass
+class FunctionVerdict:
+    """One masked function judged alone (one Transplant)."""
+
+    function: str  # "scale.py:scale_a"
+    verdict: str  # Transplant.RIGHT, WRONG, NOT_DECIDABLE, or "" while not done
+    label: str  # "Right alone", "Wrong", "Not decidable", or "queued", "running", "given up"
+    reason: str
+    # What the page's score table reads (templates/replay/_score_table.html): the transplant run's
+    # numbers in its "run" columns, nothing reported.
+    experiments: list[ExperimentRows]
+    sandbox_seconds: str  # "—" until it ran
+    reported_error: str = ""
+    reexecuted_error: str = ""
+
+    @property
+    def css(self) -> str:
+        return {Transplant.RIGHT: "verdict-pass", Transplant.WRONG: "verdict-fail"}.get(self.verdict, "verdict-other")
+
+
+@dataclass
+class FunctionVerdicts:
+    diagnosis: str  # Attempt.function_diagnosis
+    diagnosis_label: str  # its words, Attempt.DIAGNOSES
+    rows: list[FunctionVerdict]
+    sandbox_seconds: str  # of all the transplants together
+
+    @property
+    def settled(self) -> bool:
+        return self.diagnosis not in ("", Attempt.PENDING)
+
+
+def attempt_function_verdicts(*, attempt: Attempt) -> FunctionVerdicts | None:
+    """The attempt's per-function verdicts, or None when it has no transplants. One query (the
+    transplants with their functions), none at all for an attempt that was never judged so."""
+    # transplants_plan writes a diagnosis ("pending" first) whenever it queues transplants and
+    # clears it when it queues none: a blank one spares every other attempt the query.
+    if not attempt.function_diagnosis:
+        return None
+    transplants = list(
+        Transplant.objects.filter(attempt_id=attempt.pk)
+        .select_related("function")
+        .only("status", "verdict", "reason", "score", "sandbox_seconds", "function__file", "function__name",
+              "function__func_id")
+        .order_by("function__func_id")
+    )
+    if not transplants:
+        return None
+    rows = []
+    for transplant in transplants:
+        done = transplant.status == Transplant.DONE
+        score = transplant.score if isinstance(transplant.score, dict) else {}
+        rows.append(FunctionVerdict(
+            function=function_label(transplant.function),
+            verdict=transplant.verdict if done else "",
+            label=transplant.get_verdict_display() if done and transplant.verdict else _PENDING_LABELS.get(transplant.status, transplant.status),
+            reason=transplant.reason,
+            experiments=score_table(None, score),
+            sandbox_seconds=format_seconds(transplant.sandbox_seconds),
+        ))
+    spent = [t.sandbox_seconds for t in transplants if t.sandbox_seconds is not None]
+    return FunctionVerdicts(
+        diagnosis=attempt.function_diagnosis,
+        diagnosis_label=attempt.get_function_diagnosis_display(),
+        rows=rows,
+        sandbox_seconds=format_seconds(sum(spent)) if spent else "",
+    )
+
+
+# --- each implementation against gold ---------------------------------------------------------------
+
+# Lines of one body put side by side (each side); the rest is counted, not shown. Also bounds
+# difflib's work, which grows with the product of the two sides' lengths.
+MAX_BODY_LINES = 400
+
+
+@dataclass
+class SideBySideRow:
+    """One aligned row: kind "same" (equal lines), "changed" (a line each, different), "agent" (a
+    line of the agent's only) or "gold" (of the gold body only). Each side: its line number in the
+    body (1-based) and its highlighted segments {"c", "t"}, or None where the side has no line."""
+
+    kind: str
+    agent_number: int | None
+    agent: list[dict] | None
+    gold_number: int | None
+    gold: list[dict] | None
+
+
+@dataclass
+class Implementation:
+    function: str  # "scale.py:scale_a"
+    problem: str = ""  # why there is nothing to put side by side (a patch that does not apply, ...)
+    rows: list[SideBySideRow] = field(default_factory=list)
+    omitted: int = 0  # lines of the longer side past MAX_BODY_LINES
+    identical: bool = False
+
+
+@dataclass
+class Implementations:
+    functions: list[Implementation]
+    problem: str = ""  # why no function could be shown (no gold code on this server)
+
+
+def attempt_implementations(*, attempt: Attempt) -> Implementations | None:
+    """The agent's final implementation of each masked function beside its gold body, or None
+    when there is nothing to compare (no masked function; the attempt has not finished). Holds the
+    gold code: only for viewers runs.visibility.user_may_see_gold_code allows.
+
+    The agent's implementation is the function's body in the code re-execution runs
+    (runs.evaluation.verdicts.scoped_final_code), computed in memory: the files with masked
+    functions masked as the workspace masks them (runs.benchmark.workspace), the final patch applied
+    to them and the scope rule applied (runs.benchmark.scope). Two queries (the sample's
+    functions, the final patch); the gold code is read from the paper's code directory."""
+    if attempt.status in (Attempt.QUEUED, Attempt.RUNNING) or not attempt.sample.n:
+        return None  # no final code yet, or nothing masked (a reproduction sample)
+    paper = attempt.sample.paper
+    if not paper.code_dir or not Path(paper.code_dir).is_dir():
+        return Implementations([], problem=f"The gold code of paper {paper.paper_id} is not on this server.")
+    functions = list(attempt.sample.functions.order_by("func_id"))
+    if not functions:
+        return None
+    patch = Attempt.objects.values_list("final_patch", flat=True).get(pk=attempt.pk) or ""
+    files = _masked_files(Path(paper.code_dir), functions)
+    refused = _apply(patch, files)
+    budget = HighlightBudget()
+    shown = []
+    for function in functions:
+        source = files[function.file]
+        view = Implementation(function_label(function))
+        shown.append(view)
+        if source.problem or refused:
+            view.problem = source.problem or refused
+            continue
+        name, line = source.locations[function.pk]
+        try:
+            gold = function_body_source(source.original, name, line_hint=line)
+            agent = function_body_source(source.final, name, line_hint=line)
+        except (MaskingError, SyntaxError, ValueError) as error:
+            view.problem = f"the function cannot be found in the code re-execution runs: {error}"
+            continue
+        _side_by_side(view, agent, gold, budget)
+    return Implementations(shown)
+
+
+@dataclass
+class _MaskedFile:
+    relative: str  # in the paper's code directory ("scale.py"); the workspace's "code/scale.py"
+    original: str = ""  # the gold code
+    masked: str = ""  # as the workspace holds it
+    final: str = ""  # what re-execution runs
+    names: list[str] = field(default_factory=list)  # qualified names, as task.json lists them
+    locations: dict[int, tuple[str, int]] = field(default_factory=dict)  # Function.pk -> (qualified name, def line)
+    problem: str = ""
+
+
+def _masked_files(code_dir: Path, functions: list[Function]) -> dict[str, _MaskedFile]:
+    """Each file with masked functions, masked as runs.benchmark.workspace masks it (the same
+    targets, descriptions and hints, through runs.benchmark.masking.mask_source), so the final
+    patch, written against the workspace, applies to it."""
+    by_file: dict[str, list[Function]] = defaultdict(list)
+    for function in functions:
+        by_file[function.file].append(function)
+    files = {}
+    for relative, masked_functions in by_file.items():
+        view = files[relative] = _MaskedFile(relative)
+        targets = [MaskTarget(name=f.name, description=f.description, line_hint=f.line_hint) for f in masked_functions]
+        try:
+            view.original = (code_dir / relative).read_bytes().decode("utf-8")
+            masked = mask_source(view.original, targets, filename=relative)
+        except (OSError, UnicodeDecodeError, MaskingError, SyntaxError) as error:
+            view.problem = f"the gold code of {relative} cannot be read on this server ({error})"
+            continue
+        view.masked = view.final = masked.text
+        view.names = [location.qualified_name for location in masked.locations]
+        view.locations = {
+            function.pk: (location.qualified_name, location.def_line)
+            for function, location in zip(masked_functions, masked.locations)
+        }
+    return files
+
+
+def _apply(patch: str, files: dict[str, _MaskedFile]) -> str:
+    """Put the code re-execution runs into each file's `final`; return why the harness refuses the
+    patch ("" when it applies).
+
+    Only the sections of files with masked functions are applied: the scope rule takes nothing
+    from other files. A section of another file that does not apply makes the harness refuse the
+    whole patch too; the transplants' reasons and the re-execution's error on the page say so.
+    """
+    try:
+        sections = parse_patch(patch)
+    except PatchError as error:
+        return f"the final patch is refused: {error}"
+    readable = {f"{CODE_DIR}/{f.relative}": f for f in files.values() if not f.problem}
+    patched: dict[str, str | None] = {}
+    for section in sections:
+        masked_file = readable.get(section.path)
+        if masked_file is None:
+            continue
+        try:
+            patched[section.path] = apply_file_patch(masked_file.masked, section)
+        except PatchError as error:
+            return f"the final patch does not apply to {section.path}: {error}"
+    scoped = restrict_to_scope(
+        masked={path: f.masked for path, f in readable.items()},
+        functions={path: f.names for path, f in readable.items()},
+        patched=patched,
+    )
+    for path, text in scoped.files.items():
+        readable[path].final = text
+    return ""
+
+
+def _side_by_side(view: Implementation, agent: str, gold: str, budget: HighlightBudget) -> None:
+    """Align the two bodies line by line (difflib), a changed block's lines paired in order."""
+    agent_lines, gold_lines = agent.split("\n"), gold.split("\n")
+    view.identical = agent_lines == gold_lines
+    view.omitted = max(0, len(agent_lines) - MAX_BODY_LINES, len(gold_lines) - MAX_BODY_LINES)
+    agent_lines, gold_lines = agent_lines[:MAX_BODY_LINES], gold_lines[:MAX_BODY_LINES]
+    # A function is highlighted whole or not at all, like a diff (HighlightBudget).
+    highlight = budget.take(sum(map(len, agent_lines)) + sum(map(len, gold_lines)))
+
+    def segments(line: str) -> list[dict]:
+        return highlight_python(line) if highlight and line else [{"c": "", "t": line}]
+
+    matcher = difflib.SequenceMatcher(None, agent_lines, gold_lines, autojunk=False)
+    for tag, a_start, a_end, g_start, g_end in matcher.get_opcodes():
+        for offset in range(max(a_end - a_start, g_end - g_start)):
+            a, g = a_start + offset, g_start + offset
+            has_agent, has_gold = a < a_end, g < g_end
+            kind = "same" if tag == "equal" else "changed" if has_agent and has_gold else "agent" if has_agent else "gold"
+            view.rows.append(SideBySideRow(
+                kind=kind,
+                agent_number=a + 1 if has_agent else None,
+                agent=segments(agent_lines[a]) if has_agent else None,
+                gold_number=g + 1 if has_gold else None,
+                gold=segments(gold_lines[g]) if has_gold else None,
+            ))
