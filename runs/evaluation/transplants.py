@@ -16,6 +16,11 @@ The verdict of f (`judge`):
 - *not decidable*: its transplant crashes outside f's code, or times out, so the run cannot say
   whether f is to blame; or the agent's code cannot be transplanted at all. The reason is recorded.
 
+The agent's code runs next to gold bodies in a transplant, so it can read them: nothing it prints
+is kept. A transplant stores only its score reduced to numbers (`numbers_only`: the printed text of
+a value that is not a number is dropped) and a reason in the harness's own words (experiment labels,
+builtin exception types, names of functions the gold code defines), never the experiments' output.
+
 Once every transplant of an attempt is settled, the attempt's `function_diagnosis` says whether
 it is an *interaction failure* (every function right alone, wrong together), one function wrong,
 several, or not decided.
@@ -24,12 +29,11 @@ Transplants are jobs of their own kind (`TRANSPLANT`, rows of `Transplant`), cla
 retried and healed like attempts (runs.evaluation.claims, runs.evaluation.recovery), on
 settings.TRANSPLANT_QUEUE, which every evaluation worker takes last. A run (or upload) made with
 `transplants=False` gets none. Their time is recorded on each transplant, apart from the
-attempt's. Nothing of a gold body is stored: a transplant keeps its score (the numbers its
-experiments printed against gold) and a one-line reason, never the experiments' output, whose
-tracebacks quote source lines.
+attempt's. Nothing of a gold body is stored (see above).
 """
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import re
@@ -194,7 +198,7 @@ def _verdict_fields(transplant: Transplant, heartbeat: Heartbeat) -> dict:
         "status": Transplant.DONE,
         "verdict": verdict,
         "reason": storable_text(reason)[:8000],
-        "score": result.score,
+        "score": numbers_only(result.score),
         "experiment_seconds": result.experiment_seconds,
         "sandbox_seconds": time.monotonic() - started,
         "finished_at": timezone.now(),
@@ -229,13 +233,16 @@ _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::|$)", re.MULTILINE)
 
 
 def judge(result: Reexecution, *, function_file: str, function_name: str, code_dir: Path) -> tuple[str, str]:
-    """The verdict of one function from its transplant's run, and the reason (module docstring)."""
+    """The verdict of one function from its transplant's run, and the reason (module docstring).
+    The output is the agent's code's to write (a fake traceback, say): only names the harness
+    knows reach the reason."""
     if not result.applied:
         return Transplant.NOT_DECIDABLE, f"the agent's code could not be transplanted: {result.error}"
     if result.passed:
         return Transplant.RIGHT, "passes with the gold bodies of the other masked functions"
     failed = {item["experiment_id"] for item in (result.score or {}).get("experiments", []) if not item.get("passed")}
-    is_own = _own_code(function_file, function_name, code_dir)
+    own_name = function_name.rsplit(".", 1)[-1]
+    gold_names = _gold_function_names(code_dir / function_file)
     wrong, undecided = [], []
     for number, outcome in enumerate(result.outcomes, start=1):
         label = experiment_label(number)
@@ -247,12 +254,18 @@ def judge(result: Reexecution, *, function_file: str, function_name: str, code_d
             undecided.append(f"{label}: {outcome.error}")
         else:
             frames = list(_FRAME.finditer(outcome.output))
-            own = any(frame["path"].endswith(f"/{CODE_DIR}/{function_file}") and is_own(frame["name"]) for frame in frames)
+            # Its own code: the function itself, or one its file does not define in gold (a helper it added).
+            own = any(
+                frame["path"].endswith(f"/{CODE_DIR}/{function_file}")
+                and (frame["name"] == own_name or (gold_names is not None and frame["name"] not in gold_names | {"<module>"}))
+                for frame in frames
+            )
             exception = _exception_type(outcome.output, after=frames[-1].end() if frames else 0) or outcome.error
             if own:
                 wrong.append(f"{label}: {exception} with {function_name} on the stack")
             else:
-                where = f" in {frames[-1]['name']}" if frames else ""
+                last = frames[-1]["name"] if frames else None
+                where = f" in {last}" if last and gold_names is not None and last in gold_names else ""
                 undecided.append(f"{label}: {exception}{where}, outside {function_name}")
     if wrong:
         return Transplant.WRONG, "; ".join(wrong + undecided)
@@ -261,21 +274,41 @@ def judge(result: Reexecution, *, function_file: str, function_name: str, code_d
     return Transplant.WRONG, result.error or "the experiments' numbers are outside tolerance"
 
 
-def _own_code(function_file: str, function_name: str, code_dir: Path):
-    """Whether a frame's function name is the function's own code: its own name, or a name its file
-    does not define in the gold code (a helper the agent added)."""
-    name = function_name.rsplit(".", 1)[-1]
+def _gold_function_names(path: Path) -> set[str] | None:
+    """The (unqualified) names of the functions a gold file defines; None when it cannot be read."""
     try:
-        gold = {qualified.rsplit(".", 1)[-1] for qualified, _ in list_functions((code_dir / function_file).read_text(encoding="utf-8"))}
+        return {qualified.rsplit(".", 1)[-1] for qualified, _ in list_functions(path.read_text(encoding="utf-8"))}
     except (OSError, SyntaxError, ValueError):
-        gold = None
-    return lambda frame: frame == name or (gold is not None and frame not in gold and frame != "<module>")
+        return None
 
 
 def _exception_type(output: str, *, after: int) -> str:
-    """The type of the exception a traceback ends with (its message may quote data: left out)."""
+    """The builtin exception a traceback ends with ("" for any other: its name is the code's to choose,
+    and the message may quote data)."""
     match = _EXCEPTION.search(output, after)
-    return match["type"] if match else ""
+    name = match["type"] if match else ""
+    return name if isinstance(getattr(builtins, name, None), type) and issubclass(getattr(builtins, name), BaseException) else ""
+
+
+def numbers_only(score: dict | None) -> dict | None:
+    """A transplant's score as stored: per experiment its verdict and, per number, the gold value,
+    the value printed (a number or nothing), the error and the verdict; the printed text of a value
+    that is not a number, and any message, are left out."""
+    if score is None:
+        return None
+    number_fields = ("key", "gold", "predicted", "relative_error", "passed", "rtol", "atol")
+    return {
+        "passed": score.get("passed"),
+        "experiments": [
+            {
+                "experiment_id": item.get("experiment_id"),
+                "exp_id": item.get("exp_id"),
+                "passed": item.get("passed"),
+                "numbers": [{name: number[name] for name in number_fields if name in number} for number in item.get("numbers", [])],
+            }
+            for item in score.get("experiments", [])
+        ],
+    }
 
 
 # --- the attempt's diagnosis ------------------------------------------------------------------------

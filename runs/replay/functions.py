@@ -253,7 +253,8 @@ def _apply(patch: str, files: dict[str, _MaskedFile]) -> str:
 
 
 def _side_by_side(view: Implementation, agent: str, gold: str, budget: HighlightBudget) -> None:
-    """Align the two bodies line by line (difflib), a changed block's lines paired in order."""
+    """Align the two bodies line by line (difflib): equal lines side by side, and within a changed
+    block the most similar lines paired (`_pairs`)."""
     agent_lines, gold_lines = agent.split("\n"), gold.split("\n")
     view.identical = agent_lines == gold_lines
     view.omitted = max(0, len(agent_lines) - MAX_BODY_LINES, len(gold_lines) - MAX_BODY_LINES)
@@ -266,14 +267,46 @@ def _side_by_side(view: Implementation, agent: str, gold: str, budget: Highlight
 
     matcher = difflib.SequenceMatcher(None, agent_lines, gold_lines, autojunk=False)
     for tag, a_start, a_end, g_start, g_end in matcher.get_opcodes():
-        for offset in range(max(a_end - a_start, g_end - g_start)):
-            a, g = a_start + offset, g_start + offset
-            has_agent, has_gold = a < a_end, g < g_end
-            kind = "same" if tag == "equal" else "changed" if has_agent and has_gold else "agent" if has_agent else "gold"
+        if tag == "equal":
+            pairs = list(zip(range(a_start, a_end), range(g_start, g_end)))
+        else:
+            pairs = _pairs(agent_lines, a_start, a_end, gold_lines, g_start, g_end)
+        for a, g in pairs:
+            kind = "same" if tag == "equal" else "changed" if a is not None and g is not None else "agent" if a is not None else "gold"
             view.rows.append(SideBySideRow(
                 kind=kind,
-                agent_number=a + 1 if has_agent else None,
-                agent=segments(agent_lines[a]) if has_agent else None,
-                gold_number=g + 1 if has_gold else None,
-                gold=segments(gold_lines[g]) if has_gold else None,
+                agent_number=None if a is None else a + 1,
+                agent=None if a is None else segments(agent_lines[a]),
+                gold_number=None if g is None else g + 1,
+                gold=None if g is None else segments(gold_lines[g]),
             ))
+
+
+# Pairing the lines of a changed block compares each line with each: past this many comparisons
+# the lines are paired in order.
+PAIRING_WORK = 2_500
+# How alike two lines must be (difflib's ratio) to be shown as one line changed.
+PAIRING_CUTOFF = 0.6
+
+
+def _pairs(agent: list[str], a_start: int, a_end: int, gold: list[str], g_start: int, g_end: int) -> list[tuple]:
+    """The rows of a changed block: (agent line, gold line) indices, None where a side has none.
+    The most similar two lines are put on one row and the parts before and after paired the same
+    way (as difflib.Differ pairs lines), so a changed line is not shown beside an unrelated one."""
+    a_count, g_count = a_end - a_start, g_end - g_start
+    if a_count and g_count and a_count * g_count <= PAIRING_WORK:
+        best, best_ratio = None, PAIRING_CUTOFF
+        matcher = difflib.SequenceMatcher(autojunk=False)
+        for g in range(g_start, g_end):
+            matcher.set_seq2(gold[g])
+            for a in range(a_start, a_end):
+                matcher.set_seq1(agent[a])
+                if matcher.real_quick_ratio() > best_ratio and matcher.quick_ratio() > best_ratio and matcher.ratio() > best_ratio:
+                    best, best_ratio = (a, g), matcher.ratio()
+        if best is not None:
+            a, g = best
+            return [*_pairs(agent, a_start, a, gold, g_start, g), best, *_pairs(agent, a + 1, a_end, gold, g + 1, g_end)]
+    return [
+        (a_start + i if i < a_count else None, g_start + i if i < g_count else None)
+        for i in range(max(a_count, g_count))
+    ]

@@ -17,7 +17,8 @@ step of the page; `attempt_step_bodies` builds the others when the page's script
 
 Gold code: the `gold` and `mutant` baselines restore masked functions from the reference
 implementation, so their diffs, final patch, and the arguments of the steps that write code hold
-the gold bodies. `attempt_replay(show_gold_code=False)` (anonymous viewers) leaves those out.
+the gold bodies. `attempt_replay(show_gold_code=False)` (viewers runs.visibility.user_may_see_gold_code
+does not allow, for the run's suite) leaves those out.
 """
 from __future__ import annotations
 
@@ -808,8 +809,9 @@ def _safe_config(config: Any) -> str:
 
 
 def attempt_replay(*, attempt: Attempt, show_gold_code: bool, page: int = 1) -> AttemptReplay:
-    """The view data of one page of one attempt. `show_gold_code` is False for anonymous viewers:
-    then the code changes of gold-bearing agents (`GOLD_CODE_AGENTS`) are left out. Raises
+    """The view data of one page of one attempt. `show_gold_code` is False for viewers the gold-code
+    rule (runs.visibility) does not allow: then the code changes of gold-bearing agents
+    (`GOLD_CODE_AGENTS`) are left out. Raises
     ReplayPageError for a page the trajectory does not have."""
     replay = _replay(attempt=attempt, show_gold_code=show_gold_code, page=page, prefix="?page=",
                      first_screen=replay_bounds().first_screen_steps)

@@ -16,7 +16,7 @@ from runs.evaluation.harness import attempt_execute
 from runs.evaluation.queue import attempts_enqueue, queue_named
 from runs.evaluation.recovery import attempts_recover
 from runs.evaluation.services import run_create
-from runs.evaluation.transplants import diagnosis_of, judge, transplant_execute, transplants_plan
+from runs.evaluation.transplants import diagnosis_of, judge, transplant_execute, transplants_execute_sync, transplants_plan
 from runs.evaluation.verdicts import Reexecution
 from runs.models import Attempt, Sample, Transplant
 from tests.evaluation.conftest import PAIR_EACH_FOUR_PERCENT_HIGH
@@ -158,6 +158,42 @@ def test_a_submitted_attempt_is_judged_once_the_harness_re_executed_it(pair_suit
     assert attempt.reported_passed and attempt.reexecution_passed is False and attempt.mismatch
     assert _verdicts(attempt) == {"scale_a": Transplant.RIGHT, "scale_b": Transplant.RIGHT}
     assert attempt.function_diagnosis == Attempt.INTERACTION
+
+
+# The agent's scale_a, run next to the gold scale_b in its transplant, reads the gold file and prints it:
+# once as the experiment's value, once dressed as a traceback whose names spell the gold line.
+LEAKING_SCALE_A = {
+    "exfiltrate_as_value": (
+        "import json\nsource = open('scale.py').read()\n"
+        "print(json.dumps({'value': source[source.index('def scale_b'):]}))\nraise SystemExit(0)"
+    ),
+    "exfiltrate_as_traceback": (
+        "import sys\nsource = open('scale.py').read()\nline = source[source.rindex('return x * 3'):].splitlines()[0]\n"
+        "word = ''.join(c if c.isalnum() else '_' for c in line)\n"
+        "print('Traceback (most recent call last):\\n  File \"/work/code/scale.py\", line 1, in ' + word"
+        " + '\\n' + word + 'Error: ' + line, file=sys.stderr)\nraise SystemExit(1)"
+    ),
+    "exfiltrate_as_frame_name": (
+        "import sys\nsource = open('scale.py').read()\nline = source[source.rindex('return x * 3'):].splitlines()[0]\n"
+        "word = ''.join(c if c.isalnum() else '_' for c in line)\n"
+        "print('Traceback (most recent call last):\\n  File \"/work/code/run.py\", line 1, in ' + word"
+        " + '\\nValueError: no', file=sys.stderr)\nraise SystemExit(1)"
+    ),
+}
+
+
+@pytest.mark.parametrize("trick", sorted(LEAKING_SCALE_A))
+def test_an_agent_reading_the_gold_code_in_its_transplant_cannot_get_it_stored(pair_suite, workspace_root, trick):
+    attempt = _single_attempt_run(pair_suite, agent="planted_gold", agent_config={"bodies": {"scale_a": LEAKING_SCALE_A[trick]}})
+    attempt_execute(attempt_id=attempt.pk, requeue=False)
+    attempt.refresh_from_db()
+    assert attempt.reexecution_passed is False
+    transplants_execute_sync(attempt_id=attempt.pk)
+    transplant = attempt.transplants.get(function__name="scale_a")
+    assert transplant.status == Transplant.DONE and transplant.verdict in (Transplant.WRONG, Transplant.NOT_DECIDABLE)
+    stored = json.dumps([transplant.reason, transplant.score, transplant.infra_history])
+    for fragment in ("x * 3.0", "x___3_0", "Triples", "def scale_b"):
+        assert fragment not in stored, (fragment, stored)
 
 
 def test_judge_blames_a_helper_the_agent_added_and_keeps_no_message(tmp_path):

@@ -90,7 +90,7 @@ def test_an_interaction_failure_anonymous_staff_and_a_public_gold_suite(interact
     html = page(client, attempt)
     verdicts = section(html, "functions")
     assert "Interaction failure: every function right alone" in verdicts
-    rows = re.findall(r'<tr class="function-verdict">(.*?)</tr>\s*(?=<tr class="function-verdict">|</tbody>)', verdicts, re.S)
+    rows = verdicts.split('<tr class="function-verdict">')[1:]
     assert [re.search(r"<code>(.*?)</code>", row)[1] for row in rows] == ["scale.py:scale_a", "scale.py:scale_b"]
     for row in rows:
         shown = text_of(row)
@@ -113,10 +113,10 @@ def test_an_interaction_failure_anonymous_staff_and_a_public_gold_suite(interact
     assert "Interaction failure: every function right alone" in section(html, "functions")
     implementations = section(html, "implementations")
     assert re.findall(r'<code class="path">(.*?)</code>', implementations) == ["scale.py:scale_a", "scale.py:scale_b"]
-    assert cells(implementations, "agent") == ['"""Doubles x."""', "return x * 2.0 * 1.04",
-                                               '"""Triples x."""', "return x * 3.0 * 1.04"]
+    # The agent's bodies lost the docstring (planted_gold writes the body whole); the return lines pair up.
+    assert cells(implementations, "agent") == ["", "return x * 2.0 * 1.04", "", "return x * 3.0 * 1.04"]
     assert cells(implementations, "gold") == ['"""Doubles x."""', "return x * 2.0", '"""Triples x."""', "return x * 3.0"]
-    assert implementations.count('<tr class="sbs-same">') == 2 and implementations.count('<tr class="sbs-changed">') == 2
+    assert implementations.count('<tr class="sbs-gold">') == 2 and implementations.count('<tr class="sbs-changed">') == 2
     assert '<span class="tk-k">return</span>' in implementations  # the page's highlighter
 
     # (c) A suite that declares its gold code public shows it to everyone.
@@ -159,7 +159,7 @@ def gold_code_sample(tmp_path, *, count: int = 2, suite: Suite | None = None):
     """A sample masking weighted_mean_0 .. weighted_mean_{count-1} of STATS, whose gold code is on
     this server (under tmp_path)."""
     code_dir = tmp_path / "code"
-    code_dir.mkdir(exist_ok=True)
+    code_dir.mkdir(parents=True)
     (code_dir / "stats.py").write_text(STATS)
     (code_dir / "run.py").write_text("print(1)\n")
     sample = make_sample(func_ids=tuple(range(count)), **({"suite": suite} if suite else {}))
@@ -168,14 +168,15 @@ def gold_code_sample(tmp_path, *, count: int = 2, suite: Suite | None = None):
     return sample
 
 
-def agent_patch(sample, bodies: dict[str, str], *, extra: str = "") -> str:
-    """A final patch against the sample's masked workspace writing `bodies` (name -> body), plus `extra` sections."""
+def agent_patch(sample, bodies: dict[str, str], *, append: str = "", extra: str = "") -> str:
+    """A final patch against the sample's masked workspace writing `bodies` (name -> body) and
+    `append` at the end of stats.py, followed by `extra` sections."""
     functions = list(sample.functions.order_by("func_id"))
     masked = mask_source(STATS, [MaskTarget(f.name, f.description, f.line_hint) for f in functions]).text
     final = masked
     for name, body in bodies.items():
         final = replace_function_body(final, name, body)
-    return unified_diff("code/stats.py", masked, final) + extra
+    return unified_diff("code/stats.py", masked, final + append) + extra
 
 
 def with_transplants(attempt, verdicts: list[tuple[str, str]], diagnosis: str = Attempt.INTERACTION):
@@ -192,32 +193,28 @@ def with_transplants(attempt, verdicts: list[tuple[str, str]], diagnosis: str = 
     return attempt
 
 
-pytestmark_db = pytest.mark.django_db
-
-
-@pytestmark_db
+@pytest.mark.django_db
 def test_implementations_are_the_code_the_harness_runs(client, tmp_path):
     sample = gold_code_sample(tmp_path)
     # The agent rewrites weighted_mean_0 with a helper, leaves weighted_mean_1 masked, and edits run.py.
-    body = "return _dot(values, weights) / sum(weights)"
-    patch = agent_patch(sample, {"weighted_mean_0": body}, extra=unified_diff("code/run.py", "print(1)\n", "print(2)\n"))
-    patch = patch.replace("+    return _dot(values, weights) / sum(weights)\n",
-                          "+    return _dot(values, weights) / sum(weights)\n+\n+\n+def _dot(a, b):\n+    return sum(x * y for x, y in zip(a, b))\n", 1)
+    body = '"""The weighted mean."""\nreturn _dot(values, weights) / sum(weights)'
+    patch = agent_patch(sample, {"weighted_mean_0": body}, append="\n\ndef _dot(a, b):\n    return sum(x * y for x, y in zip(a, b))\n",
+                        extra=unified_diff("code/run.py", "print(1)\n", "print(2)\n"))
     attempt = make_attempt(sample=sample, final_patch=patch, reexecuted={"mean": 1.0, "spread": 7.0})
     client.force_login(make_user(is_staff=True))
     implementations = section(page(client, attempt), "implementations")
     agent, gold = cells(implementations, "agent"), cells(implementations, "gold")
-    assert agent[:2] == ['"""The weighted mean."""', body]
+    # The return lines side by side; the gold line without a counterpart alone on its side.
+    assert agent[:3] == ['"""The weighted mean."""', "", "return _dot(values, weights) / sum(weights)"]
     assert gold[:3] == ['"""The weighted mean."""', GOLD_LINE_0, "return total / sum(weights)"]
     assert "raise NotImplementedError" in agent  # weighted_mean_1 is still the stub
     assert "return math.fsum(v * w for v, w in zip(values, weights)) / math.fsum(weights)" in gold
     assert "def _dot" not in implementations  # a helper is not the function's body
     assert "the same as gold" not in implementations
-    # A gold line with no counterpart stands alone on its side.
     assert '<tr class="sbs-gold"><td class="ln"></td><td class="code side-agent"></td>' in implementations
 
 
-@pytestmark_db
+@pytest.mark.django_db
 def test_a_patch_that_does_not_apply_is_said_instead_of_a_body(client, tmp_path):
     sample = gold_code_sample(tmp_path)
     patch = "--- a/code/stats.py\n+++ b/code/stats.py\n@@ -1,1 +1,1 @@\n-not in the file\n+x = 1\n"
@@ -228,14 +225,14 @@ def test_a_patch_that_does_not_apply_is_said_instead_of_a_body(client, tmp_path)
     assert "side-agent" not in implementations
 
 
-@pytestmark_db
+@pytest.mark.django_db
 def test_the_gold_code_missing_from_the_server_is_said(client):
     attempt = make_attempt()  # the factory's paper has no code directory
     client.force_login(make_user(is_staff=True))
     assert "is not on this server" in section(page(client, attempt), "implementations")
 
 
-@pytestmark_db
+@pytest.mark.django_db
 def test_anonymous_users_get_the_verdicts_but_no_gold_body_unless_the_suite_is_public(client, tmp_path):
     sample = gold_code_sample(tmp_path)
     attempt = with_transplants(
@@ -250,7 +247,7 @@ def test_anonymous_users_get_the_verdicts_but_no_gold_body_unless_the_suite_is_p
     assert GOLD_LINE_0 in cells(section(page(client, attempt), "implementations"), "gold")
 
 
-@pytestmark_db
+@pytest.mark.django_db
 def test_transplants_not_done_show_their_state(client):
     attempt = with_transplants(
         make_attempt(sample=make_sample(func_ids=(0, 1, 2))),
@@ -267,13 +264,13 @@ def test_transplants_not_done_show_their_state(client):
     assert "of sandbox time" not in verdicts  # none of them ran
 
 
-@pytestmark_db
+@pytest.mark.django_db
 def test_attempts_without_transplants_have_no_verdict_table(client):
     html = page(client, make_attempt())
     assert 'id="functions"' not in html and "Which function broke it" not in html
 
 
-@pytestmark_db
+@pytest.mark.django_db
 def test_verdicts_and_implementations_are_escaped(client, tmp_path):
     sample = gold_code_sample(tmp_path, count=1)
     body = f"return {XSS!r}"
@@ -288,7 +285,7 @@ def test_verdicts_and_implementations_are_escaped(client, tmp_path):
     assert "&lt;img src=x onerror=alert(1)&gt;" in section(html, "implementations")
 
 
-@pytestmark_db
+@pytest.mark.django_db
 @pytest.mark.parametrize("staff", [False, True])
 def test_the_page_makes_as_many_queries_whatever_the_number_of_transplants(client, tmp_path, staff):
     if staff:
@@ -305,3 +302,31 @@ def test_the_page_makes_as_many_queries_whatever_the_number_of_transplants(clien
         assert html.count('<details class="implementation" open>') == (count if staff else 0)
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+# --- one gold-code rule for the whole replay -----------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_gold_code_rule(settings):
+    private, public = Suite(name="private"), Suite(name="public", gold_public=True)
+    member, staff = make_user(), make_user(is_staff=True)
+    assert [user_may_see_gold_code(user=user, suite=private) for user in (None, member, staff)] == [False, True, True]
+    assert [user_may_see_gold_code(user=user, suite=public) for user in (None, member, staff)] == [True, True, True]
+    settings.SIGNUP_ENABLED = True  # an account vouches for nobody then
+    assert [user_may_see_gold_code(user=user, suite=private) for user in (None, member, staff)] == [False, False, True]
+    assert user_may_see_gold_code(user=None, suite=public) and not user_may_see_gold_code(user=None)
+
+
+@pytest.mark.django_db
+def test_a_suite_with_public_gold_shows_the_gold_agents_code_to_everyone(client):
+    attempt = make_attempt(agent="gold", model="")
+    other = make_attempt(sample=attempt.sample, run=attempt.run)
+    urls = [reverse("replay:attempt", args=[attempt.pk]), reverse("replay:steps", args=[attempt.pk]) + "?first=1&last=4",
+            reverse("replay:patch", args=[attempt.pk]), reverse("replay:compare") + f"?a={attempt.pk}&b={other.pk}"]
+    assert [client.get(url).status_code for url in urls] == [200, 200, 403, 200]
+    assert not any("the gold line" in client.get(url).content.decode() for url in urls)
+    Suite.objects.filter(pk=attempt.run.suite_id).update(gold_public=True)
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 200 and "the gold line" in response.content.decode(), url
