@@ -104,7 +104,7 @@ class TaskDocument:
 
 
 @dataclass(frozen=True)
-class _MaskedFile:
+class MaskedCodeFile:
     """One file of the codebase with its masked functions' bodies replaced, as the workspace holds it."""
 
     relative: str
@@ -168,7 +168,7 @@ def _gold_code_dir(spec: WorkspaceSpec) -> Path:
     return code_dir
 
 
-def _task_document_of(spec: WorkspaceSpec, masked_files: list[_MaskedFile]) -> TaskDocument:
+def _task_document_of(spec: WorkspaceSpec, masked_files: list[MaskedCodeFile]) -> TaskDocument:
     missing = [entry for masked_file in masked_files for entry in masked_file.missing_functions]
     task = _task_document(spec, missing)
     return TaskDocument(task=task, markdown=_task_markdown(spec, task), context_text=_paper_for_context(spec))
@@ -225,15 +225,17 @@ def _strip_notebook_outputs(path: Path, relative: str, manifest: WorkspaceManife
     return json.dumps(notebook, indent=1) + "\n"
 
 
-def _mask_files(spec: WorkspaceSpec, code_dir: Path) -> list[_MaskedFile]:
+def _mask_files(spec: WorkspaceSpec, code_dir: Path) -> list[MaskedCodeFile]:
     """Each file holding masked functions, masked once, in path order (the order of task.json's entries)."""
     by_file: dict[str, list[MaskedFunctionSpec]] = defaultdict(list)
     for function in spec.masked:
         by_file[function.file].append(function)
-    return [_mask_file(code_dir, relative, functions) for relative, functions in sorted(by_file.items())]
+    return [mask_file(code_dir, relative, functions) for relative, functions in sorted(by_file.items())]
 
 
-def _mask_file(source: Path, relative: str, functions: list[MaskedFunctionSpec]) -> _MaskedFile:
+def mask_file(source: Path, relative: str, functions: list[MaskedFunctionSpec]) -> MaskedCodeFile:
+    """One file of the gold code in `source` with `functions` masked, as a workspace holds it.
+    Raises WorkspaceError when it cannot be read or masked."""
     path = source / relative
     if not path.is_file():
         raise WorkspaceError(f"masked function file {relative} does not exist in {source}")
@@ -263,7 +265,7 @@ def _mask_file(source: Path, relative: str, functions: list[MaskedFunctionSpec])
         raise WorkspaceError(f"cannot mask the functions of {source}: {error}") from None
     except SyntaxError as error:
         raise WorkspaceError(f"cannot mask the functions of {source}: {relative}: {error}") from None
-    return _MaskedFile(relative=relative, text=masked.text, notes=tuple(masked.notes), missing_functions=missing)
+    return MaskedCodeFile(relative=relative, text=masked.text, notes=tuple(masked.notes), missing_functions=missing)
 
 
 def _paper_for_context(spec: WorkspaceSpec) -> str | None:

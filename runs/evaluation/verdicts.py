@@ -31,7 +31,7 @@ from runs.agents.base import (
 from runs.analysis.outcomes import outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
 from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
-from runs.benchmark.scope import OutOfScopeEdit, restrict_to_scope
+from runs.benchmark.scope import OutOfScopeEdit, ScopedCode, restrict_to_scope
 from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_sample
 from runs.benchmark.text import json_safe
 from runs.benchmark.workspace import WorkspaceError, experiment_label
@@ -173,29 +173,48 @@ def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[
     and only the scoped files are written, through sandbox.fs: nothing of the patch can reach a
     path outside them, a link, or anything but text.
     """
-    try:
-        file_patches = parse_patch(patch)
-    except PatchError as error:
-        return f"the final patch is refused: {error}", []
     task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
     functions: dict[str, list[str]] = {}
     for function in task["missing_functions"]:
         functions.setdefault(function["file"], []).append(function["name"])
     masked = {path: _workspace_text(workspace, path) for path in functions}
     masked = {path: text for path, text in masked.items() if text is not None}
+    error, scoped = scoped_code(patch=patch, masked=masked, functions=functions, read_other=lambda path: _workspace_text(workspace, path))
+    if error:
+        return error, []
+    for path, text in scoped.files.items():
+        fs.write_bytes(workspace, path, text.encode("utf-8", "surrogateescape"))
+    return None, scoped.out_of_scope
+
+
+def scoped_code(
+    *, patch: str, masked: dict[str, str], functions: dict[str, list[str]], read_other: Callable[[str], str | None] | None
+) -> tuple[str | None, ScopedCode | None]:
+    """The scope rule on a final patch, in memory: `masked` holds the masked files (workspace paths
+    "code/...") and `functions` their masked functions' qualified names. `read_other(path)` gives
+    any other file's text (None: absent) so its sections are applied and then dropped as out of
+    scope; with `read_other=None` those sections are left out unread (a caller without a workspace,
+    which then cannot tell whether they apply). Returns (why the patch is refused or does not
+    apply, or None; the scoped code)."""
+    try:
+        file_patches = parse_patch(patch)
+    except PatchError as error:
+        return f"the final patch is refused: {error}", None
     before: dict[str, str | None] = {}
     patched: dict[str, str | None] = {}
     for file_patch in file_patches:
-        original = masked.get(file_patch.path) if file_patch.path in masked else _workspace_text(workspace, file_patch.path)
+        if file_patch.path in masked:
+            original = masked[file_patch.path]
+        elif read_other is not None:
+            original = read_other(file_patch.path)
+        else:
+            continue
         before[file_patch.path] = original
         try:
             patched[file_patch.path] = apply_file_patch(original, file_patch)
         except PatchError as error:
-            return f"the final patch does not apply to {file_patch.path}: {error}", []
-    scoped = restrict_to_scope(masked=masked, functions=functions, patched=patched, before=before)
-    for path, text in scoped.files.items():
-        fs.write_bytes(workspace, path, text.encode("utf-8", "surrogateescape"))
-    return None, scoped.out_of_scope
+            return f"the final patch does not apply to {file_patch.path}: {error}", None
+    return None, restrict_to_scope(masked=masked, functions=functions, patched=patched, before=before)
 
 
 def _workspace_text(workspace: Path, path: str) -> str | None:

@@ -21,12 +21,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runs.benchmark.masking import MaskingError, MaskTarget, function_body_source, mask_source
-from runs.benchmark.patches import CODE_DIR, PatchError, apply_file_patch, parse_patch
-from runs.benchmark.scope import restrict_to_scope
+from runs.benchmark.masking import MaskingError, function_body_source
 from runs.benchmark.text import format_seconds
+from runs.benchmark.workspace import CODE_DIR, WorkspaceError, mask_file
+from runs.evaluation.verdicts import scoped_code
 from runs.models import Attempt, Function, Transplant
 from runs.replay.presenters import ExperimentRows, HighlightBudget, highlight_python, score_table
+from runs.suites.selectors import masked_function_specs
 
 # --- how each function was judged alone ------------------------------------------------------------
 
@@ -172,10 +173,9 @@ def attempt_implementations(*, attempt: Attempt) -> Implementations | None:
         if source.problem or refused:
             view.problem = source.problem or refused
             continue
-        name, line = source.locations[function.pk]
         try:
-            gold = function_body_source(source.original, name, line_hint=line)
-            agent = function_body_source(source.final, name, line_hint=line)
+            gold = function_body_source(source.original, function.name, line_hint=function.line_hint)
+            agent = function_body_source(source.final, function.name, line_hint=function.line_hint)
         except (MaskingError, SyntaxError, ValueError) as error:
             view.problem = f"the function cannot be found in the code re-execution runs: {error}"
             continue
@@ -184,69 +184,53 @@ def attempt_implementations(*, attempt: Attempt) -> Implementations | None:
 
 
 @dataclass
-class _MaskedFile:
+class _CodeFile:
     relative: str  # in the paper's code directory ("scale.py"); the workspace's "code/scale.py"
     original: str = ""  # the gold code
     masked: str = ""  # as the workspace holds it
     final: str = ""  # what re-execution runs
     names: list[str] = field(default_factory=list)  # qualified names, as task.json lists them
-    locations: dict[int, tuple[str, int]] = field(default_factory=dict)  # Function.pk -> (qualified name, def line)
     problem: str = ""
 
 
-def _masked_files(code_dir: Path, functions: list[Function]) -> dict[str, _MaskedFile]:
-    """Each file with masked functions, masked as runs.benchmark.workspace masks it (the same
-    targets, descriptions and hints, through runs.benchmark.masking.mask_source), so the final
-    patch, written against the workspace, applies to it."""
+def _masked_files(code_dir: Path, functions: list[Function]) -> dict[str, _CodeFile]:
+    """Each file with masked functions, masked by the workspace builder's own code
+    (runs.benchmark.workspace.mask_file), so the final patch, written against the workspace, applies to it."""
     by_file: dict[str, list[Function]] = defaultdict(list)
     for function in functions:
         by_file[function.file].append(function)
     files = {}
     for relative, masked_functions in by_file.items():
-        view = files[relative] = _MaskedFile(relative)
-        targets = [MaskTarget(name=f.name, description=f.description, line_hint=f.line_hint) for f in masked_functions]
+        code = files[relative] = _CodeFile(relative)
         try:
-            view.original = (code_dir / relative).read_bytes().decode("utf-8")
-            masked = mask_source(view.original, targets, filename=relative)
-        except (OSError, UnicodeDecodeError, MaskingError, SyntaxError) as error:
-            view.problem = f"the gold code of {relative} cannot be read on this server ({error})"
+            code.original = (code_dir / relative).read_bytes().decode("utf-8")
+            masked = mask_file(code_dir, relative, masked_function_specs(masked_functions))
+        except (OSError, UnicodeDecodeError, WorkspaceError):
+            # No detail: the page may be public (Suite.gold_public) and the errors name the server's paths.
+            code.problem = f"the gold code of {relative} cannot be read or masked on this server"
             continue
-        view.masked = view.final = masked.text
-        view.names = [location.qualified_name for location in masked.locations]
-        view.locations = {
-            function.pk: (location.qualified_name, location.def_line)
-            for function, location in zip(masked_functions, masked.locations)
-        }
+        code.masked = code.final = masked.text
+        code.names = [entry["name"] for entry in masked.missing_functions]
     return files
 
 
-def _apply(patch: str, files: dict[str, _MaskedFile]) -> str:
-    """Put the code re-execution runs into each file's `final`; return why the harness refuses the
-    patch ("" when it applies).
+def _apply(patch: str, files: dict[str, _CodeFile]) -> str:
+    """Put the code re-execution runs into each file's `final` (runs.evaluation.verdicts.scoped_code,
+    the harness's own scope rule); return why the harness refuses the patch ("" when it applies).
 
-    Only the sections of files with masked functions are applied: the scope rule takes nothing
-    from other files. A section of another file that does not apply makes the harness refuse the
-    whole patch too; the transplants' reasons and the re-execution's error on the page say so.
+    Sections of other files are left out unread (no path a patch names is read on the server): the
+    scope rule takes nothing from them, but whether they apply is unknown here; when one does not,
+    the re-execution's error and the transplants' reasons on the page say so.
     """
-    try:
-        sections = parse_patch(patch)
-    except PatchError as error:
-        return f"the final patch is refused: {error}"
     readable = {f"{CODE_DIR}/{f.relative}": f for f in files.values() if not f.problem}
-    patched: dict[str, str | None] = {}
-    for section in sections:
-        masked_file = readable.get(section.path)
-        if masked_file is None:
-            continue
-        try:
-            patched[section.path] = apply_file_patch(masked_file.masked, section)
-        except PatchError as error:
-            return f"the final patch does not apply to {section.path}: {error}"
-    scoped = restrict_to_scope(
+    error, scoped = scoped_code(
+        patch=patch,
         masked={path: f.masked for path, f in readable.items()},
         functions={path: f.names for path, f in readable.items()},
-        patched=patched,
+        read_other=None,
     )
+    if error:
+        return error
     for path, text in scoped.files.items():
         readable[path].final = text
     return ""

@@ -90,8 +90,9 @@ def experiment_spec(experiment: Experiment) -> ExperimentSpec:
     )
 
 
-def _paper_workspace_spec(*, paper: Paper, sample_id: str, functions, experiments, context: str) -> WorkspaceSpec:
-    masked = [
+def masked_function_specs(functions) -> list[MaskedFunctionSpec]:
+    """Functions (rows) as the workspace builder masks them."""
+    return [
         MaskedFunctionSpec(
             func_id=function.func_id,
             file=function.file,
@@ -102,6 +103,10 @@ def _paper_workspace_spec(*, paper: Paper, sample_id: str, functions, experiment
         )
         for function in functions
     ]
+
+
+def _paper_workspace_spec(*, paper: Paper, sample_id: str, functions, experiments, context: str) -> WorkspaceSpec:
+    masked = masked_function_specs(functions)
     return WorkspaceSpec(
         sample_id=sample_id,
         paper_title=paper.title,

@@ -303,3 +303,24 @@ def test_a_transplant_of_a_dead_worker_is_recovered_then_given_up_as_not_decidab
     assert victim.reason.startswith("the transplant could not run (infrastructure failure): worker died")
     attempt.refresh_from_db()
     assert attempt.function_diagnosis == Attempt.NOT_DECIDED
+
+
+def test_the_sweep_removes_the_workspaces_of_dead_transplant_tries_only(pair_suite, redis_queue, workspace_root):
+    import os
+
+    from runs.evaluation.recovery import leftovers_sweep
+    from runs.evaluation.workdirs import attempt_reexecution_dir
+
+    attempt = _failed_pair_attempt(pair_suite)
+    live, dead = transplants_plan(attempt_id=attempt.pk)
+    Transplant.objects.filter(pk=live.pk).update(status=Transplant.RUNNING, tries=1)
+    Transplant.objects.filter(pk=dead.pk).update(status=Transplant.DONE, tries=1)
+    directories = {t.pk: attempt_reexecution_dir(t.pk, 1, prefix="transplant-") for t in (live, dead)}
+    for directory in directories.values():
+        (directory / "code").mkdir(parents=True)
+        os.utime(directory, (0, 0))  # made long before the sweep looks
+
+    removed = leftovers_sweep()
+
+    assert not directories[dead.pk].exists() and f"directory {directories[dead.pk]}" in removed
+    assert directories[live.pk].is_dir()
