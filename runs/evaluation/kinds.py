@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
@@ -49,8 +50,8 @@ class WorkKind:
     history_fields: dict = field(default_factory=dict)  # added to each infra_history entry
     # Called with (attempt ids, error) when the queue cannot be reached; None: the error propagates.
     enqueue_failed: Callable[[list[int], Exception], None] | None = None
-    model: type = Attempt  # the rows claimed: Attempt, or any model with the same bookkeeping fields
-    queue_setting: str = "EVALUATION_QUEUE"  # the setting naming the RQ queue its jobs go on
+    model: type = Attempt  # the rows claimed: a runs.models.evaluation.ClaimedWork (Attempt, Transplant)
+    queue_name: Callable[[], str] = lambda: settings.EVALUATION_QUEUE  # the RQ queue its jobs go on
     run_field: str = "run"  # the lookup from a claimed row to its run
 
     def job_id(self, attempt_id: int, tries: int) -> str:

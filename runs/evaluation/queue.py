@@ -60,14 +60,14 @@ FAILED_JOB_DETAILS_LIMIT = 200
 
 
 def failed_jobs_get(
-    *, job_ids: Iterable[str] | None = None, cleanup: bool = True, queue_setting: str = "EVALUATION_QUEUE"
+    *, job_ids: Iterable[str] | None = None, cleanup: bool = True, queue: Queue | None = None
 ) -> dict[str, FailedJob]:
-    """The failed jobs of the queue settings.<queue_setting> (the evaluation queue by default) among
+    """The failed jobs of `queue` (the evaluation queue by default) among
     `job_ids` (all of them when None), by id. With
     `cleanup`, RQ first moves abandoned jobs (those of dead workers) from the started to the failed
     registry. Empty when Redis is unreachable: the heartbeat still finds dead workers."""
     try:
-        queue = queue_named(getattr(settings, queue_setting))
+        queue = queue or evaluation_queue()
         if cleanup:
             queue.started_job_registry.cleanup()
         registry = queue.failed_job_registry
@@ -122,8 +122,8 @@ def queue_named(name: str):
 
 
 def kind_queue(kind: WorkKind):
-    """The RQ queue `kind`'s jobs go on (settings.<kind.queue_setting>)."""
-    return queue_named(getattr(settings, kind.queue_setting))
+    """The RQ queue `kind`'s jobs go on (WorkKind.queue_name)."""
+    return queue_named(kind.queue_name())
 
 
 def maintenance_queue():

@@ -37,7 +37,7 @@ from runs.evaluation.claims import (
     stale_seconds,
 )
 from runs.evaluation.kinds import IN_PROCESS, RUN_ATTEMPT, WorkKind, run_mark_finished, work_kinds
-from runs.evaluation.queue import evaluation_queue, failed_jobs_get
+from runs.evaluation.queue import evaluation_queue, failed_jobs_get, kind_queue
 from runs.evaluation.verdicts import with_tolerance_ratio
 from runs.evaluation.workdirs import deployment_id, remove_tree
 from runs.models import Attempt, Run
@@ -95,7 +95,7 @@ def attempts_recover(
             held = held.filter(**{kind.run_field: run})
         held = list(held.select_related(*kind.select_related))
         job_ids = [attempt.job_id for attempt in held if attempt.job_id]
-        failed = failed_jobs_get(job_ids=job_ids, queue_setting=kind.queue_setting) if held else {}
+        failed = failed_jobs_get(job_ids=job_ids, queue=kind_queue(kind)) if held else {}
         for attempt in held:
             if kind is RUN_ATTEMPT and attempt.claimed_at is not None and timezone.now() > attempt_deadline(attempt):
                 outcome = attempt_overrun(attempt=attempt)

@@ -40,6 +40,7 @@ import re
 import time
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -96,7 +97,7 @@ TRANSPLANT = register(
         select_related=("attempt__run", "attempt__sample__paper", "function"),
         history_fields={"kind": "transplant"},
         model=Transplant,
-        queue_setting="TRANSPLANT_QUEUE",
+        queue_name=lambda: settings.TRANSPLANT_QUEUE,
         run_field="attempt__run",
     )
 )
@@ -190,7 +191,9 @@ def _verdict_fields(transplant: Transplant, heartbeat: Heartbeat) -> dict:
         dest=_workspace(transplant),
         name=attempt_sandbox_name(transplant.pk, transplant.tries, prefix=TRANSPLANT.sandbox_prefix),
         task=task,
-        adjust=lambda workspace: gold_restored_except(workspace, code_dir=Path(attempt.sample.paper.code_dir), kept=kept),
+        adjust=lambda workspace: gold_restored_except(
+            workspace, code_dir=Path(attempt.sample.paper.code_dir), kept=kept, functions=attempt.sample.functions.all()
+        ),
     )
     heartbeat.check()
     verdict, reason = judge(result, function_file=kept.file, function_name=kept.name, code_dir=Path(attempt.sample.paper.code_dir))
@@ -209,13 +212,19 @@ def _cleanup(transplant: Transplant) -> None:
     remove_tree(_workspace(transplant))
 
 
-def gold_restored_except(workspace: Path, *, code_dir: Path, kept) -> None:
-    """Put the gold body back into every masked function of `workspace` but `kept` (a Function), on
-    the code the agent's final patch left (scoped). Raises ValueError when a body cannot be put back."""
+def gold_restored_except(workspace: Path, *, code_dir: Path, kept, functions) -> None:
+    """Put the gold body back into every masked function of `workspace` but `kept`, on the code the
+    agent's final patch left (scoped); `functions` are the sample's (Function rows, for their gold
+    line hints). Raises ValueError when a body cannot be put back, or `kept` is not one of them (all
+    gold would then pass for the agent's)."""
     task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
-    others = [f for f in task["missing_functions"] if (f["file"], f["name"]) != (f"{CODE_DIR}/{kept.file}", kept.name)]
+    key = (f"{CODE_DIR}/{kept.file}", kept.name)
+    others = [f for f in task["missing_functions"] if (f["file"], f["name"]) != key]
+    if len(others) != len(task["missing_functions"]) - 1:
+        raise ValueError(f"{kept.file}:{kept.name} is not one of the workspace's masked functions")
+    hints = {(f"{CODE_DIR}/{function.file}", function.name): function.line_hint for function in functions}
     try:
-        bodies = gold_bodies_for(code_dir=code_dir, missing_functions=others)
+        bodies = gold_bodies_for(code_dir=code_dir, missing_functions=others, line_hints=hints)
         for function in others:
             data, _ = fs.read_bytes(workspace, function["file"], limit=64 * 2**20)
             source = data.decode("utf-8", "surrogateescape")

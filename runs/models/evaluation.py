@@ -66,7 +66,25 @@ class Run(models.Model):
         return "failed" if counts.get(Attempt.ERROR, 0) else "finished"
 
 
-class Attempt(models.Model):
+class ClaimedWork(models.Model):
+    """The bookkeeping of work a job claims (runs.evaluation.claims): every claim increments `tries`,
+    which fences later writes (a worker that lost its claim can no longer write); `infra_history`
+    keeps each infrastructure failure."""
+
+    tries = models.PositiveIntegerField(default=0)
+    infra_failures = models.PositiveSmallIntegerField(default=0)
+    infra_history = models.JSONField(default=list, blank=True)
+    job_id = models.CharField(max_length=100, blank=True, help_text="RQ job of the current or last try.")
+    claimed_by = models.CharField(max_length=200, blank=True, help_text="host:pid of the process executing it.")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Attempt(ClaimedWork):
     """One try of an agent on one sample (index 0..k-1), and both of its verdicts.
 
     `passed` is the leaderboard's verdict: the reported answer passes AND the harness's own
@@ -118,16 +136,6 @@ class Attempt(models.Model):
     failure_label = models.CharField(max_length=20, choices=FAILURE_LABELS, blank=True, help_text="Blank when passed.")
     failure_detail = models.TextField(blank=True)
 
-    # Execution bookkeeping: every claim increments `tries`, which fences later writes (a worker
-    # that lost its claim can no longer write); `infra_history` keeps each infrastructure failure.
-    tries = models.PositiveIntegerField(default=0)
-    infra_failures = models.PositiveSmallIntegerField(default=0)
-    infra_history = models.JSONField(default=list, blank=True)
-    job_id = models.CharField(max_length=100, blank=True, help_text="RQ job of the current or last try.")
-    claimed_by = models.CharField(max_length=200, blank=True, help_text="host:pid of the process executing it.")
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     final_answer_raw = models.TextField(null=True, blank=True)
     parsed_answer = models.JSONField(null=True, blank=True)
@@ -204,11 +212,10 @@ class Attempt(models.Model):
         return None
 
 
-class Transplant(models.Model):
+class Transplant(ClaimedWork):
     """One masked function of a failed attempt at n >= 2 judged alone: the sample's experiments
     re-run with the agent's implementation of `function` and the gold bodies of the other masked
-    functions (runs.evaluation.transplants). Claimed, fenced and retried like an attempt (the same
-    bookkeeping fields, runs.evaluation.claims)."""
+    functions (runs.evaluation.transplants). Claimed, fenced and retried like an attempt."""
 
     QUEUED, RUNNING, DONE, GIVEN_UP = "queued", "running", "done", "given_up"
     STATUSES = [(QUEUED, "Queued"), (RUNNING, "Running"), (DONE, "Done"), (GIVEN_UP, "Given up (infrastructure)")]
@@ -223,15 +230,6 @@ class Transplant(models.Model):
     score = models.JSONField(null=True, blank=True, help_text="SampleScore of what the transplant run printed.")
     experiment_seconds = models.FloatField(null=True, blank=True)
     sandbox_seconds = models.FloatField(null=True, blank=True, help_text="Workspace, sandbox and experiments: counted apart from the attempt's.")
-
-    tries = models.PositiveIntegerField(default=0)
-    infra_failures = models.PositiveSmallIntegerField(default=0)
-    infra_history = models.JSONField(default=list, blank=True)
-    job_id = models.CharField(max_length=100, blank=True)
-    claimed_by = models.CharField(max_length=200, blank=True)
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["attempt", "function"], name="unique_transplant_per_function")]

@@ -324,3 +324,18 @@ def test_the_sweep_removes_the_workspaces_of_dead_transplant_tries_only(pair_sui
 
     assert not directories[dead.pk].exists() and f"directory {directories[dead.pk]}" in removed
     assert directories[live.pk].is_dir()
+
+
+def test_a_function_the_workspace_does_not_mask_is_refused_rather_than_judged_on_all_gold(pair_suite, tmp_path):
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from runs.evaluation.transplants import gold_restored_except
+    from runs.suites.services import workspace_build
+
+    sample = Sample.objects.get(paper__suite=pair_suite)
+    workspace_build(sample=sample, dest=tmp_path / "ws")
+    stranger = SimpleNamespace(file="scale.py", name="scale_c")
+    with pytest.raises(ValueError, match="scale.py:scale_c is not one of the workspace's masked functions"):
+        gold_restored_except(tmp_path / "ws", code_dir=Path(sample.paper.code_dir), kept=stranger, functions=sample.functions.all())
+    assert "raise NotImplementedError" in (tmp_path / "ws" / "code" / "scale.py").read_text()  # nothing put back
