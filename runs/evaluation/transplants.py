@@ -113,7 +113,8 @@ def transplants_plan(*, attempt_id: int, enqueue_jobs: bool = True) -> list[Tran
     in-process caller to execute (run_execute_sync). Returns those queued (none otherwise)."""
     with transaction.atomic():
         attempt = Attempt.objects.select_for_update(of=("self",)).select_related("run", "sample").get(pk=attempt_id)
-        attempt.transplants.all().delete()
+        if attempt.function_diagnosis:  # set whenever transplants were planned: those of an earlier verdict go
+            attempt.transplants.all().delete()
         wanted = (
             attempt.run.transplants
             and attempt.status == Attempt.DONE
