@@ -110,7 +110,7 @@ RUN_ATTEMPT = register(
         waiting=lambda: Q(status=Attempt.QUEUED),
         claim_fields=lambda now: {"status": Attempt.RUNNING, "claimed_at": now, "finished_at": None},
         released_fields=_run_attempt_released,
-        settle=lambda attempt: _run_attempt_settled(attempt),
+        settle=_run_attempt_settled,
         job_timeout=lambda attempt: int(attempt.run.max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS,
         select_related=("run", "sample__paper"),
         keeps_partial_trajectory=True,
