@@ -2,10 +2,10 @@
 
 from dataclasses import dataclass, field
 
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q, Sum
 
 from runs.evaluation.queue import failed_jobs_get, failure_recorded, job_id_for, retry_in_seconds
-from runs.models import Attempt, Run
+from runs.models import Attempt, Run, Transplant
 from runs.visibility import runs_visible_to
 
 
@@ -139,6 +139,37 @@ def run_attempts(*, run: Run):
         .defer("trajectory", "reported_score", "reexecution_score", "reexecution_output", "final_patch")
         .order_by("sample__sample_id", "index")
     )
+
+
+@dataclass
+class TransplantSummary:
+    """A run's transplants (runs.evaluation.transplants): how many wait, and what the settled found."""
+
+    waiting: int = 0  # queued or running
+    verdicts: dict[str, int] = field(default_factory=dict)  # settled ones by verdict label
+    sandbox_seconds: float = 0.0  # of them all: not counted in the attempts' time
+
+    @property
+    def total(self) -> int:
+        return self.waiting + sum(self.verdicts.values())
+
+
+def run_transplant_summary(*, run: Run) -> TransplantSummary:
+    """What the run's transplants found so far (one query)."""
+    summary = TransplantSummary()
+    labels = dict(Transplant.VERDICTS)
+    rows = (
+        Transplant.objects.filter(attempt__run=run).order_by().values("status", "verdict")
+        .annotate(count=Count("id"), seconds=Sum("sandbox_seconds"))
+    )
+    for row in rows:
+        summary.sandbox_seconds += row["seconds"] or 0.0
+        if row["status"] in (Transplant.QUEUED, Transplant.RUNNING):
+            summary.waiting += row["count"]
+        else:
+            label = labels.get(row["verdict"], row["verdict"])
+            summary.verdicts[label] = summary.verdicts.get(label, 0) + row["count"]
+    return summary
 
 
 def run_label_counts(*, run: Run) -> dict[str, int]:

@@ -12,7 +12,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 from redis.exceptions import RedisError
 
-from runs.evaluation.selectors import run_attempts, run_get, run_list_progress, run_progress, run_waiting_notes
+from runs.evaluation.selectors import (
+    run_attempts,
+    run_get,
+    run_list_progress,
+    run_progress,
+    run_transplant_summary,
+    run_waiting_notes,
+)
 from runs.evaluation.services import run_cancel, run_resume, run_retry_failed, runs_set_hidden
 from runs.models import Run
 from runs.visibility import run_can_manage, run_can_view
@@ -54,11 +61,13 @@ def queue(request):
 def run_detail(request, pk: int):
     run = _run_or_404(request, pk)
     progress = run_progress(run=run)
+    transplants = run_transplant_summary(run=run)
     return render(
         request,
         "runs/run_detail.html",
         {
-            "run": run, "progress": progress, "attempts": run_attempts(run=run), "refresh": progress.active,
+            "run": run, "progress": progress, "attempts": run_attempts(run=run),
+            "refresh": progress.active or transplants.waiting, "transplants": transplants,
             "manage": run_can_manage(run=run, user=request.user),
             "waiting": run_waiting_notes(run=run),
         },

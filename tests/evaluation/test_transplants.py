@@ -339,3 +339,16 @@ def test_a_function_the_workspace_does_not_mask_is_refused_rather_than_judged_on
     with pytest.raises(ValueError, match="scale.py:scale_c is not one of the workspace's masked functions"):
         gold_restored_except(tmp_path / "ws", code_dir=Path(sample.paper.code_dir), kept=stranger, functions=sample.functions.all())
     assert "raise NotImplementedError" in (tmp_path / "ws" / "code" / "scale.py").read_text()  # nothing put back
+
+
+def test_the_run_page_sums_up_its_transplants_apart_from_the_attempts_time(pair_suite, redis_queue, admin_client):
+    attempt = _failed_pair_attempt(pair_suite)
+    judged, waiting = transplants_plan(attempt_id=attempt.pk)
+    Transplant.objects.filter(pk=judged.pk).update(status=Transplant.DONE, verdict=Transplant.WRONG, sandbox_seconds=2.5)
+    page = admin_client.get(f"/runs/{attempt.run_id}/").content.decode()
+    assert "wrong 1; 1 waiting; 2.5 s of sandbox time, not counted in the attempts' time" in page
+    assert "· Being judged" in page
+    assert '<meta http-equiv="refresh"' in page  # it keeps itself up to date while some wait
+
+    switched_off = _failed_pair_attempt(pair_suite, transplants=False)
+    assert "switched off for this run" in admin_client.get(f"/runs/{switched_off.run_id}/").content.decode()
