@@ -168,15 +168,17 @@ def _kill_work_horse(attempt: Attempt) -> None:
         logger.warning("could not stop the worker of attempt %s", attempt.pk, exc_info=True)
 
 
-# A try's workspace directories, and (after the deployment id) its sandboxes.
-_TRY_NAME = re.compile(r"^(submission-|transplant-)?attempt-(\d+)-try-(\d+)(?:-reexecution)?$")
-
-
 # Timestamps of files and containers may lag the clock a little.
 SWEEP_CLOCK_MARGIN = 1.0
 
 
-_DEPLOYMENT_PREFIX = re.compile(r"^([0-9a-f]{8})-(?=(?:submission-|transplant-)?attempt-)")
+def _try_names() -> tuple[re.Pattern, re.Pattern]:
+    """A try's workspace directories (<kind's sandbox prefix>attempt-<id>-try-<n>[-reexecution]), and
+    the deployment id its sandboxes start with, for every registered kind of work."""
+    prefixes = "|".join(re.escape(kind.sandbox_prefix) for kind in work_kinds() if kind.sandbox_prefix)
+    try_name = re.compile(rf"^({prefixes})?attempt-(\d+)-try-(\d+)(?:-reexecution)?$")
+    deployment_prefix = re.compile(rf"^([0-9a-f]{{8}})-(?=(?:{prefixes})?attempt-)")
+    return try_name, deployment_prefix
 
 
 def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
@@ -195,15 +197,16 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
         for pk, tries in kind.model.objects.filter(kind.held()).values_list("pk", "tries")
     }
     ours = deployment_id()
+    try_name, deployment_prefix = _try_names()
 
     def is_live_try(name: str, age: float) -> bool:
         if age < time.time() - checked_at + SWEEP_CLOCK_MARGIN:
             return True
-        match = _TRY_NAME.match(name)
+        match = try_name.match(name)
         return match is not None and (match.group(1) or "", int(match.group(2)), int(match.group(3))) in live
 
     def is_live(name: str, age: float) -> bool:
-        prefix = _DEPLOYMENT_PREFIX.match(name)
+        prefix = deployment_prefix.match(name)
         if prefix is None:
             return age < unnamed_after
         if prefix.group(1) != ours:
@@ -214,7 +217,7 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
     root = Path(settings.WORKSPACE_ROOT)
     if root.is_dir():
         for directory in root.iterdir():
-            if directory.is_dir() and not directory.is_symlink() and _TRY_NAME.match(directory.name):
+            if directory.is_dir() and not directory.is_symlink() and try_name.match(directory.name):
                 # The directory's mtime is no earlier than its creation: older than the live set means made before it.
                 if not is_live_try(directory.name, time.time() - directory.lstat().st_mtime):
                     remove_tree(directory)

@@ -193,7 +193,7 @@ def _verdict_fields(transplant: Transplant, heartbeat: Heartbeat) -> dict:
         name=attempt_sandbox_name(transplant.pk, transplant.tries, prefix=TRANSPLANT.sandbox_prefix),
         task=task,
         adjust=lambda workspace: gold_restored_except(
-            workspace, code_dir=Path(attempt.sample.paper.code_dir), kept=kept, functions=attempt.sample.functions.all()
+            workspace, code_dir=Path(attempt.sample.paper.code_dir), kept=kept, functions=task.spec.masked
         ),
     )
     heartbeat.check()
@@ -215,8 +215,8 @@ def _cleanup(transplant: Transplant) -> None:
 
 def gold_restored_except(workspace: Path, *, code_dir: Path, kept, functions) -> None:
     """Put the gold body back into every masked function of `workspace` but `kept`, on the code the
-    agent's final patch left (scoped); `functions` are the sample's (Function rows, for their gold
-    line hints). Raises ValueError when a body cannot be put back, or `kept` is not one of them (all
+    agent's final patch left (scoped); `functions` are the sample's (Function rows or the workspace
+    spec's MaskedFunctionSpecs, for their gold line hints). Raises ValueError when a body cannot be put back, or `kept` is not one of them (all
     gold would then pass for the agent's)."""
     task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
     key = (f"{CODE_DIR}/{kept.file}", kept.name)

@@ -352,3 +352,27 @@ def test_the_run_page_sums_up_its_transplants_apart_from_the_attempts_time(pair_
 
     switched_off = _failed_pair_attempt(pair_suite, transplants=False)
     assert "switched off for this run" in admin_client.get(f"/runs/{switched_off.run_id}/").content.decode()
+
+
+def test_each_implementation_against_gold_is_computed_once_per_try_and_again_after_a_re_import(pair_suite, workspace_root):
+    from pathlib import Path
+
+    from django.utils import timezone
+
+    from runs.models import Suite
+    from runs.replay.functions import attempt_implementations
+
+    attempt = _single_attempt_run(pair_suite, agent="planted_gold", agent_config={"bodies": PAIR_EACH_FOUR_PERCENT_HIGH})
+    attempt_execute(attempt_id=attempt.pk, requeue=False)
+
+    def gold_text() -> str:
+        loaded = Attempt.objects.select_related("run__suite", "sample__paper").get(pk=attempt.pk)
+        return " ".join(segment["t"] for function in attempt_implementations(attempt=loaded).functions
+                        for row in function.rows for segment in row.gold or [])
+
+    assert "3.0" in gold_text()
+    gold_file = Path(attempt.sample.paper.code_dir) / "scale.py"
+    gold_file.write_text(gold_file.read_text().replace("x * 3.0", "x * 3.5"))
+    assert "3.5" not in gold_text()  # the same try's view comes from the cache
+    Suite.objects.filter(pk=pair_suite.pk).update(imported_at=timezone.now())
+    assert "3.5" in gold_text()
