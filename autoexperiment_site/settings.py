@@ -159,10 +159,13 @@ RQ_QUEUES = {
 # Quick jobs that keep derived data up to date (the leaderboard's stored numbers, leaderboard.standings).
 # Every evaluation worker takes them before its next attempt (runs.evaluation.worker): no extra process.
 MAINTENANCE_QUEUE = env_str("MAINTENANCE_QUEUE", "maintenance")
+# While attempts wait, a worker takes a maintenance job at most once per this many seconds (the
+# changes of a busy run meanwhile are coalesced into it); a worker with nothing else to do takes it at once.
+MAINTENANCE_INTERVAL_SECONDS = env_int("MAINTENANCE_INTERVAL_SECONDS", 10, minimum=0)
 # Transplants (one masked function of a failed attempt at n >= 2 judged alone, runs.evaluation.transplants):
 # every evaluation worker takes them last, when no attempt or re-execution waits.
 TRANSPLANT_QUEUE = env_str("TRANSPLANT_QUEUE", "transplant")
-# Imports the agents and SDKs once in the worker, not in every forked job (about 1.4 s each).
+# Imports the harness, the sandbox backend and the SDKs jobs ask for once in the worker, not in every forked job.
 RQ = {"WORKER_CLASS": "runs.evaluation.worker.EvaluationWorker"}
 # /healthz reports unhealthy when the oldest job waiting in the evaluation queue is older than this:
 # no worker is taking jobs, or far too few for the load.

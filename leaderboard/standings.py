@@ -5,8 +5,9 @@ so that a request only reads them (leaderboard.selectors).
   shown or finished; a verifier's selections; a run deleted) bumps `SystemStanding.changes` of the
   systems it touches, in the change's own transaction, and once it commits schedules one refresh job.
 - The job goes on the maintenance queue, which every evaluation worker takes before its next attempt
-  (runs.evaluation.worker), so the next worker free runs it. While one is waiting no other is queued: the changes of a busy run are coalesced into it. It refreshes every
-  stale system, under a lock, so two jobs never compute at once.
+  (runs.evaluation.worker), so the next worker free runs it; paced: while attempts wait, at most one
+  per MAINTENANCE_INTERVAL_SECONDS. While one is waiting no other is queued: the changes of a busy run
+  are coalesced into it. It refreshes every stale system, under a lock, so two jobs never compute at once.
 - Until it has run, pages show the previous numbers marked as being updated (`stale`); a system
   never computed yet is counted, not shown.
 

@@ -39,6 +39,7 @@ __all__ = [
     "Limits",
     "Sandbox",
     "SandboxError",
+    "backend_class",
     "backend_problem",
     "canonical_backend",
     "open_sandbox",
@@ -76,14 +77,20 @@ def open_sandbox(
     gpus: pass GPUs through: "all", a count, or comma-separated device ids. Docker uses device
         requests (needs the NVIDIA container toolkit); bubblewrap binds /dev/nvidia*.
     """
-    backend = canonical_backend(backend)
-    if backend == "docker":
+    options = {"image": image} if canonical_backend(backend) == "docker" else {}
+    return backend_class(backend)(workspace, limits=limits, name=name, env=env, gpus=gpus, **options)
+
+
+def backend_class(backend: str) -> type[Sandbox]:
+    """The named backend's class, its module imported on first use (the Docker SDK is heavy, and
+    a worker imports only its own backend before forking: runs.evaluation.worker)."""
+    if canonical_backend(backend) == "docker":
         from .docker_backend import DockerSandbox
 
-        return DockerSandbox(workspace, limits=limits, name=name, image=image, env=env, gpus=gpus)
+        return DockerSandbox
     from .bwrap_backend import BubblewrapSandbox
 
-    return BubblewrapSandbox(workspace, limits=limits, name=name, env=env, gpus=gpus)
+    return BubblewrapSandbox
 
 
 def backend_problem(backend: str, image: str | None = None) -> str | None:

@@ -3,13 +3,17 @@
 suite with one RQ worker and with two, and where an attempt's time goes (harness overhead next to
 the time the experiments themselves take).
 
-    .venv/bin/python scripts/bench_worker.py [--n 1] [--cap 100] [--workers 1,2]
+    .venv/bin/python scripts/bench_worker.py [--n 1] [--cap 100] [--workers 1,2] [--repeat 3]
 
 Uses real RQ workers (`manage.py rqworker --burst`, subprocesses), Redis database 14 (flushed) of
 $REDIS_URL's server, the sandbox of $SANDBOX_BACKEND (bubblewrap by default) and a scratch Postgres
 database `bench_worker_<pid>` created on $BENCH_DATABASE_URL's server (default
 postgres://postgres@127.0.0.1:5432/postgres), migrated, and dropped at the end. Takes about two
 minutes for n=1 (28 attempts per worker count) on two cores.
+
+This machine's speed drifts from minute to minute (a virtual machine sharing its host), so with
+--repeat the worker counts are run in turn that many times (every other round in reverse order), and
+the scaling figures are given per round and as their median.
 """
 from __future__ import annotations
 
@@ -64,21 +68,34 @@ def report(results: list[dict], *, n: int, backend: str) -> None:
     total = len(results[0]["attempts"])
     print(f"gold baseline, built-in suite, n={n}: {total} attempts per run, sandbox {backend}, {os.cpu_count()} CPUs")
     print()
-    print(f"{'workers':>7}  {'wall s':>7}  {'attempts/min':>12}  {'steady s':>8}  {'attempts/min':>12}  {'load':>5}  passed")
-    print(f"{'':>7}  {'':>7}  {'(wall)':>12}  {'':>8}  {'(steady)':>12}")
+    print(f"{'round':>5}  {'workers':>7}  {'wall s':>7}  {'attempts/min':>12}  {'steady s':>8}  {'attempts/min':>12}  {'load':>5}  passed")
+    print(f"{'':>5}  {'':>7}  {'':>7}  {'(wall)':>12}  {'':>8}  {'(steady)':>12}")
     for result in results:
         done = len(result["attempts"])
         passed = sum(a.passed for a in result["attempts"])
         print(
-            f"{result['workers']:>7}  {result['wall']:>7.1f}  {60 * done / result['wall']:>12.1f}  "
+            f"{result['round']:>5}  {result['workers']:>7}  {result['wall']:>7.1f}  {60 * done / result['wall']:>12.1f}  "
             f"{result['steady']:>8.1f}  {60 * done / result['steady']:>12.1f}  {result['load']:>5.1f}  {passed}/{done}"
         )
     print("  wall: from starting the workers (process start-up included) until the last one quit;")
     print("  steady: from the first claim to the last attempt written; load: 1-minute load average after.")
     print()
+    counts = sorted({result["workers"] for result in results})
+    for count in counts[1:]:
+        for measure in ("wall", "steady"):
+            ratios = [
+                base[measure] / other[measure]
+                for base, other in zip(
+                    (r for r in results if r["workers"] == counts[0]), (r for r in results if r["workers"] == count)
+                )
+            ]
+            print(f"scaling, {count} workers vs {counts[0]} ({measure}): "
+                  f"{', '.join(f'{ratio:.2f}x' for ratio in ratios)} per round; median {statistics.median(ratios):.2f}x")
+    print()
 
-    for result in results:
-        attempts = result["attempts"]
+    for count in counts:
+        rounds = [result for result in results if result["workers"] == count]
+        attempts = [attempt for result in rounds for attempt in result["attempts"]]
 
         def timing(key, attempts=attempts):
             return _mean(a.timings.get(key, 0.0) for a in attempts)
@@ -103,9 +120,10 @@ def report(results: list[dict], *, n: int, backend: str) -> None:
             ("  bookkeeping in between", max(0.0, harness - workspaces - sandboxes - patch - scoring)),
             ("claim to result written", held),
         ]
-        if result["workers"] == 1:
-            rows.append(("worker cost per job beyond that (fork, claim, queue)", result["steady"] / len(attempts) - held))
-        print(f"Per attempt with {result['workers']} worker(s), mean over {len(attempts)} attempts:")
+        if count == 1:
+            steady = sum(result["steady"] for result in rounds)
+            rows.append(("worker cost per job beyond that (fork, claim, queue)", steady / len(attempts) - held))
+        print(f"Per attempt with {count} worker(s), mean over {len(attempts)} attempts:")
         width = 64
         for label, seconds in rows:
             print(f"  {label:<{width}}  {seconds:7.3f} s")
@@ -182,6 +200,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1, help="masked functions per sample (default 1)")
     parser.add_argument("--cap", type=int, default=100, help="samples per paper (default 100: all 7 at n=1)")
     parser.add_argument("--workers", default="1,2", help="worker counts to measure (default 1,2)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of all the worker counts in turn (default 1)")
     args = parser.parse_args()
     counts = [int(part) for part in args.workers.split(",") if part.strip()]
 
@@ -205,9 +224,12 @@ def main() -> None:
             call_command("import_suite", str(ROOT / "runs/suites/builtin"), "--samples", str(args.n), "--cap", str(args.cap), stdout=quiet)
         suite = Suite.objects.get(name="builtin")
         results = []
-        for count in counts:
-            print(f"running with {count} worker(s)...", file=sys.stderr, flush=True)
-            results.append(bench(count, suite=suite, n=args.n, cap=args.cap, env=env, logs=scratch))
+        for round_ in range(1, args.repeat + 1):
+            # Every other round in reverse (1, 2, then 2, 1, ...), so that a machine speeding up or
+            # slowing down over the minutes favours neither worker count.
+            for count in counts if round_ % 2 else counts[::-1]:
+                print(f"round {round_}: running with {count} worker(s)...", file=sys.stderr, flush=True)
+                results.append({"round": round_, **bench(count, suite=suite, n=args.n, cap=args.cap, env=env, logs=scratch)})
         report(results, n=args.n, backend=backend)
         report_check_costs(results[0]["attempts"], scratch=scratch)
 

@@ -28,15 +28,13 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-import openai
 
 from runs.benchmark import python_ast
 from runs.benchmark.workspace import CODE_DIR, EXCLUDED_DIRS
 
 from .llm import ModelError, Usage, pricing
 from .llm._errors import translate
-from .llm.base import resolve_endpoint
-from .llm.openai_chat import API_KEY_ENV, BASE_URL_ENV
+from .llm.base import OPENAI_API_KEY_ENV, OPENAI_BASE_URL_ENV, resolve_endpoint
 
 __all__ = [
     "Chunk",
@@ -368,9 +366,11 @@ class OpenAIEmbedder:
         batch_size: int = 64,
         max_input_chars: int = 16_000,
     ) -> None:
+        import openai  # here, not at the top: the SDK takes half a second to import
+
         self.model = model
         self.base_url, api_key = resolve_endpoint(
-            api_key=api_key, base_url=base_url, api_key_env=API_KEY_ENV, base_url_env=BASE_URL_ENV, provider="openai"
+            api_key=api_key, base_url=base_url, api_key_env=OPENAI_API_KEY_ENV, base_url_env=OPENAI_BASE_URL_ENV, provider="openai"
         )
         self.max_retries = max_retries
         self.batch_size = batch_size
@@ -379,6 +379,8 @@ class OpenAIEmbedder:
         self._client = openai.OpenAI(api_key=api_key, base_url=self.base_url, max_retries=max_retries, timeout=timeout)
 
     def embed(self, texts: list[str]) -> Embeddings:
+        import openai  # for its exception classes; imported already by __init__
+
         vectors: list[list[float]] = []
         tokens = 0
         for start in range(0, len(texts), self.batch_size):
@@ -388,7 +390,7 @@ class OpenAIEmbedder:
                 # Floats, not the SDK's default base64: not every compatible server speaks base64.
                 response = self._client.embeddings.create(model=self.model, input=batch, encoding_format="float")
             except openai.OpenAIError as error:
-                raise translate(error, sdk=openai, provider=self.name, env_var=API_KEY_ENV, max_retries=self.max_retries) from error
+                raise translate(error, sdk=openai, provider=self.name, env_var=OPENAI_API_KEY_ENV, max_retries=self.max_retries) from error
             data = sorted(response.data, key=lambda item: item.index)
             if len(data) != len(batch):
                 raise ModelError(f"asked for {len(batch)} embeddings, got {len(data)}", retryable=False, provider=self.name)

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from runs.agents.llm import provider_module
 from runs.benchmark.text import storable_text
 from runs.models import Attempt, Run
 from runs.signals import attempt_reexecuted, results_changed_send
@@ -53,6 +54,8 @@ class WorkKind:
     model: type = Attempt  # the rows claimed: a runs.models.evaluation.ClaimedWork (Attempt, Transplant)
     queue_name: Callable[[], str] = lambda: settings.EVALUATION_QUEUE  # the RQ queue its jobs go on
     run_field: str = "run"  # the lookup from a claimed row to its run
+    # Modules the job's work horse will import (an LLM SDK): the worker imports them before forking.
+    preload: Callable[[Attempt], tuple[str, ...]] = lambda attempt: ()
 
     def job_id(self, attempt_id: int, tries: int) -> str:
         """The id of the job that makes try `tries + 1`: enqueueing it twice does nothing."""
@@ -114,5 +117,6 @@ RUN_ATTEMPT = register(
         job_timeout=lambda attempt: int(attempt.run.max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS,
         select_related=("run", "sample__paper"),
         keeps_partial_trajectory=True,
+        preload=lambda attempt: tuple(filter(None, [provider_module(attempt.run.model)])),
     )
 )

@@ -101,6 +101,9 @@ def failed_jobs_get(
         return {}
 
 
+# The job meta key listing the modules its work horse will import (WorkKind.preload).
+PRELOAD_META = "preload"
+
 LIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 
@@ -147,33 +150,40 @@ def enqueue(kind: WorkKind, *, attempts: Iterable[Attempt], delay: float = 0) ->
     one): a worker must never be handed an attempt it cannot see yet. With a `delay` (seconds) the
     jobs are scheduled: RQ's scheduler, which every long-running evaluation worker runs
     (runs.evaluation.worker), puts them on the queue when it is up."""
-    pending = [(attempt.pk, kind.job_id(attempt.pk, attempt.tries), kind.job_timeout(attempt)) for attempt in attempts]
+    pending = [
+        (attempt.pk, kind.job_id(attempt.pk, attempt.tries), kind.job_timeout(attempt), kind.preload(attempt))
+        for attempt in attempts
+    ]
     if pending:
         transaction.on_commit(lambda: _enqueue_now(kind, pending, delay))
 
 
-def _enqueue_now(kind: WorkKind, pending: list[tuple[int, str, int]], delay: float) -> int:
+def _enqueue_now(kind: WorkKind, pending: list[tuple[int, str, int, tuple[str, ...]]], delay: float) -> int:
     try:
         queue = kind_queue(kind)
         return sum(
             job_enqueue_replacing(
                 queue, kind.job_function, attempt_id, job_id=job_id, timeout=timeout, delay=delay,
-                description=f"{kind.name} {attempt_id} ({job_id})",
+                description=f"{kind.name} {attempt_id} ({job_id})", preload=preload,
             )
-            for attempt_id, job_id, timeout in pending
+            for attempt_id, job_id, timeout, preload in pending
         )
     except Exception as error:
         if kind.enqueue_failed is None:
             raise
-        kind.enqueue_failed([attempt_id for attempt_id, _, _ in pending], error)
+        kind.enqueue_failed([attempt_id for attempt_id, *_ in pending], error)
         return 0
 
 
-def job_enqueue_replacing(queue, function: str, argument, *, job_id: str, timeout: int, description: str, delay: float = 0) -> bool:
+def job_enqueue_replacing(
+    queue, function: str, argument, *, job_id: str, timeout: int, description: str, delay: float = 0,
+    preload: tuple[str, ...] = (),
+) -> bool:
     """Enqueue `function(argument)` as job `job_id`, scheduled `delay` seconds later when positive
     (RQ's scheduler, which every long-running evaluation worker runs, puts it on the queue then).
     A live job of that id is left alone (False); a finished or failed one, which never claimed its
-    attempt, is replaced."""
+    attempt, is replaced. `preload`: modules the worker imports before forking the job's horse
+    (runs.evaluation.worker)."""
     existing = queue.fetch_job(job_id)
     if existing is not None:
         if existing.get_status(refresh=True) in LIVE_JOB_STATUSES:
@@ -185,6 +195,7 @@ def job_enqueue_replacing(queue, function: str, argument, *, job_id: str, timeou
         "result_ttl": 24 * 3600,
         "failure_ttl": 7 * 24 * 3600,
         "description": description,
+        "meta": {PRELOAD_META: list(preload)} if preload else None,
     }
     if delay > 0:
         queue.enqueue_in(timedelta(seconds=delay), function, argument, **options)

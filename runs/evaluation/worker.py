@@ -1,8 +1,10 @@
 """The RQ worker class for evaluation workers.
 
-RQ forks a fresh work horse per job, and the horse imports the job's module if the parent has not:
-for attempts that means the agents, the LLM SDKs and the harness, over a second per job. This
-class's module imports them once in the parent, so every horse starts warm:
+RQ forks a fresh work horse per job, and the horse imports whatever the parent has not: the
+harness and the sandbox backend would cost every job their import. This class's module imports them
+once in the parent, so every horse starts warm. An LLM SDK (over a second to import, and needed only
+by agents with a model) is imported in the parent before forking the first job whose meta asks for it
+(WorkKind.preload): a worker that runs only baselines, re-executions and refreshes never loads one.
 
     python manage.py rqworker --worker-class runs.evaluation.worker.EvaluationWorker
 
@@ -23,14 +25,22 @@ Every evaluation worker also heals the deployment's runs, with no other process 
 
 Every evaluation worker also listens, first, on settings.MAINTENANCE_QUEUE: quick jobs that keep
 derived data up to date (the leaderboard's numbers after a change) are taken before the next
-attempt, by whichever worker is free first, without a process of their own. And it listens, last,
+attempt, by whichever worker is free first, without a process of their own. Paced: for
+MAINTENANCE_INTERVAL_SECONDS after any worker took one, waiting attempts go first, so a busy run's
+changes are coalesced into one job per interval rather than one per attempt (and no worker waits
+for another's refresh to end); a worker with nothing else to do takes it at once. And it listens, last,
 on settings.TRANSPLANT_QUEUE: judging the functions of failed attempts alone
 (runs.evaluation.transplants) waits until no attempt or re-execution does.
 """
+import encodings.idna  # noqa: F401 - preloaded before the fork: a horse's connections encode host names with it
+import gc
+import importlib
 import logging
+import sys
 import threading
 import time
 
+import redis
 from django.conf import settings
 from django.db import connection
 from rq import Worker
@@ -39,10 +49,15 @@ from rq.scheduler import RQScheduler
 
 import runs.evaluation.jobs  # noqa: F401 - preloaded before the fork, see above
 import runs.evaluation.transplants  # noqa: F401 - preloaded before the fork, see above
+from runs.agents.llm import ADAPTER_MODULES
 from runs.evaluation.claims import worker_host
+from runs.evaluation.queue import PRELOAD_META
 from runs.evaluation.recovery import attempts_heal
 from runs.evaluation.workdirs import deployment_id
 from runs.signals import upkeep_due
+from sandbox import backend_class
+
+backend_class(settings.SANDBOX_BACKEND)  # preloaded before the fork too: only this host's backend
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +85,18 @@ def heal_round(when: str) -> None:
         logger.exception("self-healing (%s) failed; the next round tries again", when)
     finally:
         connection.close()  # this thread's; forked work horses must not share the main thread's
+
+
+def preload(modules) -> None:
+    """Import, in the worker before it forks, the modules a job's horse will need (an LLM adapter
+    and its SDK, runs.agents.llm.provider_module): once per worker instead of once per job. Only
+    the adapters' modules are taken; one that fails to import is left to the horse, which says why."""
+    for module in modules:
+        if module in ADAPTER_MODULES and module not in sys.modules:
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - the job reports it when its horse imports the module
+                logger.warning("could not preload %s for a job", module, exc_info=True)
 
 
 class _Upkeep(threading.Thread):
@@ -138,6 +165,7 @@ class EvaluationWorker(Worker):
     _upkeep: _Upkeep | None = None
     _burst_scheduler: RQScheduler | None = None
     _waiting_for: float | None = None
+    _maintenance = None  # the maintenance queue (None for a worker built without queues)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -148,6 +176,11 @@ class EvaluationWorker(Worker):
             if settings.TRANSPLANT_QUEUE not in names:
                 self.queues.append(self._queue(settings.TRANSPLANT_QUEUE))
             self._ordered_queues = self.queues[:]
+            self._maintenance = next(queue for queue in self.queues if queue.name == settings.MAINTENANCE_QUEUE)
+            # While paced: after the attempts, yet before the judging of failed ones.
+            last = [queue for queue in self.queues if queue.name == settings.TRANSPLANT_QUEUE]
+            rest = [queue for queue in self.queues if queue is not self._maintenance and queue not in last]
+            self._paced_order = [*rest, self._maintenance, *last]
 
     def _queue(self, name: str):
         return self.queue_class(name, connection=self.connection, job_class=self.job_class, serializer=self.serializer)
@@ -163,11 +196,20 @@ class EvaluationWorker(Worker):
     def bootstrap(self, *args, **kwargs):
         super().bootstrap(*args, **kwargs)
         heal_round("worker start")
+        # Out of the collector's reach, start-up objects stay shared with every forked horse: a
+        # collection in the horse would otherwise write to (and so copy) every page that holds them.
+        gc.collect()
+        gc.freeze()
         if not self._burst:
             self._upkeep = _Upkeep(self)
             self._upkeep.start()
 
+    def execute_job(self, job, queue):
+        preload(job.meta.get(PRELOAD_META, ()))
+        return super().execute_job(job, queue)
+
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        self._order_maintenance()
         result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
         # No timeout is burst mode: an empty queue ends the worker, though retries delayed by
         # back-off may still be scheduled on it (load_demo, the tests' workers). Wait for them.
@@ -182,7 +224,32 @@ class EvaluationWorker(Worker):
                 time.sleep(min(max(due - time.time(), 0.0), SCHEDULER_SECONDS))
             self._enqueue_due_jobs()
             result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        if result is not None and self._maintenance is not None and result[1].name == self._maintenance.name:
+            self._pace_maintenance()
         return result
+
+    def _paced_key(self) -> str:
+        return f"autoexperiment:paced:{self._maintenance.key}"  # one per queue, shared by its workers
+
+    def _pace_maintenance(self) -> None:
+        """A maintenance job was taken: for MAINTENANCE_INTERVAL_SECONDS, waiting attempts go first."""
+        seconds = settings.MAINTENANCE_INTERVAL_SECONDS
+        if seconds > 0:
+            try:
+                self.connection.set(self._paced_key(), self.name, ex=seconds)
+            except redis.exceptions.RedisError:
+                pass  # unpaced: the next maintenance job is simply taken first
+
+    def _order_maintenance(self) -> None:
+        """The maintenance queue first, unless paced. The order holds for one dequeue: a worker
+        blocked on empty queues takes whichever job comes first, so an idle worker refreshes at once."""
+        if self._maintenance is None:
+            return
+        try:
+            paced = self.connection.exists(self._paced_key())
+        except redis.exceptions.RedisError:
+            paced = False  # RQ's dequeue says what is wrong with Redis, and waits for it
+        self._ordered_queues = self._paced_order if paced else self.queues
 
     def _next_scheduled_at(self) -> float | None:
         """When the earliest job scheduled on this worker's queues is due (a Unix time)."""

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +24,7 @@ from runs.agents.llm import (
     Usage,
     model_from_name,
     pricing,
+    provider_module,
 )
 from runs.agents.llm.base import PLACEHOLDER_API_KEY
 from runs.agents.llm.openai_chat import parse_arguments
@@ -37,6 +42,7 @@ RUN_BASH = ToolSpec(
     parameters={"type": "object", "properties": {"script": {"type": "string"}}, "required": ["script"]},
 )
 TOOLS = [LIST_FILES, RUN_BASH]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def openai_model(fake, model="gpt-4o", **kwargs):
@@ -555,6 +561,43 @@ def test_model_from_name_openai_compatible():
 def test_model_from_name_rejects_bad_specs(spec, message):
     with pytest.raises(ValueError, match=message):
         model_from_name(spec)
+
+
+@pytest.mark.parametrize(
+    "spec, module",
+    [
+        ("openai:gpt-4o", "runs.agents.llm.openai_chat"),
+        (" anthropic:claude-3-5-sonnet-20241022 ", "runs.agents.llm.anthropic_messages"),
+        ("openai-compatible:llama3.1:8b@http://localhost:11434/v1", "runs.agents.llm.openai_chat"),
+        ("anthropic:claude-sonnet-4-20250514@http://gateway:4000", "runs.agents.llm.anthropic_messages"),
+        ("", None),
+        ("gpt-4o", None),
+        ("openai:", None),
+        ("gemini:gemini-2.0-flash", None),
+    ],
+)
+def test_provider_module_names_the_adapter_a_spec_needs(spec, module):
+    assert provider_module(spec) == module
+
+
+def test_the_sdks_are_imported_only_when_a_model_of_their_provider_is_built():
+    # A fresh interpreter: this one imported both SDKs long ago.
+    code = """
+import sys, django
+django.setup()
+import runs.agents, runs.evaluation.worker, runs.evaluation.services, leaderboard.views
+from runs.agents.llm import model_from_name
+loaded = lambda: [sdk for sdk in ("anthropic", "openai") if sdk in sys.modules]
+print(loaded())
+model_from_name("anthropic:claude-3-5-sonnet-20241022", api_key="x")
+print(loaded())
+from runs.agents.llm import OpenAIChatModel
+print(loaded(), OpenAIChatModel.__name__)
+"""
+    environment = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-3:] == ["[]", "['anthropic']", "['anthropic', 'openai'] OpenAIChatModel"]
 
 
 # --- the fake server itself ----------------------------------------------------------------------

@@ -4,6 +4,8 @@ Workers are separate processes, so these tests are transactional: every row they
 """
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from runs.evaluation.recovery import attempts_recover
 from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import run_cancel, run_create, run_resume, run_retry_failed
 from runs.models import Attempt
+from tests.evaluation.conftest import BASE_DIR
 from tests.evaluation.helpers import claimed_pid, gold_answer, statuses, trajectory_files, wait_for
 from tests.fakes import FakeTurn
 
@@ -286,3 +289,29 @@ def test_a_worker_sweeps_the_leftovers_of_dead_tries_when_it_starts(tiny_suite, 
         for directory in (dead_mount, live_mount, foreign_mount):
             if directory.exists():
                 directory.rmdir()
+
+
+def test_a_worker_imports_the_llm_sdk_a_job_needs_before_forking_its_horse(tiny_suite, redis_queue):
+    gold = run_create(suite=tiny_suite, agent="gold", n_values=[1])
+    react = run_create(suite=tiny_suite, agent="react", model="openai-compatible:gpt-4o@http://127.0.0.1:9/v1", n_values=[1])
+
+    def preloads(run) -> set[tuple[str, ...]]:
+        jobs = [Job.fetch(job_id_for(attempt), connection=redis_queue.connection) for attempt in run.attempts.all()]
+        return {tuple(job.meta.get("preload", ())) for job in jobs}
+
+    assert preloads(gold) == {()}  # a baseline needs no SDK, and its worker never loads one
+    assert preloads(react) == {("runs.agents.llm.openai_chat",)}
+    # What the worker does with it before forking (EvaluationWorker.execute_job), in a fresh
+    # interpreter: the adapter and its SDK are imported; a module that is not an adapter is not.
+    code = """
+import sys, django
+django.setup()
+from runs.evaluation.worker import preload
+print(sorted(name for name in ("openai", "anthropic", "json.tool") if name in sys.modules))
+preload(["json.tool", "runs.agents.llm.openai_chat"])
+print(sorted(name for name in ("openai", "anthropic", "json.tool") if name in sys.modules))
+"""
+    environment = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-2:] == ["[]", "['openai']"]

@@ -212,6 +212,11 @@ class ChatModel(ABC):
         return f"<{type(self).__name__} {self.name}>"
 
 
+# The environment variables OpenAI's endpoint is configured by: here, not in the adapter, so that
+# retrieval's embedder can share them without importing the SDK.
+OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
+OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
+
 # Sent to a custom base URL when no key is configured: local servers (vLLM, Ollama) and gateways
 # accept any bearer token, and the SDKs refuse to build a client without one.
 PLACEHOLDER_API_KEY = "no-key-needed"

@@ -15,6 +15,8 @@ from . import pricing
 from ._errors import translate
 from .base import (
     INVALID_JSON_KEY,
+    OPENAI_API_KEY_ENV,
+    OPENAI_BASE_URL_ENV,
     ChatModel,
     Completion,
     Message,
@@ -25,9 +27,6 @@ from .base import (
     resolve_endpoint,
     sendable_arguments,
 )
-
-API_KEY_ENV = "OPENAI_API_KEY"
-BASE_URL_ENV = "OPENAI_BASE_URL"
 
 # OpenAI's reasoning models reject any temperature but the default.
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
@@ -58,7 +57,7 @@ class OpenAIChatModel(ChatModel):
     ) -> None:
         self.model = model
         self.base_url, api_key = resolve_endpoint(
-            api_key=api_key, base_url=base_url, api_key_env=API_KEY_ENV, base_url_env=BASE_URL_ENV, provider=self.provider
+            api_key=api_key, base_url=base_url, api_key_env=OPENAI_API_KEY_ENV, base_url_env=OPENAI_BASE_URL_ENV, provider=self.provider
         )
         self.max_retries = max_retries
         self.name = f"openai-compatible:{model}@{self.base_url}" if self.base_url else f"openai:{model}"
@@ -79,7 +78,7 @@ class OpenAIChatModel(ChatModel):
             response = self._client.chat.completions.create(**params)
         except openai.OpenAIError as exc:
             raise translate(
-                exc, sdk=openai, provider=self.name, env_var=API_KEY_ENV, max_retries=self.max_retries
+                exc, sdk=openai, provider=self.name, env_var=OPENAI_API_KEY_ENV, max_retries=self.max_retries
             ) from exc
         return self._completion(response)
 
