@@ -56,7 +56,7 @@ from runs.evaluation.workdirs import (
     remove_tree,
 )
 from runs.models import Attempt, Run
-from runs.suites.selectors import sample_task
+from runs.suites.selectors import SampleTask, sample_task
 from runs.suites.services import workspace_build
 from sandbox import SandboxError, open_sandbox
 
@@ -134,7 +134,7 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
         raise InfrastructureFailure(f"workspace could not be built: {error}") from error
     timings["workspace"] = time.monotonic() - started
 
-    agent = _agent(attempt, task)
+    agent = _agent(attempt, task, prepared)
     model = _model(run)
 
     started = time.monotonic()
@@ -252,8 +252,9 @@ def _finish_timings(timings: dict, total_started: float, experiment_seconds: flo
     return timings
 
 
-def _agent(attempt: Attempt, task: dict):
-    """The run's agent, configured: budgets it has settings for, gold bodies for gold and mutant."""
+def _agent(attempt: Attempt, task: dict, prepared: SampleTask):
+    """The run's agent, configured: budgets it has settings for, gold bodies for gold and mutant
+    (their line hints from the sample as `prepared` read it already)."""
     run = attempt.run
     factory = AGENTS.get(run.agent)
     if factory is None:
@@ -261,10 +262,7 @@ def _agent(attempt: Attempt, task: dict):
     settings_ = {"max_steps": run.max_steps, "max_seconds": run.max_seconds, "max_cost": run.max_cost}
     settings_.update(run.agent_config or {})
     if getattr(factory, "needs_gold_bodies", False):
-        hints = {
-            (f"{CODE_DIR}/{function.file}", function.name): function.line_hint
-            for function in attempt.sample.functions.all()
-        }
+        hints = {(f"{CODE_DIR}/{function.file}", function.name): function.line_hint for function in prepared.spec.masked}
         try:
             settings_["gold_bodies"] = gold_bodies_for(
                 code_dir=Path(attempt.sample.paper.code_dir), missing_functions=task["missing_functions"], line_hints=hints
