@@ -81,7 +81,7 @@ $(SECRET_KEY_FILE):
 bench: install services sandbox-images
 	$(BIN)/python scripts/bench_sampling.py
 	$(BIN)/python scripts/bench_sandbox.py
-	$(BIN)/python scripts/bench_worker.py
+	$(BIN)/python scripts/bench_worker.py --repeat 3
 	$(BIN)/python scripts/bench_transplant.py
 	$(BIN)/python scripts/bench_heal.py
 	$(BIN)/python scripts/bench_pages.py
