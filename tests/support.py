@@ -2,6 +2,8 @@
 import functools
 import os
 import shutil
+import subprocess
+import sys
 from io import StringIO
 from pathlib import Path
 
@@ -94,3 +96,15 @@ def standings_refreshed() -> None:
     from leaderboard.standings import standings_refresh
 
     standings_refresh(everything=True)
+
+
+def in_fresh_django(code: str) -> list[str]:
+    """The lines `code` prints in a new interpreter after django.setup() (DEBUG on), for what only a
+    fresh process can show, such as which modules start-up imports. Fails the test if it fails."""
+    environment = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", f"import django\ndjango.setup()\n{code}"],
+        cwd=Path(__file__).resolve().parent.parent, env=environment, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()

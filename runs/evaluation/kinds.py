@@ -117,6 +117,6 @@ RUN_ATTEMPT = register(
         job_timeout=lambda attempt: int(attempt.run.max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS,
         select_related=("run", "sample__paper"),
         keeps_partial_trajectory=True,
-        preload=lambda attempt: tuple(filter(None, [provider_module(attempt.run.model)])),
+        preload=lambda attempt: (module,) if (module := provider_module(attempt.run.model)) else (),
     )
 )

@@ -36,7 +36,6 @@ import encodings.idna  # noqa: F401 - preloaded before the fork: a horse's conne
 import gc
 import importlib
 import logging
-import sys
 import threading
 import time
 
@@ -92,7 +91,7 @@ def preload(modules) -> None:
     and its SDK, runs.agents.llm.provider_module): once per worker instead of once per job. Only
     the adapters' modules are taken; one that fails to import is left to the horse, which says why."""
     for module in modules:
-        if module in ADAPTER_MODULES and module not in sys.modules:
+        if module in ADAPTER_MODULES:
             try:
                 importlib.import_module(module)
             except Exception:  # noqa: BLE001 - the job reports it when its horse imports the module

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -29,6 +25,7 @@ from runs.agents.llm import (
 from runs.agents.llm.base import PLACEHOLDER_API_KEY
 from runs.agents.llm.openai_chat import parse_arguments
 from tests.fakes import FakeError, FakeLLMServer, FakeTurn
+from tests.support import in_fresh_django
 
 KEY = "sk-test-key"
 LIST_FILES = ToolSpec(
@@ -42,7 +39,6 @@ RUN_BASH = ToolSpec(
     parameters={"type": "object", "properties": {"script": {"type": "string"}}, "required": ["script"]},
 )
 TOOLS = [LIST_FILES, RUN_BASH]
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def openai_model(fake, model="gpt-4o", **kwargs):
@@ -582,9 +578,8 @@ def test_provider_module_names_the_adapter_a_spec_needs(spec, module):
 
 def test_the_sdks_are_imported_only_when_a_model_of_their_provider_is_built():
     # A fresh interpreter: this one imported both SDKs long ago.
-    code = """
-import sys, django
-django.setup()
+    lines = in_fresh_django("""
+import sys
 import runs.agents, runs.evaluation.worker, runs.evaluation.services, leaderboard.views
 from runs.agents.llm import model_from_name
 loaded = lambda: [sdk for sdk in ("anthropic", "openai") if sdk in sys.modules]
@@ -593,11 +588,8 @@ model_from_name("anthropic:claude-3-5-sonnet-20241022", api_key="x")
 print(loaded())
 from runs.agents.llm import OpenAIChatModel
 print(loaded(), OpenAIChatModel.__name__)
-"""
-    environment = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings"}
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-3:] == ["[]", "['anthropic']", "['anthropic', 'openai'] OpenAIChatModel"]
+""")
+    assert lines[-3:] == ["[]", "['anthropic']", "['anthropic', 'openai'] OpenAIChatModel"]
 
 
 # --- the fake server itself ----------------------------------------------------------------------

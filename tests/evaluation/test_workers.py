@@ -4,8 +4,6 @@ Workers are separate processes, so these tests are transactional: every row they
 """
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,9 +19,9 @@ from runs.evaluation.recovery import attempts_recover
 from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import run_cancel, run_create, run_resume, run_retry_failed
 from runs.models import Attempt
-from tests.evaluation.conftest import BASE_DIR
 from tests.evaluation.helpers import claimed_pid, gold_answer, statuses, trajectory_files, wait_for
 from tests.fakes import FakeTurn
+from tests.support import in_fresh_django
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -303,15 +301,11 @@ def test_a_worker_imports_the_llm_sdk_a_job_needs_before_forking_its_horse(tiny_
     assert preloads(react) == {("runs.agents.llm.openai_chat",)}
     # What the worker does with it before forking (EvaluationWorker.execute_job), in a fresh
     # interpreter: the adapter and its SDK are imported; a module that is not an adapter is not.
-    code = """
-import sys, django
-django.setup()
+    lines = in_fresh_django("""
+import sys
 from runs.evaluation.worker import preload
 print(sorted(name for name in ("openai", "anthropic", "json.tool") if name in sys.modules))
 preload(["json.tool", "runs.agents.llm.openai_chat"])
 print(sorted(name for name in ("openai", "anthropic", "json.tool") if name in sys.modules))
-"""
-    environment = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings"}
-    result = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env=environment, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-2:] == ["[]", "['openai']"]
+""")
+    assert lines[-2:] == ["[]", "['openai']"]

@@ -69,7 +69,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
 }
 ADAPTER_MODULES = frozenset(module for module, _ in PROVIDERS.values())
 # The adapter classes this package exports, imported on first access (module __getattr__ below).
-_LAZY_CLASSES = {"AnthropicModel": PROVIDERS["anthropic"], "OpenAIChatModel": PROVIDERS["openai"]}
+_LAZY_CLASSES = {cls: (module, cls) for module, cls in PROVIDERS.values()}
 
 # The model is everything up to the first "@" that starts an http(s) URL, so model names and URLs
 # may both contain "@" (user:password@host) without ambiguity.
