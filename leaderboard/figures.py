@@ -5,6 +5,7 @@ import html
 import json
 
 import plotly.graph_objects as go
+from django.core.serializers.json import DjangoJSONEncoder
 from plotly.colors import qualitative
 
 from autoexperiment_site.caching import cache_quietly, cached
@@ -78,18 +79,30 @@ FIGURE_CACHE_SECONDS = 24 * 3600
 
 
 def figure_cache_key(name: str, inputs: tuple) -> str:
-    return f"leaderboard-figure:{name}:{hashlib.sha256(repr(inputs).encode()).hexdigest()}"
+    return f"leaderboard-figure:v2:{name}:{hashlib.sha256(repr(inputs).encode()).hexdigest()}"
+
+
+class FigurePayload(dict):
+    """A memoised figure's JSON data, with the text a page embeds it as (the `figure_script` filter):
+    serialising a figure of a few hundred systems and escaping it for a <script> element costs more
+    than the rest of the leaderboard's page, so the process that builds the figure does it once.
+    `script_text` is escaped as django.utils.html.json_script escapes (<, > and & as \\u escapes)."""
+
+    def __init__(self, data: dict):
+        super().__init__(data)
+        text = json.dumps(data, cls=DjangoJSONEncoder)
+        self.script_text = text.replace("<", "\\u003C").replace(">", "\\u003E").replace("&", "\\u0026")
 
 
 @functools.lru_cache(maxsize=64)
-def _memoised(name: str, inputs: tuple) -> dict:
+def _memoised(name: str, inputs: tuple) -> FigurePayload:
     """`_BUILDERS[name](*inputs)`, memoised in this process and, across processes (gunicorn's
     workers, and the refresh job that builds the default view's figures ahead of the first request
     after a change: leaderboard.standings), in the shared cache under a digest of `inputs`."""
     key = figure_cache_key(name, inputs)
     payload = cached(key, what=f"the {name} figure")
     if payload is None:
-        payload = _BUILDERS[name](*inputs)
+        payload = FigurePayload(_BUILDERS[name](*inputs))
         cache_quietly(key, payload, FIGURE_CACHE_SECONDS, what=f"the {name} figure")
     return payload
 

@@ -61,7 +61,7 @@ from django.db.models import (
     Value,
     When,
 )
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch, get_script_prefix, reverse
 
 from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemStandingByN, VerifierSelection
 from leaderboard.pareto import CostAccuracy, cost_accuracy
@@ -522,6 +522,7 @@ class SystemRow(SystemLabels):
     date: datetime | None = None
     unfinished_runs: int = 0
     stale: bool = False  # changed since its numbers were computed: they are being updated
+    refreshed_at: datetime | None = None  # when its numbers were computed: which computation they are
     url: str | None = None  # its page, and its suite's (set where many rows are shown: one reverse() each)
     suite_url: str | None = None
 
@@ -807,7 +808,7 @@ def _standing_rows(
             slug=standing.slug, suite=standing.suite, agent=standing.agent, model=standing.model,
             config=json.loads(standing.config_json), config_json=standing.config_json, context=standing.context,
             run_ids=list(standing.run_ids), k=standing.k, by_n=dict(sorted(by_n.items())), date=standing.date,
-            unfinished_runs=standing.unfinished_runs, stale=standing.stale,
+            unfinished_runs=standing.unfinished_runs, stale=standing.stale, refreshed_at=standing.refreshed_at,
             url=system_url(standing.slug), suite_url=suite_url(standing.suite),
         )
         _add_totals(row)
@@ -848,8 +849,36 @@ def default_sort(n_values: list[int]) -> str:
 
 
 def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
-    """The measured systems for `filters`, sorted, as last computed by leaderboard.standings (two queries)."""
-    standings = list(SystemStanding.objects.filter(_standing_filter(filters)))
+    """The measured systems for `filters`, sorted, as last computed by leaderboard.standings.
+
+    One query while the standings are as this process last saw them, two when they changed: the board
+    built from them is kept (`_leaderboard_built`), shared between requests, and must not be modified."""
+    return _leaderboard_built(_Standings(filters, list(SystemStanding.objects.filter(_standing_filter(filters)))))
+
+
+class _Standings:
+    """The standings a board is built from, equal to another when they would build the same board:
+    a standing is only ever rewritten with a new refreshed_at (leaderboard.standings._store), and only
+    its stale mark changes in between."""
+
+    def __init__(self, filters: LeaderboardFilters, standings: list[SystemStanding]):
+        self.filters, self.standings = filters, standings
+        # The rows' links are built under the request's address prefix (a site mounted under a path).
+        self.version = (filters, get_script_prefix(),
+                        tuple((standing.pk, standing.refreshed_at, standing.stale) for standing in standings))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Standings) and self.version == other.version
+
+    def __hash__(self) -> int:
+        return hash(self.version)
+
+
+# Building a board of 200 systems (decoding their stored numbers, sorting, the Pareto frontier) takes
+# about 30 ms: the boards of a few views (the first one, a few sorts and filters) are kept.
+@functools.lru_cache(maxsize=16)
+def _leaderboard_built(source: _Standings) -> Leaderboard:
+    filters, standings = source.filters, source.standings
     computed = [standing for standing in standings if standing.refreshed_at is not None]
     tolerances = (filters.tolerance,) if filters.tolerance is not None else ()
     rows = _standing_rows(computed, filters, tolerances=tolerances)

@@ -36,6 +36,7 @@ from leaderboard.selectors import (
     standing_numbers_computed,
     system_slug,
 )
+from leaderboard.table import leaderboard_rows_html, table_n_values
 from runs.evaluation.queue import maintenance_queue
 from runs.evaluation.workdirs import deployment_id
 from runs.models import Run
@@ -124,19 +125,21 @@ def standings_refresh_queued() -> int:
     with connection.lock(_lock_name(), timeout=REFRESH_LOCK_SECONDS, blocking_timeout=REFRESH_LOCK_SECONDS):
         refreshed = standings_refresh()
     if refreshed:
-        default_view_figures_build()
+        default_view_build()
     return refreshed
 
 
-def default_view_figures_build() -> None:
-    """Build the figures of the leaderboard as first opened (no filter) into the shared cache, so that
-    the first request after a change does not wait for Plotly (leaderboard.figures._memoised)."""
+def default_view_build() -> None:
+    """Build the figures and table rows of the leaderboard as first opened (no filter) into the shared
+    cache, so that the first request after a change waits neither for Plotly (leaderboard.figures._memoised)
+    nor for the rows' templates (leaderboard.table)."""
     board = leaderboard_get(filters=LeaderboardFilters())
     reference = reference_rows()
     if board.rows or reference:
         figure_payload(board, reference)
     if board.rows:
         cost_figure_payload(board)
+        leaderboard_rows_html(board, table_n_values(board, reference))
 
 
 def standings_refresh(*, everything: bool = False) -> int:

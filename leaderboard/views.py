@@ -26,6 +26,7 @@ from leaderboard.selectors import (
     system_detail,
     tolerance_label,
 )
+from leaderboard.table import leaderboard_rows_html, table_n_values
 from runs.models import Attempt
 from runs.suites.selectors import suites_gold_stability
 
@@ -178,8 +179,7 @@ def home(request):
         target = (key if board.sort.startswith("-") else f"-{key}") if active else first
         return {"url": query_with(request, sort=target), "active": active, "descending": board.sort.startswith("-")}
 
-    # Columns for every n measured or reported, so the paper's numbers line up with ours.
-    display_n = sorted(set(board.n_values) | {n for ref in reference for n in (*ref.pass1, *ref.passk)})
+    display_n = table_n_values(board, reference)
     columns_by_n = [
         {
             "n": n,
@@ -209,7 +209,7 @@ def home(request):
         "form": form,
         "problems": form.problems(),
         "board": board,
-        "rows": [{"system": row, "cells": row.cells(display_n)} for row in board.rows],
+        "rows_html": leaderboard_rows_html(board, display_n),
         "columns_by_n": columns_by_n,
         "totals": {key: sort_link(key) for key in ("name", "cost", "seconds", "attempts", "errors", "date")},
         "reference": reference_table,

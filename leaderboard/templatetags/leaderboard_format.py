@@ -1,5 +1,7 @@
 """How the leaderboard writes numbers: a dash for "nothing measured", never a misleading 0."""
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from runs.benchmark.text import format_seconds
 
@@ -36,3 +38,9 @@ DIAGNOSIS_COLOURS = {"interaction": "#7b4fa0", "one_wrong": "#e08a1e", "several_
 @register.filter
 def diagnosis_colour(key):
     return DIAGNOSIS_COLOURS.get(key, "#b8b8b8")
+
+
+@register.filter
+def figure_script(figure, element_id):
+    """`json_script` for a memoised figure (leaderboard.figures.FigurePayload), whose text is made once, not per request."""
+    return format_html('<script id="{}" type="application/json">{}</script>', element_id, mark_safe(figure.script_text))

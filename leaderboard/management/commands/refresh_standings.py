@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from leaderboard.standings import default_view_figures_build, standings_refresh
+from leaderboard.standings import default_view_build, standings_refresh
 
 
 class Command(BaseCommand):
@@ -16,5 +16,5 @@ class Command(BaseCommand):
     def handle(self, *args, everything, **options):
         refreshed = standings_refresh(everything=everything)
         if refreshed:
-            default_view_figures_build()
+            default_view_build()
         self.stdout.write(f"{refreshed} system(s) refreshed")
