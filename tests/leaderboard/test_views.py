@@ -227,6 +227,14 @@ def test_json_has_no_nan(board_data, client):
     json.loads(text)
 
 
+def test_a_nan_or_infinity_anywhere_in_an_export_is_written_as_null():
+    from leaderboard.views import _json
+
+    response = _json({"a": [1.5, {"b": float("nan")}], "c": float("inf"), "d": -float("inf"), "e": "NaN"}, status=400)
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert json.loads(response.content) == {"a": [1.5, {"b": None}], "c": None, "d": None, "e": "NaN"}
+
+
 def test_hidden_submissions_stay_off_every_public_table(board_data, client):
     from runs.models import Submission
 
