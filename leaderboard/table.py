@@ -47,15 +47,16 @@ def leaderboard_rows_html(board: Leaderboard, n_values: list[int]) -> list[SafeS
             tuple(n_values), pickable)
     keys = [_row_key(view, row) for row in board.rows]
     found = cached_many(keys, what="the leaderboard's rows")
-    rendered = {}
     context = {"pickable": pickable,
                "tolerance_label": tolerance_label(filters.tolerance) if filters.tolerance is not None else None}
-    for key, row in zip(keys, board.rows):
-        if key not in found and key not in rendered:
-            rendered[key] = template.render({**context, "row": row, "cells": row.cells(n_values)})
+    rendered = {
+        key: template.render({**context, "row": row, "cells": row.cells(n_values)})
+        for key, row in zip(keys, board.rows) if key not in found
+    }
     if rendered:
         cache_quietly_many(rendered, ROW_CACHE_SECONDS, what="the leaderboard's rows")
-    return [mark_safe(found[key] if key in found else rendered[key]) for key in keys]
+    rows = {**found, **rendered}
+    return [mark_safe(rows[key]) for key in keys]
 
 
 def _row_key(view: tuple, row: SystemRow) -> str:

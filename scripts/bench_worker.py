@@ -113,7 +113,7 @@ def report(results: list[dict], *, n: int, backend: str) -> None:
             ("experiments run by the harness (re-execution)", experiments),
             ("agent (gold: restores the bodies, runs the experiments itself)", timing("agent")),
             ("harness overhead, all of it", harness),
-            ("  workspaces (agent's and re-execution's)", workspaces),
+            ("  workspaces (the agent's; the re-execution's, built meanwhile, waited for)", workspaces),
             ("  sandboxes opened and closed (two)", sandboxes),
             ("  applying the final patch", patch),
             ("  scoring (both verdicts)", scoring),
@@ -124,7 +124,7 @@ def report(results: list[dict], *, n: int, backend: str) -> None:
             steady = sum(result["steady"] for result in rounds)
             rows.append(("worker cost per job beyond that (fork, claim, queue)", steady / len(attempts) - held))
         print(f"Per attempt with {count} worker(s), mean over {len(attempts)} attempts:")
-        width = 64
+        width = 76
         for label, seconds in rows:
             print(f"  {label:<{width}}  {seconds:7.3f} s")
         if experiments:

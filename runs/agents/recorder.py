@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import importlib.metadata
 import json
 import os
@@ -76,6 +77,14 @@ def write_atomically(path: Path, text: str) -> None:
 
 def harness_versions() -> dict[str, str]:
     """Versions worth knowing when comparing attempts: harness, Python, SDKs, git commit."""
+    return dict(_versions_of_this_process())
+
+
+@functools.cache
+def _versions_of_this_process() -> dict[str, str]:
+    """Read once per process: reading packages' metadata costs a few milliseconds an attempt, and
+    what this process runs does not change while it lives (the evaluation worker reads them before
+    it forks its work horses, runs.evaluation.worker)."""
     versions = {"python": platform.python_version(), "trajectory_format": FORMAT}
     for package in ("autoexperiment-site", "openai", "anthropic"):
         try:

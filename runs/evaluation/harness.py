@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from runs.evaluation.verdicts import (
     INFRASTRUCTURE_EXITS,
     failure_label,
     reexecute,
+    reexecution_workspace_build,
     sandbox_image,
     score_answer,
     score_dict,
@@ -113,6 +115,13 @@ def attempt_sandbox_backend(run: Run) -> str:
 
 
 def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
+    # A thread for work that need not wait for the agent; on the way out, whatever it still does ends
+    # before the attempt's directories are removed.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"attempt-{attempt.pk}") as background:
+        return _perform_with(attempt, heartbeat, background)
+
+
+def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPoolExecutor) -> _Result:
     run: Run = attempt.run
     sample = attempt.sample
     backend = attempt_sandbox_backend(run)
@@ -134,6 +143,12 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
         raise InfrastructureFailure(f"workspace could not be built: {error}") from error
     timings["workspace"] = time.monotonic() - started
 
+    reexecution_dir = attempt_reexecution_dir(attempt.pk, attempt.tries)
+    # The re-execution's fresh masked workspace does not depend on what the agent does: it is built
+    # while the agent works, outside the agent's sandbox (which holds the agent's workspace alone).
+    reexecution_built = background.submit(
+        reexecution_workspace_build, sample=sample, dest=reexecution_dir, context=run.context, task=prepared
+    )
     agent = _agent(attempt, task, prepared)
     model = _model(run)
 
@@ -210,9 +225,10 @@ def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
         patch=patch,
         context=run.context,
         backend=backend,
-        dest=attempt_reexecution_dir(attempt.pk, attempt.tries),
+        dest=reexecution_dir,
         name=attempt_sandbox_name(attempt.pk, attempt.tries) + "-reexecution",
         task=prepared,
+        built=reexecution_built,
     )
     heartbeat.check()
     fields["reexecution_seconds"] = time.monotonic() - started

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -226,12 +227,23 @@ def _workspace_text(workspace: Path, path: str) -> str | None:
     return data.decode("utf-8", "surrogateescape")
 
 
+def reexecution_workspace_build(*, sample: Sample, dest: Path, context: str, task: SampleTask) -> None:
+    """Build into `dest` (emptied first: a crashed try may have left it) the fresh masked workspace a
+    re-execution patches. Raises InfrastructureFailure when it cannot be built."""
+    remove_tree(dest)
+    try:
+        workspace_build(sample=sample, dest=dest, context=context, task=task)
+    except (WorkspaceError, OSError) as error:
+        raise InfrastructureFailure(f"re-execution workspace could not be built: {error}") from error
+
+
 def reexecute(
     *, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str, task: SampleTask | None = None,
-    adjust: Callable[[Path], None] | None = None,
+    adjust: Callable[[Path], None] | None = None, built: Future | None = None,
 ) -> Reexecution:
     """Apply `patch` to a fresh masked workspace of `sample`, run its experiments in a fresh sandbox
-    and score what they print (`task`: the sample as read already, runs.suites.selectors.sample_task).
+    and score what they print (`task`: the sample as read already, runs.suites.selectors.sample_task;
+    `built`: `reexecution_workspace_build` into `dest` started already, whose end is awaited).
     `adjust(workspace)` changes the scoped code before it runs (a transplant puts gold bodies back,
     runs.evaluation.transplants); a ValueError it raises refuses the code like a patch that does not apply.
     Raises InfrastructureFailure when the workspace or sandbox breaks; what the code does (crash,
@@ -240,12 +252,11 @@ def reexecute(
     task = task or sample_task(sample=sample, context=context)
     experiments = task.experiments
     started = time.monotonic()
-    remove_tree(dest)
-    try:
-        workspace_build(sample=sample, dest=dest, context=context, task=task)
-    except (WorkspaceError, OSError) as error:
-        raise InfrastructureFailure(f"re-execution workspace could not be built: {error}") from error
-    timings["workspace"] = time.monotonic() - started
+    if built is not None:
+        built.result()  # raises what the build raised
+    else:
+        reexecution_workspace_build(sample=sample, dest=dest, context=context, task=task)
+    timings["workspace"] = time.monotonic() - started  # what the re-execution waited for it
 
     started = time.monotonic()
     error, out_of_scope = scoped_final_code(patch=patch, workspace=dest)

@@ -49,6 +49,7 @@ from rq.scheduler import RQScheduler
 import runs.evaluation.jobs  # noqa: F401 - preloaded before the fork, see above
 import runs.evaluation.transplants  # noqa: F401 - preloaded before the fork, see above
 from runs.agents.llm import ADAPTER_MODULES
+from runs.agents.recorder import harness_versions
 from runs.evaluation.claims import worker_host
 from runs.evaluation.queue import PRELOAD_META
 from runs.evaluation.recovery import attempts_heal
@@ -57,6 +58,7 @@ from runs.signals import upkeep_due
 from sandbox import backend_class
 
 backend_class(settings.SANDBOX_BACKEND)  # preloaded before the fork too: only this host's backend
+harness_versions()  # read before the fork too: every attempt's trajectory records them
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,10 @@ from runs.evaluation.harness import attempt_execute
 from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import run_create, run_execute_sync, run_retry_failed
 from runs.evaluation.verdicts import failure_label, scoped_final_code
+from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_workspace_dir
 from runs.models import Attempt
-from tests.evaluation.helpers import gold_answer, trajectory_files
+from tests.evaluation.agents import GATE_ENV
+from tests.evaluation.helpers import gold_answer, trajectory_files, wait_for
 from tests.fakes import FakeError, FakeTurn
 
 transactional = pytest.mark.django_db(transaction=True)
@@ -99,6 +101,38 @@ def test_budget_exhausted_and_no_answer_labels(tiny_suite, fake_llm):
     assert (attempt.status, attempt.exit_status, attempt.failure_label) == (Attempt.DONE, "step_limit", Attempt.BUDGET_EXHAUSTED)
     assert attempt.reported_passed is False and attempt.reexecution_passed is False and attempt.mismatch is False
     assert (attempt.input_tokens, attempt.output_tokens) == (10, 5)
+
+
+@transactional
+def test_the_reexecution_workspace_is_built_fresh_while_the_agent_works(tiny_suite, tmp_path, monkeypatch):
+    """Built in the background during the agent's run: masked, untouched by the agent, and what the
+    re-execution then patches (the gold bodies the agent wrote pass)."""
+    gate = tmp_path / "gate"
+    gate.touch()
+    monkeypatch.setenv(GATE_ENV, str(gate))  # gated_gold waits at it before writing anything
+    run = run_create(suite=tiny_suite, agent="gated_gold", n_values=[1], sample_cap=1, enqueue=False)
+    attempt = run.attempts.get()
+    outcomes = []
+
+    def execute():
+        try:
+            outcomes.append(attempt_execute(attempt_id=attempt.pk, requeue=False))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=execute)
+    thread.start()
+    try:
+        built = attempt_reexecution_dir(attempt.pk, 1) / "code" / "stats.py"
+        masked = wait_for(lambda: built.is_file() and built.read_text(), message="the re-execution workspace")
+        assert "NotImplementedError" in masked
+        assert masked == (attempt_workspace_dir(attempt.pk, 1) / "code" / "stats.py").read_text()
+    finally:
+        gate.unlink()
+        thread.join(timeout=120)
+    attempt.refresh_from_db()
+    assert outcomes == [DONE] and attempt.passed and attempt.reexecution_passed
+    assert not attempt_reexecution_dir(attempt.pk, 1).exists()  # removed with the attempt's other directories
 
 
 @transactional

@@ -768,6 +768,29 @@ def test_an_edited_experiment_script_forges_numbers_and_is_shown_out_of_scope(ba
     assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm, numbers=False)
 
 
+def test_the_reexecution_workspace_built_meanwhile_is_out_of_the_agents_reach(backend, hostile_suite, fake_llm, host, workspace_root):
+    """The harness builds the re-execution's workspace while the agent works (runs.evaluation.harness).
+    An agent that looks for it, to plant a script printing its numbers there, finds nothing to write."""
+    answer = hostile_suite.gold_answer()
+    script = f"import json\nprint(json.dumps({json.dumps(answer['Experiment 1'])}))\n"
+    plant = (f"printf '%s' '{script}' > /tmp/forged.py; "
+             "for d in $(find / -maxdepth 12 -type d -name '*reexecution*' 2>/dev/null); do "
+             "cp /tmp/forged.py $d/code/run.py && echo planted $d; done; echo searched")
+    attempt = react_attack(hostile_suite, fake_llm, backend, [
+        turn("command_line", "Find the harness's own copy of the code and plant my numbers in it.", command=plant),
+        final(answer),
+    ])
+
+    observation = steps(attempt)[0]["observation"]
+    assert "searched" in observation and "planted" not in observation, observation
+    assert_counted(attempt, Attempt.WRONG_ANSWER)
+    assert attempt.reported_passed is True and attempt.reexecution_passed is False and attempt.mismatch is True
+    assert "NotImplementedError" in attempt.reexecution_output
+    host.check()
+    assert_nothing_left(workspace_root, backend)
+    assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm, numbers=False)  # the test handed it the numbers
+
+
 # --- 9. The baselines still bound the benchmark on both backends -----------------------------------
 
 

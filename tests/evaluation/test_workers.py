@@ -4,6 +4,7 @@ Workers are separate processes, so these tests are transactional: every row they
 """
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -278,6 +279,11 @@ def test_a_worker_sweeps_the_leftovers_of_dead_tries_when_it_starts(tiny_suite, 
     live_mount = Path(tempfile.mkdtemp(prefix=f"autoexperiment-sandbox-{attempt_sandbox_name(alive.pk, 2)}-"))
     # Another deployment's (same names, another database): never ours to sweep.
     foreign_mount = Path(tempfile.mkdtemp(prefix=f"autoexperiment-sandbox-0badc0de-{attempt_sandbox_name(dead.pk, 1).split('-', 1)[1]}-"))
+    # Made a minute ago, all of them: what is spared is spared for being live or foreign, not for
+    # being younger than the sweep's clock margin (a worker starts in less than that).
+    made = time.time() - 60
+    for directory in (dead_workspace, live_workspace, dead_mount, live_mount, foreign_mount):
+        os.utime(directory, (made, made))
     try:
         workers.run(1)  # an empty queue: the worker starts, sweeps, and quits
         assert not dead_workspace.exists() and not dead_mount.exists()
