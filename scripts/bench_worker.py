@@ -126,7 +126,7 @@ def report(results: list[dict], *, n: int, backend: str) -> None:
         print(f"Per attempt with {count} worker(s), mean over {len(attempts)} attempts:")
         width = 76
         for label, seconds in rows:
-            print(f"  {label:<{width}}  {seconds:7.3f} s")
+            print(f"  {label:<{width}}  {seconds * 1000:9.1f} ms")
         if experiments:
             print(f"  harness overhead = {100 * harness / experiments:.1f}% of the experiments' own time")
         print()
