@@ -36,8 +36,9 @@ def sample_get(*, sample_id: str, suite: str | None = None) -> Sample:
 
 def sample_experiments(*, sample: Sample) -> list[Experiment]:
     """The experiments that depend on at least one masked function; all of them for n=0 (reproduction).
-    Their paper and suite come in the same query: scoring reads the suite's unstable-gold policy."""
-    experiments = Experiment.objects.filter(paper=sample.paper).select_related("paper__suite")
+    Their paper and suite come in the same query: scoring reads the suite's unstable-gold policy (the
+    paper's text, tens of kilobytes repeated on every experiment's row, stays behind)."""
+    experiments = Experiment.objects.filter(paper=sample.paper).select_related("paper__suite").defer("paper__text")
     if sample.n:
         experiments = experiments.filter(dependencies__in=sample.functions.all()).distinct()
     return list(experiments.order_by("exp_id"))

@@ -138,6 +138,8 @@ def test_a_noisy_experiment_is_marked_unstable_and_scored_by_the_suites_policy(n
     sample = samples_ensure(suite=suite, n_values=[1])[0]
     experiments = sample_experiments(sample=sample)
     assert [e.exp_id for e in experiments] == [0, 1]
+    # Read with its paper and suite (scoring reads the policy), not with the paper's text on every row.
+    assert "text" in experiments[0].paper.get_deferred_fields() and experiments[0].paper.suite.unstable_policy
     _, _, widened = scoring_tolerances(noisy)
     widened_rtol = widened["total"][0]
     assert widened_rtol > 0.05
