@@ -108,6 +108,11 @@ def test_unknown_cost_systems_are_listed_apart_and_never_on_the_frontier():
 # n=2: A alone, every cost known: its own frontier.
 
 
+def row_html(page: str, slug: str) -> str:
+    """The cells of system `slug`'s row in a leaderboard page."""
+    return page.split(f'data-slug="{slug}"')[1].split("</tr>")[0]
+
+
 def systems(board):
     by_agent = {}
     for row in board.rows:
@@ -175,9 +180,9 @@ def test_page_marks_frontier_cells_and_lists_unknown_costs(board_data, client):
     assert 'id="cost-figure-data"' in html and "<script>" not in html
     assert response.context["cost_figure"]["data"]
     assert html.count('class="lb-badge lb-frontier" title="On the cost–accuracy Pareto frontier at n = ') == 2
-    row_html = {slug: html.split(f'data-slug="{slug}"')[1].split("</tr>")[0] for slug in (r.slug for r in rows.values())}
-    assert "lb-frontier" in row_html[rows["C"].slug] and "lb-frontier" in row_html[rows["A"].slug]
-    assert "lb-frontier" not in row_html[rows["B"].slug]
+    cells = {slug: row_html(html, slug) for slug in (r.slug for r in rows.values())}
+    assert "lb-frontier" in cells[rows["C"].slug] and "lb-frontier" in cells[rows["A"].slug]
+    assert "lb-frontier" not in cells[rows["B"].slug]
     unknown = html.split('class="lb-note lb-cost-unknown" data-n="1"')[1].split("</p>")[0]
     assert "Cost unknown at n = 1" in unknown and reverse("leaderboard:system", args=[rows["A"].slug]) in unknown
     assert rows["B"].slug not in unknown and rows["C"].slug not in unknown

@@ -17,7 +17,7 @@ from leaderboard.templatetags.leaderboard_format import figure_script
 from runs.evaluation.services import runs_set_hidden
 from runs.models import Attempt, Run
 from runs.signals import results_changed_send
-from tests.leaderboard.test_pareto import systems
+from tests.leaderboard.test_pareto import row_html, systems
 
 pytestmark = pytest.mark.django_db
 ROW_TEMPLATE = "leaderboard/_row.html"
@@ -35,10 +35,6 @@ def rows_rendered(client, **query) -> tuple[int, str]:
     response = client.get("/", query)
     assert response.status_code == 200
     return sum(template.name == ROW_TEMPLATE for template in response.templates), response.content.decode()
-
-
-def row_html(page: str, slug: str) -> str:
-    return page.split(f'data-slug="{slug}"')[1].split("</tr>")[0]
 
 
 def test_rows_are_rendered_once_and_again_only_for_the_system_that_changed(board_data, client):
