@@ -23,6 +23,7 @@ from .base import (
     Sandbox,
     SandboxError,
     sandbox_env,
+    warm_up,
 )
 
 BACKENDS = ("docker", "bubblewrap")
@@ -44,6 +45,7 @@ __all__ = [
     "canonical_backend",
     "open_sandbox",
     "sandbox_env",
+    "warm_up",
 ]
 
 

@@ -10,6 +10,7 @@ import math
 import os
 import pwd
 import re
+import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -47,6 +48,7 @@ _BASE_ENV = {
     "PYTHONUNBUFFERED": "1",
 }
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class SandboxError(Exception):
@@ -128,7 +130,7 @@ def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def resource_name(name: str) -> str:
     """A sandbox's name as its container, cgroup and mount point carry it (the sweep reads it back)."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:100] or "anonymous"
+    return _UNSAFE_IN_NAME.sub("-", name)[:100] or "anonymous"
 
 
 def sandbox_identity() -> tuple[int, int]:
@@ -154,6 +156,17 @@ def _check_identity_is_not_a_host_account(uid: int) -> None:
 def signal_exit_code(returncode: int) -> int:
     # subprocess reports death by signal N as -N; the shell convention, used throughout, is 128+N.
     return 128 - returncode if returncode < 0 else returncode
+
+
+def warm_up() -> None:
+    """Pay, in a worker about to fork a work horse per job, what a fresh process's first sandbox costs
+    each horse again: the name service modules the uid check loads, the temporary directory's probe.
+    A uid that is a host account is reported by the sandboxes themselves, not here."""
+    try:
+        _check_identity_is_not_a_host_account(sandbox_identity()[0])
+    except SandboxError:
+        pass
+    tempfile.gettempdir()
 
 
 class Sandbox(ABC):

@@ -338,6 +338,13 @@ def _parse(source: str) -> _Analysis:
     return _Analysis(source=source, lines=SourceLines(source), tree=tree, functions=functions, classes=classes)
 
 
+def parsed(source: str) -> ast.Module:
+    """The source's tree, as ast.parse gives it (and raising what it raises), parsed once for the
+    several reads of one text that masking and the scope rule (runs.benchmark.scope) make. The tree
+    is shared between them: read it, never change it."""
+    return _parse(source).tree
+
+
 def _analyse(source: str) -> _Analysis:
     try:
         return _parse(source)
@@ -784,7 +791,7 @@ def replace_function_body(source: str, name: str, new_body: str, *, line_hint: i
     text = (newline if location.inline else "") + _indent_body(body, location.body_indent, newline)
     result = source[: location.body_start] + text + source[location.body_end :]
     try:
-        python_ast.parse(result)
+        parsed(result)  # the scope rule reads the result's tree next
     except SyntaxError as error:
         raise MaskingError(
             f"replacing the body of `{location.qualified_name}` (line {location.def_line}) gives code that "

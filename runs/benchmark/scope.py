@@ -44,7 +44,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from runs.benchmark import python_ast
 from runs.benchmark.masking import (
     NEWLINE,
     MaskingError,
@@ -53,6 +52,7 @@ from runs.benchmark.masking import (
     function_body_source,
     functions_by_name,
     locate_function,
+    parsed,
     replace_function_body,
 )
 from runs.benchmark.patches import unified_diff
@@ -207,7 +207,7 @@ def _scope_file(path: str, masked_text: str, names: list[str], patched_text: str
     if len(patched_text) > MAX_FILE_CHARS:
         return masked_text, [f"the file has more than {MAX_FILE_CHARS} characters after the patch; {_KEEP_MASKED}"]
     try:
-        patched_tree = python_ast.parse(patched_text)
+        patched_tree = parsed(patched_text)
     except SyntaxError as error:
         return masked_text, [f"the file does not parse after the patch: {error.msg} at line {error.lineno}; {_KEEP_MASKED}"]
     except (ValueError, RecursionError, MemoryError) as error:
@@ -370,7 +370,7 @@ class _Merge:
 
     # The masked file is the benchmark's own code: analysing it may be thorough.
     def _analyse_masked(self) -> None:
-        tree = python_ast.parse(self.masked_text)
+        tree = parsed(self.masked_text)
         table = symtable.symtable(self.masked_text, self.path, "exec")
         self.top_bound, self.top_read = set(), set()
         self.class_bound: dict[tuple[str, ...], set[str]] = {}
@@ -443,7 +443,7 @@ class _Merge:
 
         with_bodies = text
         self.m_lines = SourceLines(with_bodies)
-        tree = python_ast.parse(with_bodies)
+        tree = parsed(with_bodies)
         self._block(tree.body, self.p_tree.body, scope=(), class_nodes=None)
 
         merged = with_bodies

@@ -143,12 +143,6 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
         raise InfrastructureFailure(f"workspace could not be built: {error}") from error
     timings["workspace"] = time.monotonic() - started
 
-    reexecution_dir = attempt_reexecution_dir(attempt.pk, attempt.tries)
-    # The re-execution's fresh masked workspace does not depend on what the agent does: it is built
-    # while the agent works, outside the agent's sandbox (which holds the agent's workspace alone).
-    reexecution_built = background.submit(
-        reexecution_workspace_build, sample=sample, dest=reexecution_dir, context=run.context, task=prepared
-    )
     agent = _agent(attempt, task, prepared)
     model = _model(run)
 
@@ -161,6 +155,13 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
         raise InfrastructureFailure(f"sandbox could not be opened: {error}") from error
     timings["sandbox_open"] = time.monotonic() - started
 
+    reexecution_dir = attempt_reexecution_dir(attempt.pk, attempt.tries)
+    # The re-execution's fresh masked workspace does not depend on what the agent does: it is built
+    # while the agent works (mostly waiting on its model and its sandbox), outside the agent's
+    # sandbox, which holds the agent's workspace alone.
+    reexecution_built = background.submit(
+        reexecution_workspace_build, sample=sample, dest=reexecution_dir, context=run.context, task=prepared
+    )
     started = time.monotonic()
     try:
         result = agent.run(

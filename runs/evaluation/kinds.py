@@ -115,7 +115,7 @@ RUN_ATTEMPT = register(
         released_fields=_run_attempt_released,
         settle=_run_attempt_settled,
         job_timeout=lambda attempt: int(attempt.run.max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS,
-        select_related=("run", "sample__paper"),
+        select_related=("run", "sample__paper__suite"),
         keeps_partial_trajectory=True,
         preload=lambda attempt: (module,) if (module := provider_module(attempt.run.model)) else (),
     )

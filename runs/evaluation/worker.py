@@ -50,17 +50,39 @@ import runs.evaluation.jobs  # noqa: F401 - preloaded before the fork, see above
 import runs.evaluation.transplants  # noqa: F401 - preloaded before the fork, see above
 from runs.agents.llm import ADAPTER_MODULES
 from runs.agents.recorder import harness_versions
+from runs.benchmark.masking import MaskTarget, mask_source
+from runs.benchmark.patches import unified_diff
 from runs.evaluation.claims import worker_host
 from runs.evaluation.queue import PRELOAD_META
 from runs.evaluation.recovery import attempts_heal
+from runs.evaluation.verdicts import scoped_code
 from runs.evaluation.workdirs import deployment_id
 from runs.signals import upkeep_due
-from sandbox import backend_class
+from sandbox import backend_class, warm_up
 
 backend_class(settings.SANDBOX_BACKEND)  # preloaded before the fork too: only this host's backend
+warm_up()  # and what a process's first sandbox costs
 harness_versions()  # read before the fork too: every attempt's trajectory records them
 
 logger = logging.getLogger(__name__)
+
+# A masked function and an agent's patch for it: see harness_warm_up.
+_WARM_UP_SOURCE = 'import os\n\n\ndef area(width, height):\n    """The area."""\n    return width * height\n'
+_WARM_UP_TARGET = MaskTarget(name="area", description="the area", line_hint=4)
+
+
+def harness_warm_up() -> None:
+    """Mask a function and scope a patch of it, on a tiny example, before the fork: what code does
+    on its first use in a process (tokenize's and other regular expressions compiled, caches
+    filled) is then done once per worker rather than in every work horse."""
+    masked = mask_source(_WARM_UP_SOURCE, [_WARM_UP_TARGET], filename="area.py").text
+    patch = unified_diff("code/area.py", masked, _WARM_UP_SOURCE)
+    error, _ = scoped_code(patch=patch, masked={"code/area.py": masked}, functions={"code/area.py": ["area"]}, read_other=None)
+    if error:
+        logger.warning("the harness warm-up's patch was refused: %s", error)
+
+
+harness_warm_up()
 
 # How often the scheduler puts due jobs on the queue (RQ's own polls every second too).
 SCHEDULER_SECONDS = 1.0

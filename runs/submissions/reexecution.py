@@ -76,7 +76,7 @@ REEXECUTION = register(
         released_fields=_released,
         settle=_settle,
         job_timeout=lambda attempt: reexecution_job_timeout(),
-        select_related=("run__submission", "sample__paper"),
+        select_related=("run__submission", "sample__paper__suite"),
         history_fields={"kind": "reexecution"},
         enqueue_failed=_enqueue_failed,
     )

@@ -34,14 +34,22 @@ def sample_get(*, sample_id: str, suite: str | None = None) -> Sample:
     return found[0]
 
 
-def sample_experiments(*, sample: Sample) -> list[Experiment]:
-    """The experiments that depend on at least one masked function; all of them for n=0 (reproduction).
-    Their paper and suite come in the same query: scoring reads the suite's unstable-gold policy (the
-    paper's text, tens of kilobytes repeated on every experiment's row, stays behind)."""
-    experiments = Experiment.objects.filter(paper=sample.paper).select_related("paper__suite").defer("paper__text")
+def sample_experiments(*, sample: Sample, functions=None, paper: Paper | None = None) -> list[Experiment]:
+    """The experiments that depend on at least one masked function (`functions`: the sample's, when
+    read already); all of them for n=0 (reproduction). Each comes with its paper and suite, which
+    scoring reads (the suite's unstable-gold policy): `paper` (loaded with its suite) when given,
+    else from the same query, the paper's text (tens of kilobytes repeated on every experiment's
+    row) staying behind."""
+    experiments = Experiment.objects.filter(paper_id=sample.paper_id)
     if sample.n:
-        experiments = experiments.filter(dependencies__in=sample.functions.all()).distinct()
-    return list(experiments.order_by("exp_id"))
+        experiments = experiments.filter(dependencies__in=sample.functions.all() if functions is None else functions).distinct()
+    if paper is None:
+        experiments = experiments.select_related("paper__suite").defer("paper__text")
+    experiments = list(experiments.order_by("exp_id"))
+    if paper is not None:
+        for experiment in experiments:
+            experiment.paper = paper
+    return experiments
 
 
 def workspace_spec(*, sample: Sample, context: str = "full") -> WorkspaceSpec:
@@ -59,11 +67,15 @@ class SampleTask:
 
 
 def sample_task(*, sample: Sample, context: str = "full") -> SampleTask:
-    experiments = sample_experiments(sample=sample)
+    """`sample` read with its paper and suite where it was (what a claim loads, runs.evaluation.kinds): two
+    queries with nothing joined."""
+    functions = list(sample.functions.order_by("func_id"))
+    loaded = Sample.paper.is_cached(sample) and Paper.suite.is_cached(sample.paper)
+    experiments = sample_experiments(sample=sample, functions=functions, paper=sample.paper if loaded else None)
     spec = _paper_workspace_spec(
         paper=sample.paper,
         sample_id=sample.sample_id,
-        functions=sample.functions.order_by("func_id"),
+        functions=functions,
         experiments=experiments,
         context=context,
     )

@@ -49,7 +49,7 @@ from runs.evaluation.claims import DONE
 from runs.evaluation.harness import attempt_execute
 from runs.evaluation.recovery import SWEEP_CLOCK_MARGIN, attempt_deadline, attempts_recover
 from runs.evaluation.services import run_create
-from runs.evaluation.workdirs import attempt_sandbox_name, attempt_workspace_dir
+from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, attempt_workspace_dir
 from runs.models import Attempt, Experiment, Paper, Sample
 from runs.replay.presenters import format_number
 from runs.suites.services import workspace_build
@@ -909,10 +909,13 @@ def test_the_sweep_removes_a_killed_workers_container_and_spares_a_running_one(h
 
     def both_under_way():
         running = list(Attempt.objects.filter(status=Attempt.RUNNING, trajectory__isnull=True).order_by("pk"))
-        if len(running) == 2 and all(_container(attempt_sandbox_name(a.pk, a.tries)) for a in running):
+        if len(running) == 2 and all(
+            _container(attempt_sandbox_name(a.pk, a.tries)) and attempt_reexecution_dir(a.pk, a.tries).is_dir() for a in running
+        ):
             return running
         return None
 
+    # (the re-execution's workspace, built once the agent's container is up, there too)
     wait_for(both_under_way, timeout=90, message="both attempts under way in their containers")
     victim = victim_run.attempts.get()
     other = other_run.attempts.get()
@@ -931,10 +934,11 @@ def test_the_sweep_removes_a_killed_workers_container_and_spares_a_running_one(h
     assert victim_cgroup.is_dir()
     assert attempt_workspace_dir(victim.pk, victim.tries).is_dir()
 
-    # The sweep leaves sandboxes younger than its live set (plus a clock margin) for the next round:
-    # with a quick engine (overlay2) the containers can be that young here.
+    # The sweep leaves sandboxes and directories younger than its live set (plus a clock margin) for
+    # the next round: with a quick engine (overlay2) the newest of them can be that young here.
     created = datetime.fromisoformat(victim_container.attrs["Created"]).timestamp()
-    time.sleep(max(0.0, created + SWEEP_CLOCK_MARGIN + 0.2 - time.time()))
+    newest = max(created, attempt_reexecution_dir(victim.pk, victim.tries).stat().st_mtime)
+    time.sleep(max(0.0, newest + SWEEP_CLOCK_MARGIN + 0.2 - time.time()))
     recovered = attempts_recover(requeue=False)  # its process is gone on this host; the other's beats
 
     assert [r.attempt_id for r in recovered] == [victim.pk]
