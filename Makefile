@@ -10,9 +10,9 @@ PORT ?= 8000
 SECRET_KEY_FILE ?= $(CURDIR)/var/secret_key
 RQ_WORKERS ?= 1
 
-.PHONY: install system-packages services sandbox-images lint test test-fast demo serve bench clean
+.PHONY: install bytecode system-packages services sandbox-images lint test test-fast demo serve bench clean
 
-install: system-packages $(VENV)/.installed
+install: system-packages $(VENV)/.installed bytecode
 
 # The sandboxes' Debian packages, Chromium for the page tests, and patch(1), with which tests check
 # that final patches apply with the standard tool.
@@ -24,6 +24,12 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
+
+# The project's own modules compiled once: where PYTHONDONTWRITEBYTECODE is set (as on this kind of
+# machine) every process would compile them again, half a second of each RQ worker's start. The
+# suites' code is left alone (sandboxes run it; workspaces leave caches out anyway).
+bytecode: $(VENV)/.installed
+	@$(BIN)/python -m compileall -q -j 0 -x 'runs/suites/builtin/' autoexperiment_site leaderboard runs sandbox manage.py
 
 services:
 	@scripts/ensure_services.sh

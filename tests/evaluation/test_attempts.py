@@ -11,13 +11,15 @@ from django.db import connection
 
 from runs.benchmark.patches import unified_diff
 from runs.benchmark.text import json_safe
-from runs.evaluation.claims import DONE, SKIPPED
+from runs.evaluation.claims import DONE, SKIPPED, claim
 from runs.evaluation.harness import attempt_execute
+from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import run_create, run_execute_sync, run_retry_failed
 from runs.evaluation.verdicts import failure_label, scoped_final_code
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_workspace_dir
-from runs.models import Attempt
+from runs.models import Attempt, Sample, Suite
+from runs.suites.selectors import sample_experiments, sample_task
 from tests.evaluation.agents import GATE_ENV
 from tests.evaluation.helpers import gold_answer, trajectory_files, wait_for
 from tests.fakes import FakeError, FakeTurn
@@ -133,6 +135,28 @@ def test_the_reexecution_workspace_is_built_fresh_while_the_agent_works(tiny_sui
     attempt.refresh_from_db()
     assert outcomes == [DONE] and attempt.passed and attempt.reexecution_passed
     assert not attempt_reexecution_dir(attempt.pk, 1).exists()  # removed with the attempt's other directories
+
+
+@pytest.mark.django_db
+def test_a_claimed_attempt_reads_its_task_in_two_queries_with_the_suites_current_policy(tiny_suite, django_assert_num_queries):
+    """The claim loads the sample with its paper and suite; the task adds the masked functions and the
+    experiments, nothing joined, each experiment carrying the suite as the claim read it."""
+    run = run_create(suite=tiny_suite, agent="gold", n_values=[1], sample_cap=1, enqueue=False)
+    Suite.objects.filter(pk=tiny_suite.pk).update(unstable_policy=Suite.EXCLUDE)  # after the run's suite was read
+    attempt = claim(RUN_ATTEMPT, attempt_id=run.attempts.get().pk)
+
+    with django_assert_num_queries(2) as queries:
+        task = sample_task(sample=attempt.sample, context=run.context)
+        policies = {experiment.paper.suite.unstable_policy for experiment in task.experiments}
+
+    assert not [query["sql"] for query in queries.captured_queries if '"runs_paper"' in query["sql"]]  # nothing joined
+    assert policies == {Suite.EXCLUDE}
+    assert [experiment.pk for experiment in task.experiments] == [
+        experiment.pk for experiment in sample_experiments(sample=Sample.objects.get(pk=attempt.sample_id))
+    ]
+    assert [function.name for function in task.spec.masked] == list(
+        attempt.sample.functions.order_by("func_id").values_list("name", flat=True)
+    )
 
 
 @transactional

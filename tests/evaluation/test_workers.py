@@ -315,3 +315,18 @@ preload(["json.tool", "runs.agents.llm.openai_chat"])
 print(sorted(name for name in ("openai", "anthropic", "json.tool") if name in sys.modules))
 """)
     assert lines[-2:] == ["[]", "['openai']"]
+
+
+def test_a_worker_masks_and_scopes_an_example_before_forking_its_horses():
+    """What masking and the scope rule do on their first use in a process (tokenize's expressions
+    compiled, among others) is done once in the worker, inherited by every work horse; the example
+    it uses goes through cleanly (a refused patch would be logged)."""
+    lines = in_fresh_django("""
+import io, logging, tokenize
+log = io.StringIO()
+logging.getLogger("runs.evaluation.worker").addHandler(logging.StreamHandler(log))
+compiled = tokenize._compile.cache_info().currsize
+import runs.evaluation.worker
+print(tokenize._compile.cache_info().currsize > compiled, repr(log.getvalue()))
+""")
+    assert lines[-1] == "True ''"
