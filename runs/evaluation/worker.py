@@ -2,7 +2,8 @@
 
 RQ forks a fresh work horse per job, and the horse imports whatever the parent has not: the
 harness and the sandbox backend would cost every job their import. This class's module imports them
-once in the parent, so every horse starts warm. An LLM SDK (over a second to import, and needed only
+once in the parent, and does once what their first use in a process costs (a sandbox's name service
+lookup, masking and scoping a tiny example), so every horse starts warm. An LLM SDK (over a second to import, and needed only
 by agents with a model) is imported in the parent before forking the first job whose meta asks for it
 (WorkKind.preload): a worker that runs only baselines, re-executions and refreshes never loads one.
 
