@@ -213,11 +213,17 @@ def _scope_file(path: str, masked_text: str, names: list[str], patched_text: str
     except (ValueError, RecursionError, MemoryError) as error:
         problem = "it is nested too deeply" if isinstance(error, RecursionError) else str(error) or type(error).__name__
         return masked_text, [f"the file does not parse after the patch: {problem}; {_KEEP_MASKED}"]
+    except Exception as error:  # noqa: BLE001 - the parse is shared with masking, which also reads the functions
+        return masked_text, [_merge_failure(error)]
     try:
         return _Merge(path, masked_text, names, patched_text, patched_tree).run()
     except Exception as error:  # noqa: BLE001 - nothing the agent wrote may break re-execution
-        problem = "it is nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
-        return masked_text, [f"the file could not be merged ({problem}); {_KEEP_MASKED}"]
+        return masked_text, [_merge_failure(error)]
+
+
+def _merge_failure(error: Exception) -> str:
+    problem = "it is nested too deeply" if isinstance(error, RecursionError) else f"{type(error).__name__}: {error}"
+    return f"the file could not be merged ({problem}); {_KEEP_MASKED}"
 
 
 # --- small helpers on source and trees -----------------------------------------------------------

@@ -61,10 +61,6 @@ from runs.evaluation.workdirs import deployment_id
 from runs.signals import upkeep_due
 from sandbox import backend_class, warm_up
 
-backend_class(settings.SANDBOX_BACKEND)  # preloaded before the fork too: only this host's backend
-warm_up()  # and what a process's first sandbox costs
-harness_versions()  # read before the fork too: every attempt's trajectory records them
-
 logger = logging.getLogger(__name__)
 
 # A masked function and an agent's patch for it: see harness_warm_up.
@@ -83,7 +79,12 @@ def harness_warm_up() -> None:
         logger.warning("the harness warm-up's patch was refused: %s", error)
 
 
+# Before the fork, once per worker: only this host's sandbox backend, what a process's first sandbox
+# and first masking cost, and the harness versions every attempt's trajectory records.
+backend_class(settings.SANDBOX_BACKEND)
+warm_up()
 harness_warm_up()
+harness_versions()
 
 # How often the scheduler puts due jobs on the queue (RQ's own polls every second too).
 SCHEDULER_SECONDS = 1.0

@@ -44,11 +44,10 @@ def sample_experiments(*, sample: Sample, functions=None, paper: Paper | None = 
     if sample.n:
         experiments = experiments.filter(dependencies__in=sample.functions.all() if functions is None else functions).distinct()
     if paper is None:
-        experiments = experiments.select_related("paper__suite").defer("paper__text")
+        return list(experiments.select_related("paper__suite").defer("paper__text").order_by("exp_id"))
     experiments = list(experiments.order_by("exp_id"))
-    if paper is not None:
-        for experiment in experiments:
-            experiment.paper = paper
+    for experiment in experiments:
+        experiment.paper = paper
     return experiments
 
 
