@@ -168,13 +168,18 @@ class Cgroup:
             except OSError:
                 pass
         deadline = time.monotonic() + wait
+        pause = 0.0005
         while (pids := self.pids()) and time.monotonic() < deadline:
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.01)
+            # Most often what is left is a process already on its way out, gone within a
+            # millisecond: look again soon, then less often. (A flat 10 ms left every third
+            # command of an attempt waiting that long for nothing.)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
 
     def remove(self) -> None:
         self.kill()

@@ -100,8 +100,10 @@ def run_create(
         samples = samples_ensure(suite=suite, n_values=n_values, seed=sample_seed, cap=sample_cap)
         if not samples:
             raise RunError(f"suite {suite.name} has no samples for n={n_values} (papers without gold code have none)")
+        experiment_counts = {}
         for sample in samples:
             experiments = sample_experiments(sample=sample)
+            experiment_counts[sample.pk] = len(experiments)
             if not experiments:
                 raise RunError(f"sample {sample.sample_id} has no experiments to score")
             missing = [e.exp_id for e in experiments if e.gold_result is None]
@@ -131,7 +133,10 @@ def run_create(
         for attempt in attempts:
             attempt.run = run
         if enqueue:
-            attempts_enqueue(attempts=attempts)
+            # Longest first, by the experiments each attempt runs (twice: the agent's run and the
+            # re-execution): the workers then end the run on short attempts and finish it together,
+            # where in the suite's order one could be left with a paper's longest samples alone.
+            attempts_enqueue(attempts=sorted(attempts, key=lambda attempt: -experiment_counts[attempt.sample_id]))
     return run
 
 

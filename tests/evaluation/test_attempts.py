@@ -159,6 +159,22 @@ def test_a_claimed_attempt_reads_its_task_in_two_queries_with_the_suites_current
     )
 
 
+
+@transactional
+def test_a_run_queues_the_attempts_with_the_most_experiments_first(builtin, redis_queue):
+    """Workers that take the longest attempts first end a run on short ones, together; in the suite's
+    order the built-in suite's last paper (7 experiments for some samples) would come last."""
+    run = run_create(suite=builtin, agent="gold", n_values=[1], attempts_per_sample=2)
+
+    attempts = {attempt.pk: attempt for attempt in run.attempts.select_related("sample")}
+    queued = [attempts[int(job_id.split("-")[1])] for job_id in redis_queue.job_ids]
+    counts = [len(sample_experiments(sample=attempt.sample)) for attempt in queued]
+
+    assert sorted(queued, key=lambda attempt: attempt.pk) == sorted(attempts.values(), key=lambda attempt: attempt.pk)
+    assert len(set(counts)) > 1 and counts == sorted(counts, reverse=True)
+    by_sample = [attempt.sample_id for attempt in queued]
+    assert all(by_sample[i] == by_sample[i + 1] for i in range(0, len(by_sample), 2))  # a sample's k attempts together
+
 @transactional
 def test_concurrent_deliveries_of_one_attempt_execute_it_once(tiny_suite):
     run = run_create(suite=tiny_suite, agent="gold", n_values=[1], enqueue=False)
