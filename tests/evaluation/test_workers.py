@@ -330,3 +330,23 @@ import runs.evaluation.worker
 print(tokenize._compile.cache_info().currsize > compiled, repr(log.getvalue()))
 """)
     assert lines[-1] == "True ''"
+
+
+def test_a_worker_leaving_ends_its_pubsub_thread_when_the_reply_to_unsubscribe_comes_first(redis_queue):
+    """The worker's command channel is read by a thread that waits up to a minute for a message. The
+    reply to UNSUBSCRIBE must end it even when the thread reads that reply before the worker goes on
+    (here the worker is held back a moment after sending): else the worker waits on the thread."""
+    from runs.evaluation.worker import EvaluationWorker
+
+    worker = EvaluationWorker([redis_queue], connection=redis_queue.connection)
+    worker.subscribe()
+    send_unsubscribe = worker.pubsub.unsubscribe
+
+    def unsubscribe_then_pause(*args):
+        send_unsubscribe(*args)
+        time.sleep(0.3)  # the thread reads the reply meanwhile
+
+    worker.pubsub.unsubscribe = unsubscribe_then_pause
+    worker.unsubscribe()
+
+    assert not worker.pubsub_thread.is_alive()
