@@ -441,7 +441,7 @@ def audit_workspace(root: Path, *, original_bodies: dict[str, str], gold_results
     # Bodies of a line or two (`return self.x`) are too generic for a copy to prove anything.
     fingerprints = {label: lines for label, lines in fingerprints.items() if sum(map(len, lines)) >= MIN_LEAK_LENGTH}
     normalised_bodies = {label: normalise_code(body) for label, body in original_bodies.items()}
-    gold_strings = _gold_number_strings([n for gold in gold_results for n in _gold_numbers(gold)])
+    gold_strings = sorted(_gold_number_strings([n for gold in gold_results for n in _gold_numbers(gold)]))
     for path in sorted(p for p in Path(root).rglob("*") if p.is_file() and not p.is_symlink()):
         relative = path.relative_to(root).as_posix()
         if set(path.relative_to(root).parts) & EXCLUDED_DIRS or path.name.endswith(EXCLUDED_SUFFIXES):
@@ -453,7 +453,7 @@ def audit_workspace(root: Path, *, original_bodies: dict[str, str], gold_results
         for label, fingerprint in fingerprints.items():
             if _contains_body(lines, fingerprint):
                 result.leaks.append(f"{relative}: contains the original body of masked function {label}")
-        for spelling in sorted(gold_strings):
+        for spelling in gold_strings:
             # The substring first: a file holds hardly any of the hundreds of spellings, and a pattern
             # per spelling (more than re's cache keeps) compiled for every file was most of an audit.
             if spelling in text and re.search(rf"(?<![0-9.]){re.escape(spelling)}(?![0-9])", text):
@@ -469,14 +469,16 @@ def _near_copies(relative: str, text: str, normalised_bodies: dict[str, str]) ->
         functions = list_functions(text)
     except SyntaxError:
         return [f"{relative}: does not parse, so it was not checked for near-copies"]
+    stub = normalise_code("raise NotImplementedError")
+    comparable = {label: body for label, body in normalised_bodies.items() if len(body) >= MIN_LEAK_LENGTH}
     for name, line in functions:
         try:
             candidate = normalise_code(function_body_source(text, name, line_hint=line))
         except Exception:  # noqa: BLE001 - an odd definition must not stop the audit
             continue
-        for label, body in normalised_bodies.items():
-            if len(body) < MIN_LEAK_LENGTH or candidate == normalise_code("raise NotImplementedError"):
-                continue
+        if candidate == stub:
+            continue
+        for label, body in comparable.items():
             matcher = SequenceMatcher(None, candidate, body, autojunk=False)
             # The quick ratios are upper bounds of the ratio: most pairs are ruled out by them, cheaply.
             if matcher.real_quick_ratio() < NEAR_COPY_RATIO or matcher.quick_ratio() < NEAR_COPY_RATIO:

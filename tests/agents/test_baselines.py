@@ -148,9 +148,9 @@ def sweep(django_db_setup, django_db_blocker, tmp_path_factory) -> dict[str, lis
             for index, sample in sweep_samples(name, samples)
         ]
         transaction.set_rollback(True)
-        # Opened outside any test, this connection is not pytest-django's to close: left open, it
-        # kept the test database from being dropped at the end of a full run.
-        connection.close()
+    # Opened outside any test, this connection is not pytest-django's to close: left open, it kept
+    # the test database from being dropped at the end of a full run.
+    connection.close()
     started = time.monotonic()
     with ThreadPoolExecutor(WORKERS) as pool:
         results = list(pool.map(execute, [attempt for _, attempt in attempts]))
