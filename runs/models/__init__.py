@@ -12,9 +12,9 @@ and over `runs.agents` and `runs.benchmark`, which must never import them.
 from runs.models.analysis import AttemptAnalysis, AttemptException, StepText
 from runs.models.evaluation import Attempt, Run, Transplant
 from runs.models.submissions import ApiToken, Submission, TrajectorySource
-from runs.models.suites import Experiment, Function, Paper, Sample, Suite
+from runs.models.suites import Experiment, Function, HeldOutCheck, Paper, Sample, Suite
 
 __all__ = [
-    "ApiToken", "Attempt", "AttemptAnalysis", "AttemptException", "Experiment", "Function", "Paper", "Run", "Sample", "StepText", "Submission", "Suite",
+    "ApiToken", "Attempt", "AttemptAnalysis", "AttemptException", "Experiment", "Function", "HeldOutCheck", "Paper", "Run", "Sample", "StepText", "Submission", "Suite",
     "TrajectorySource", "Transplant",
 ]

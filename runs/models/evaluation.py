@@ -115,6 +115,9 @@ class Attempt(ClaimedWork):
     PASSED = "passed"
     REEXECUTION_FAILED = "reexecution_failed"
     OUT_OF_SCOPE = "out_of_scope"
+    HELD_OUT_FAILED = "held_out_failed"
+    GOLD_LITERAL = "gold_literal"
+    PATCH_TOO_LARGE = "patch_too_large"
     OUTCOMES = [
         (PASSED, "Passed"),
         (WRONG_ANSWER, "Wrong answer"),
@@ -123,6 +126,9 @@ class Attempt(ClaimedWork):
         (REEXECUTION_FAILED, "Crashed or timed out in re-execution"),
         (BUDGET_EXHAUSTED, "Step, time or cost budget exhausted"),
         (OUT_OF_SCOPE, "Edits outside the task dropped"),
+        (HELD_OUT_FAILED, "Failed the held-out check"),
+        (GOLD_LITERAL, "Hard-codes a gold number"),
+        (PATCH_TOO_LARGE, "Final patch over the limits"),
         (MODEL_PROVIDER, "Model provider error"),
         (INFRASTRUCTURE, "Sandbox or worker failure"),
     ]
@@ -149,6 +155,16 @@ class Attempt(ClaimedWork):
         default=list, blank=True,
         help_text="What re-execution dropped from the final patch as outside the task: [{path, reason, diff}].",
     )
+    # The held-out check (runs.suites: HeldOutCheck): None where the suite has none for the sample or
+    # the code was not re-executed. Only the verdict is ever shown to anyone but staff; the variants'
+    # own scores (`held_out_scores`) are for staff, in the admin.
+    held_out_passed = models.BooleanField(null=True, help_text="Every hidden variant of the sample's experiments passed.")
+    held_out_scores = models.JSONField(
+        null=True, blank=True, help_text="Staff only: each hidden variant's score, keyed by experiment and variant."
+    )
+    # Numeric literals of the agent's implementations that lie within tolerance of one of the
+    # sample's gold numbers (suites without held-out checks): [{path, function, literal, line}].
+    gold_literals = models.JSONField(default=list, blank=True, help_text="Hard-coded gold numbers found in the implementations.")
     passed = models.BooleanField(default=False)
     outcome = models.CharField(
         max_length=20, choices=OUTCOMES, blank=True,

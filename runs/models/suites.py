@@ -102,6 +102,50 @@ class Experiment(models.Model):
         return f"{self.paper.paper_id} experiment {self.exp_id}"
 
 
+class HeldOutCheck(models.Model):
+    """A hidden variant of an experiment: the same kind of command with another seed or
+    configuration, whose gold `make_gold` computes (and checks for stability) like the experiment's.
+
+    Its command, gold and outputs never leave the server: no workspace, task export, trajectory,
+    page, export, search index or error text holds them; staff see them in the admin. Re-execution
+    runs every variant of a sample's experiments, and an attempt passes only when they all pass too
+    (runs.evaluation.verdicts). Tolerances and timeout are the experiment's.
+    """
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="held_out_checks")
+    variant_id = models.PositiveSmallIntegerField()
+    command = models.TextField(help_text="Shell command run from the code directory.")
+    gold_result = models.JSONField(null=True, blank=True, help_text="Produced by running the gold code.")
+    gold_spread = models.FloatField(null=True, blank=True)
+    gold_repeats = models.PositiveSmallIntegerField(null=True, blank=True)
+    gold_spreads = models.JSONField(default=dict, blank=True)
+    gold_unstable = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["experiment", "variant_id"], name="unique_variant_per_experiment")]
+        ordering = ["experiment", "variant_id"]
+
+    def __str__(self):
+        return f"{self.experiment} held-out variant {self.variant_id}"
+
+    # What scoring and stability read of an experiment, so a variant is judged as its experiment is.
+    @property
+    def rtol(self):
+        return self.experiment.rtol
+
+    @property
+    def atol(self):
+        return self.experiment.atol
+
+    @property
+    def timeout_seconds(self):
+        return self.experiment.timeout_seconds
+
+    @property
+    def paper(self):
+        return self.experiment.paper
+
+
 class Sample(models.Model):
     """A paper with a set of masked functions. Its experiments are those depending on any of them."""
 
