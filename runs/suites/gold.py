@@ -9,6 +9,11 @@ validate_suite: every function must matter (masking it breaks a dependent experi
 code must pass in a built workspace and be stable (or marked unstable), and plausible wrong
 implementations (mutants) must be caught; otherwise a sample could be passed without implementing
 anything.
+
+Hidden variants of experiments (held-out checks, runs.models.HeldOutCheck) are gold targets like
+the experiments: make_gold runs them as often, measures their spread and stores their gold (in
+gold.json's "held_out"); validate_suite checks that the gold code passes them, that masking a
+function breaks them, and reports how many mutants they catch, apart from the experiments' figures.
 """
 import json
 import tempfile
@@ -33,14 +38,18 @@ from runs.benchmark.stability import (
     spread_in_tolerances,
     widened_tolerances,
 )
-from runs.benchmark.workspace import CODE_DIR, build_workspace
-from runs.models import Experiment, Paper, Suite
-from runs.suites.selectors import experiment_spec, gold_workspace_spec
+from runs.benchmark.workspace import CODE_DIR, ExperimentSpec, build_workspace
+from runs.models import Experiment, HeldOutCheck, Paper, Suite
+from runs.suites.selectors import experiment_spec, gold_workspace_spec, held_out_spec
 from sandbox import open_sandbox
 
 Progress = Callable[[str], None]
 
 DEFAULT_REPEATS = 3
+
+# What make_gold runs and stores gold for: an experiment, or one of its hidden variants (the same
+# gold fields and tolerances; a variant reads its experiment's).
+GoldTarget = Experiment | HeldOutCheck
 
 
 class GoldError(Exception):
@@ -64,8 +73,24 @@ def scoring_tolerances(experiment: Experiment) -> tuple[float, float, NumberTole
     return rtol, atol, {}
 
 
-def _where(experiment: Experiment) -> str:
-    return f"{experiment.paper.paper_id} experiment {experiment.exp_id}"
+def _where(target: GoldTarget) -> str:
+    if isinstance(target, HeldOutCheck):
+        return f"{target.paper.paper_id} experiment {target.experiment.exp_id} held-out variant {target.variant_id}"
+    return f"{target.paper.paper_id} experiment {target.exp_id}"
+
+
+def _spec(target: GoldTarget) -> ExperimentSpec:
+    return held_out_spec(target) if isinstance(target, HeldOutCheck) else experiment_spec(target)
+
+
+def _paper_targets(paper: Paper) -> list[GoldTarget]:
+    """The paper's experiments in id order, then their hidden variants."""
+    experiments = list(paper.experiments.select_related("paper").order_by("exp_id"))
+    by_id = {experiment.pk: experiment for experiment in experiments}
+    variants = list(HeldOutCheck.objects.filter(experiment__paper=paper).order_by("experiment__exp_id", "variant_id"))
+    for variant in variants:
+        variant.experiment = by_id[variant.experiment_id]
+    return [*experiments, *variants]
 
 
 def _paper_sandbox(paper: Paper, scratch: Path, backend: str, *, repeat: int = 1):
@@ -75,24 +100,25 @@ def _paper_sandbox(paper: Paper, scratch: Path, backend: str, *, repeat: int = 1
     return workspace, open_sandbox(backend, workspace, name=f"suite-check-{paper.paper_id}-{repeat}")
 
 
-def _gold_pass(paper: Paper, experiments: list[Experiment], scratch: Path, backend: str, *, repeat: int,
+def _gold_pass(paper: Paper, experiments: list[GoldTarget], scratch: Path, backend: str, *, repeat: int,
                environments: dict[str, dict] | None = None) -> list[ExperimentOutcome]:
-    """One run of every experiment of `paper` in a fresh workspace and sandbox of its gold code."""
+    """One run of every experiment (and hidden variant) of `paper` in a fresh workspace and sandbox of its gold code."""
     _, sandbox = _paper_sandbox(paper, scratch, backend, repeat=repeat)
     with sandbox:
         if environments is not None:
             environments[paper.paper_id] = _sandbox_versions(sandbox, backend)
-        return [run_experiment(sandbox, experiment_spec(experiment)) for experiment in experiments]
+        return [run_experiment(sandbox, _spec(experiment)) for experiment in experiments]
 
 
 def _gold_runs(suite: Suite, backend: str, repeats: int, environments: dict[str, dict] | None = None
-               ) -> list[tuple[Experiment, list[ExperimentOutcome]]]:
-    """Every experiment of the suite's papers with gold code, with its outcome in each of `repeats`
-    passes (a fresh workspace and sandbox per paper and pass, so no run sees another's files)."""
+               ) -> list[tuple[GoldTarget, list[ExperimentOutcome]]]:
+    """Every experiment and hidden variant of the suite's papers with gold code, with its outcome in
+    each of `repeats` passes (a fresh workspace and sandbox per paper and pass, so no run sees
+    another's files)."""
     runs = []
     with tempfile.TemporaryDirectory(prefix="make-gold-") as scratch:
         for paper in suite.papers.exclude(code_dir="").order_by("paper_id"):
-            experiments = list(paper.experiments.select_related("paper").order_by("exp_id"))
+            experiments = _paper_targets(paper)
             passes = [
                 _gold_pass(paper, experiments, Path(scratch), backend, repeat=repeat,
                            environments=environments if repeat == 1 else None)
@@ -106,7 +132,7 @@ def _gold_runs(suite: Suite, backend: str, repeats: int, environments: dict[str,
 class GoldStability:
     """An experiment's gold over repeated runs: the first run's result is the gold."""
 
-    experiment: Experiment
+    experiment: GoldTarget
     result: dict
     spreads: dict
     in_tolerances: float  # the largest number spread, in units of that number's tolerance
@@ -183,19 +209,27 @@ def _sandbox_versions(sandbox, backend: str) -> dict:
 @transaction.atomic
 def _store_gold(suite: Suite, measured: list[GoldStability], environments: dict[str, dict]) -> None:
     by_paper: dict[Paper, dict[int, GoldStability]] = {}
+    variants_by_paper: dict[Paper, dict[str, dict[str, dict]]] = {}
     for stability in measured:
-        experiment = stability.experiment
-        experiment.gold_result = stability.result
-        experiment.gold_spread = stability.relative_spread
-        experiment.gold_repeats = stability.repeats
-        experiment.gold_spreads = stability.spreads
-        experiment.gold_unstable = stability.unstable
-        experiment.save(update_fields=["gold_result", "gold_spread", "gold_repeats", "gold_spreads", "gold_unstable"])
-        by_paper.setdefault(experiment.paper, {})[experiment.exp_id] = stability
+        target = stability.experiment
+        target.gold_result = stability.result
+        target.gold_spread = stability.relative_spread
+        target.gold_repeats = stability.repeats
+        target.gold_spreads = stability.spreads
+        target.gold_unstable = stability.unstable
+        target.save(update_fields=["gold_result", "gold_spread", "gold_repeats", "gold_spreads", "gold_unstable"])
+        if isinstance(target, HeldOutCheck):
+            variants_by_paper.setdefault(target.paper, {}).setdefault(str(target.experiment.exp_id), {})[
+                str(target.variant_id)
+            ] = {"result": stability.result, "spread": stability.relative_spread, "spreads": stability.spreads,
+                 "unstable": stability.unstable}
+        else:
+            by_paper.setdefault(target.paper, {})[target.exp_id] = stability
     if suite.source_format != Suite.NATIVE:
         return
     for paper, stored in by_paper.items():
         ids = sorted(stored)
+        held_out = variants_by_paper.get(paper)
         document = {
             "generated_by": "python manage.py make_gold",
             **environments[paper.paper_id],
@@ -204,6 +238,7 @@ def _store_gold(suite: Suite, measured: list[GoldStability], environments: dict[
             "spread": {str(i): stored[i].relative_spread for i in ids},
             "spreads": {str(i): stored[i].spreads for i in ids},
             "unstable": [i for i in ids if stored[i].unstable],
+            **({"held_out": held_out} if held_out else {}),
         }
         (Path(paper.code_dir).parent / "gold.json").write_text(json.dumps(document, indent=2) + "\n")
 
@@ -213,11 +248,11 @@ class GoldCheck:
     """`make_gold --check`: each stored gold number against what the gold code prints now."""
 
     repeats: int
-    rows: list[tuple[Experiment, DriftRow]] = field(default_factory=list)
+    rows: list[tuple[GoldTarget, DriftRow]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
-    def drifted(self) -> list[tuple[Experiment, DriftRow]]:
+    def drifted(self) -> list[tuple[GoldTarget, DriftRow]]:
         return [(experiment, row) for experiment, row in self.rows if not row.within_tolerance]
 
     def lines(self) -> list[str]:
@@ -258,6 +293,24 @@ SURVIVES = "survives"  # or every dependent passes: the suite cannot tell it fro
 
 
 @dataclass
+class HeldOutFigures:
+    """How a function's mask and mutants fare against the hidden variants of its dependent
+    experiments, apart from the experiments themselves."""
+
+    variants: int = 0
+    mask_breaks: bool = True
+    mutants_crash: int = 0
+    mutants_wrong: int = 0
+    survivors: int = 0
+    # Mutants the public experiments let through and the variants catch: what held-out checks add.
+    caught_only_here: int = 0
+
+    @property
+    def mutants_caught(self) -> int:
+        return self.mutants_crash + self.mutants_wrong
+
+
+@dataclass
 class FunctionCheck:
     label: str
     experiments: list[int]
@@ -266,6 +319,7 @@ class FunctionCheck:
     mutants_crash: int = 0
     mutants_wrong: int = 0
     survivors: list[str] = field(default_factory=list)
+    held_out: HeldOutFigures = field(default_factory=HeldOutFigures)
 
     @property
     def mutants_caught(self) -> int:
@@ -345,13 +399,17 @@ class ValidationReport:
     def unstable(self) -> list[ExperimentStability]:
         return [item for item in self.stability if item.unstable]
 
+    def held_out_total(self, name: str) -> int:
+        return sum(getattr(check.held_out, name) for check in self.functions)
+
     def passed(self, *, min_catch_rate: float) -> bool:
         # An unstable experiment is no reason to refuse the suite when make_gold marked it (the policy
         # handles it); one measured unstable but stored as stable would be scored as if it were not.
+        # A hidden variant that masking leaves passing would let a noop through its check.
         return (
             not self.gold_failures
             and all(item.handled for item in self.stability)
-            and all(check.mask_breaks for check in self.functions)
+            and all(check.mask_breaks and check.held_out.mask_breaks for check in self.functions)
             and self.catch_rate >= min_catch_rate
         )
 
@@ -372,6 +430,21 @@ class ValidationReport:
             f"mutants: {self.mutants_tried} tried: {self.mutants_crash} crash, {self.mutants_wrong} print wrong "
             f"numbers, {self.mutants_tried - self.mutants_caught} survive"
         )
+        variants = self.held_out_total("variants")
+        if variants:
+            checked = [check for check in self.functions if check.held_out.variants]
+            tried = sum(check.mutants_tried for check in checked)
+            caught = self.held_out_total("mutants_caught")
+            rows.append("")
+            rows.append(f"held-out checks: {variants} hidden variants of dependent experiments over {len(checked)} functions")
+            rows.append(f"  gold passes every variant: {'no' if any('held-out variant' in f for f in self.gold_failures) else 'yes'}")
+            rows.append(f"  noop (the function masked) fails its variants: "
+                        f"{sum(check.held_out.mask_breaks for check in checked)}/{len(checked)} functions")
+            rows.append(f"  mutants caught by the variants: {caught}/{tried}: {self.held_out_total('mutants_crash')} crash, "
+                        f"{self.held_out_total('mutants_wrong')} print wrong numbers, "
+                        f"{self.held_out_total('survivors')} survive; "
+                        f"{self.held_out_total('caught_only_here')} of them survive the public experiments")
+            rows.extend(f"  NOOP PASSES THE VARIANTS: {check.label}" for check in checked if not check.held_out.mask_breaks)
         if self.stability:
             repeats = max(item.repeats for item in self.stability)
             rows.append("")
@@ -428,10 +501,14 @@ def suite_validate(
     report = ValidationReport(policy=suite.unstable_policy)
     with tempfile.TemporaryDirectory(prefix="validate-suite-") as scratch:
         for paper in suite.papers.exclude(code_dir="").order_by("paper_id"):
-            experiments = list(paper.experiments.select_related("paper").order_by("exp_id"))
+            experiments = _paper_targets(paper)
+            variants: dict[int, list[HeldOutCheck]] = {}
+            for target in experiments:
+                if isinstance(target, HeldOutCheck):
+                    variants.setdefault(target.experiment_id, []).append(target)
             workspace, sandbox = _paper_sandbox(paper, Path(scratch), backend)
             with sandbox:
-                first = [run_experiment(sandbox, experiment_spec(experiment)) for experiment in experiments]
+                first = [run_experiment(sandbox, _spec(experiment)) for experiment in experiments]
                 for experiment, outcome in zip(experiments, first):
                     if experiment.gold_result is None:
                         report.gold_failures.append(f"{_where(experiment)}: no gold result")
@@ -441,12 +518,16 @@ def suite_validate(
                         # (a marked-unstable experiment's noise is reported with its stability)
                         report.gold_failures.append(f"{_where(experiment)}: numbers differ from gold")
                 for function in paper.functions.order_by("func_id").prefetch_related("experiments__paper"):
-                    check = _check_function(sandbox, workspace, function, seed, mutants_per_function)
+                    check = _check_function(sandbox, workspace, function, seed, mutants_per_function, variants)
                     report.functions.append(check)
+                    held_out = check.held_out
                     progress(
                         f"{check.label}: mask breaks={'yes' if check.mask_breaks else 'NO'}, mutants caught "
                         f"{check.mutants_caught}/{check.mutants_tried} ({check.mutants_crash} crash, "
                         f"{check.mutants_wrong} wrong numbers)"
+                        + (f"; held-out: mask breaks={'yes' if held_out.mask_breaks else 'NO'}, mutants caught "
+                           f"{held_out.mutants_caught}/{check.mutants_tried}, {held_out.caught_only_here} only by "
+                           f"the variants" if held_out.variants else "")
                     )
             passes = [first] + [
                 _gold_pass(paper, experiments, Path(scratch), backend, repeat=repeat) for repeat in range(2, repeats + 1)
@@ -464,40 +545,56 @@ def suite_validate(
     return report
 
 
-def _check_function(sandbox, workspace: Path, function, seed: int, limit: int) -> FunctionCheck:
+def _check_function(sandbox, workspace: Path, function, seed: int, limit: int,
+                    variants: dict[int, list[HeldOutCheck]] | None = None) -> FunctionCheck:
+    """The function's mask and mutants against its dependent experiments and, apart, against
+    those experiments' hidden variants (`variants`: experiment pk -> its variants)."""
     with_gold = [e for e in function.experiments.order_by("exp_id") if e.gold_result is not None]
     # Noise must not pass for a caught mutant: unstable experiments judge only a function that has
     # no stable one (as scoring falls back to them when a sample has nothing else).
     dependents = [e for e in with_gold if not e.gold_unstable] or with_gold
+    held_out = [v for e in dependents for v in (variants or {}).get(e.pk, []) if v.gold_result is not None]
+    held_out = [v for v in held_out if not v.gold_unstable] or held_out
     path = workspace / CODE_DIR / function.file
     gold_source = path.read_text(encoding="utf-8")
 
-    def verdict(source: str) -> str:
+    def verdict(source: str, targets: list[GoldTarget]) -> str:
         path.write_text(source, encoding="utf-8", newline="")
         try:
-            for experiment in dependents:
-                outcome = run_experiment(sandbox, experiment_spec(experiment))
+            for target in targets:
+                outcome = run_experiment(sandbox, _spec(target))
                 if outcome.error:
                     return CRASH
-                if _fails(outcome, experiment):
+                if _fails(outcome, target):
                     return WRONG_NUMBERS
             return SURVIVES
         finally:
             path.write_text(gold_source, encoding="utf-8", newline="")
 
     target = MaskTarget(name=function.name, description=function.description, line_hint=function.line_hint)
+    masked = mask_source(gold_source, [target]).text
     check = FunctionCheck(
         label=f"{function.paper.paper_id}#{function.func_id} {function.name}",
         experiments=[e.exp_id for e in dependents],
-        mask_breaks=bool(dependents) and verdict(mask_source(gold_source, [target]).text) != SURVIVES,
+        mask_breaks=bool(dependents) and verdict(masked, dependents) != SURVIVES,
+        held_out=HeldOutFigures(variants=len(held_out), mask_breaks=not held_out or verdict(masked, held_out) != SURVIVES),
     )
     for mutant in function_mutants(gold_source, function.name, line_hint=function.line_hint, seed=seed, limit=limit):
         check.mutants_tried += 1
-        outcome = verdict(mutant.source)
+        outcome = verdict(mutant.source, dependents)
         if outcome == CRASH:
             check.mutants_crash += 1
         elif outcome == WRONG_NUMBERS:
             check.mutants_wrong += 1
         else:
             check.survivors.append(mutant.description)
+        if held_out:
+            hidden = verdict(mutant.source, held_out)
+            if hidden == CRASH:
+                check.held_out.mutants_crash += 1
+            elif hidden == WRONG_NUMBERS:
+                check.held_out.mutants_wrong += 1
+            else:
+                check.held_out.survivors += 1
+            check.held_out.caught_only_here += outcome == SURVIVES and hidden != SURVIVES
     return check

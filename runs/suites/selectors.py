@@ -9,7 +9,7 @@ from django.db.models import Count, Q
 
 from runs.benchmark.sampling import sample_id as make_sample_id
 from runs.benchmark.workspace import ExperimentSpec, MaskedFunctionSpec, WorkspaceSpec
-from runs.models import Experiment, Paper, Sample, Suite
+from runs.models import Experiment, HeldOutCheck, Paper, Sample, Suite
 
 
 class SampleNotFound(Exception):
@@ -99,6 +99,39 @@ def experiment_spec(experiment: Experiment) -> ExperimentSpec:
         command=experiment.command,
         answer_format=experiment.answer_format,
         timeout_seconds=experiment.timeout_seconds,
+    )
+
+
+def held_out_spec(variant: HeldOutCheck) -> ExperimentSpec:
+    """A hidden variant as the harness runs it: its own command, its experiment's answer format and
+    timeout, and no description (nothing of it is ever shown to an agent)."""
+    experiment = variant.experiment
+    return ExperimentSpec(
+        exp_id=experiment.exp_id,
+        description="",
+        command=variant.command,
+        answer_format=experiment.answer_format,
+        timeout_seconds=experiment.timeout_seconds,
+    )
+
+
+def sample_held_out_checks(*, experiments: list[Experiment]) -> list[HeldOutCheck]:
+    """The hidden variants of a sample's experiments (as sample_experiments read them), in the
+    experiments' order, each with its experiment (and that experiment's paper and suite) attached."""
+    by_id = {experiment.pk: experiment for experiment in experiments}
+    variants = list(HeldOutCheck.objects.filter(experiment_id__in=by_id).order_by("experiment__exp_id", "variant_id"))
+    for variant in variants:
+        variant.experiment = by_id[variant.experiment_id]
+    return variants
+
+
+def suites_held_out_checked(*, names) -> set[str]:
+    """The names among `names` of suites whose passes are held-out checked: every experiment of
+    theirs has at least one hidden variant (runs.models.HeldOutCheck)."""
+    unchecked = Experiment.objects.filter(paper__suite__name__in=names, held_out_checks__isnull=True)
+    with_experiments = Experiment.objects.filter(paper__suite__name__in=names)
+    return set(with_experiments.values_list("paper__suite__name", flat=True).distinct()) - set(
+        unchecked.values_list("paper__suite__name", flat=True).distinct()
     )
 
 

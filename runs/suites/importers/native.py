@@ -8,13 +8,18 @@ Layout::
     <suite>/<paper>/paper.md    "# Title" on the first line; the whole file is the paper text
     <suite>/<paper>/paper.json  {"id", "title", "functions": [...], "experiments": [...]}
     <suite>/<paper>/gold.json   optional, written by `make_gold`: {"results": {...}, "spread": {...},
-                                 "repeats": N, "spreads": {id: {key: {"min", "max"}}}, "unstable": [ids]}
+                                 "repeats": N, "spreads": {id: {key: {"min", "max"}}}, "unstable": [ids],
+                                 "held_out": {id: {variant id: {"result", "spread", "spreads", "unstable"}}}}
     <suite>/<paper>/code/       the gold codebase
 
 Our own format is strict, unlike the upstream importer: every problem found is collected and the
 import is refused with all of them listed (`<file>: <json path>: <what is wrong>`), so a suite author
 fixes everything in one round. Unknown keys in suite.json and paper.json are errors (a misspelt
 optional key would otherwise be silently ignored); gold.json is generated, so extra keys are allowed.
+
+An experiment may declare hidden variants (`"held_out": [{"id": 0, "command": "..."}]`): held-out
+checks (runs.models.HeldOutCheck) that re-execution also runs and a pass needs. They are stored apart
+from the experiments, so nothing that shows or exports experiments can show them.
 
 Two things are not errors: a stale `line` hint (the real def line is stored and reported) and an
 experiment without a gold result yet (imported with `gold_result=None` and reported).
@@ -36,7 +41,7 @@ from runs.benchmark.json_objects import read_object
 from runs.benchmark.masking import MaskingError, locate_function
 from runs.benchmark.scoring import as_number, flatten_numbers
 from runs.benchmark.text import json_type
-from runs.models import Experiment, Function, Paper, Suite
+from runs.models import Experiment, Function, HeldOutCheck, Paper, Suite
 from runs.suites.importers.common import (
     ImportReport,
     SuiteFormatError,
@@ -56,6 +61,7 @@ from runs.suites.importers.schema import (
     ExperimentEntry,
     FunctionEntry,
     GoldFile,
+    HeldOutEntry,
     PaperFile,
     SuiteFile,
     native_problem,
@@ -120,20 +126,37 @@ class _FunctionSpec:
 
 
 @dataclass
-class _ExperimentSpec:
-    exp_id: int
-    description: str
-    command: str
-    answer_format: dict
-    depends_on: list[int]
-    rtol: float | None
-    atol: float | None
-    timeout: int
+class _GoldSpec:
+    """Gold as make_gold stores it, for an experiment or one of its hidden variants."""
+
     gold_result: dict | None = None
     gold_spread: float | None = None
     gold_repeats: int | None = None
     gold_spreads: dict = field(default_factory=dict)
     gold_unstable: bool = False
+
+    def gold_values(self) -> dict:
+        return {"gold_result": self.gold_result, "gold_spread": self.gold_spread, "gold_repeats": self.gold_repeats,
+                "gold_spreads": self.gold_spreads, "gold_unstable": self.gold_unstable}
+
+
+@dataclass
+class _VariantSpec(_GoldSpec):
+    variant_id: int = 0
+    command: str = ""
+
+
+@dataclass
+class _ExperimentSpec(_GoldSpec):
+    exp_id: int = 0
+    description: str = ""
+    command: str = ""
+    answer_format: dict = field(default_factory=dict)
+    depends_on: list[int] = field(default_factory=list)
+    rtol: float | None = None
+    atol: float | None = None
+    timeout: int = 0
+    held_out: list[_VariantSpec] = field(default_factory=list)
 
 
 @dataclass
@@ -252,11 +275,16 @@ def _check_experiments(raw: list, *, function_ids: set[int], file: str,
         if unknown:
             problems.add(file, f"{path}.depends_on", f"unknown function id(s) {unknown} (functions have ids "
                          f"{sorted(function_ids)})")
+        variants = []
+        for number, entry in enumerate(values.get("held_out", [])):
+            variant = _read_object(entry, HeldOutEntry, file=file, path=f"{path}.held_out[{number}]", problems=problems)
+            if variant is not None and len(variant) == len(HeldOutEntry.model_fields):
+                variants.append(_VariantSpec(variant_id=variant["id"], command=variant["command"]))
         if len(values) == len(ExperimentEntry.model_fields):
             experiments.append(_ExperimentSpec(
                 exp_id=values["id"], description=values["description"], command=values["command"],
                 answer_format=values["answer_format"], depends_on=values["depends_on"],
-                rtol=values["rtol"], atol=values["atol"], timeout=values["timeout"],
+                rtol=values["rtol"], atol=values["atol"], timeout=values["timeout"], held_out=variants,
             ))
     return experiments
 
@@ -267,6 +295,7 @@ def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], su
     by_id = {experiment.exp_id: experiment for experiment in experiments}
     gold = {"results": {}, "spread": {}}
     stability = {"repeats": None, "spreads": {}, "unstable": []}
+    held_out = {}
     if path.exists():
         raw = _load_json(path, file=file, problems=problems)
         if raw is not None:
@@ -275,6 +304,7 @@ def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], su
                 gold["results"] = values.get("results") or {}
                 gold["spread"] = values.get("spread") or {}
                 stability = {key: values.get(key) or stability[key] for key in stability}
+                held_out = values.get("held_out") or {}
     for section in ("results", "spread"):
         for key, value in gold[section].items():
             where = f"{section}.{key}"
@@ -301,10 +331,64 @@ def _check_gold(path: Path, *, file: str, experiments: list[_ExperimentSpec], su
             elif value is not None:
                 experiment.gold_spread = float(value)
     _check_stability(stability, by_id=by_id, file=file, problems=problems)
+    _check_held_out_gold(held_out, by_id=by_id, repeats=stability["repeats"], file=file, problems=problems)
     for experiment in experiments:
         if experiment.gold_result is None:
             report.skip(f"{file}: results.{experiment.exp_id}",
                         f"no gold result yet: run `python manage.py make_gold {suite_name}`")
+        for variant in experiment.held_out:
+            if variant.gold_result is None:
+                report.skip(f"{file}: held_out.{experiment.exp_id}.{variant.variant_id}",
+                            f"no gold result for a hidden variant yet: run `python manage.py make_gold {suite_name}`")
+
+
+def _check_held_out_gold(section: dict, *, by_id: dict[int, _ExperimentSpec], repeats, file: str,
+                         problems: _Problems) -> None:
+    """Attach gold.json's gold of hidden variants to them: each a result of the experiment's shape,
+    with its spread, per-number spreads and unstable mark, as make_gold writes them."""
+    for key, variants in section.items():
+        where = f"held_out.{key}"
+        experiment = by_id.get(int(key)) if re.fullmatch(r"0|[1-9][0-9]*", key) else None
+        if experiment is None:
+            problems.add(file, where, f"no experiment with id {key!r} in paper.json")
+            continue
+        if not isinstance(variants, dict):
+            problems.add(file, where, f"expected an object, got {json_type(variants)}")
+            continue
+        declared = {variant.variant_id: variant for variant in experiment.held_out}
+        for variant_key, gold in variants.items():
+            at = f"{where}.{variant_key}"
+            variant = declared.get(int(variant_key)) if re.fullmatch(r"0|[1-9][0-9]*", variant_key) else None
+            if variant is None:
+                problems.add(file, at, f"no hidden variant with id {variant_key!r} in experiment {key}'s held_out")
+            elif not isinstance(gold, dict) or not isinstance(gold.get("result"), dict):
+                problems.add(file, at, 'expected an object with "result" (an object)')
+            elif answer_format_of(gold["result"]) != answer_format_of(experiment.answer_format):
+                problems.add(file, f"{at}.result", f"has the shape {json.dumps(answer_format_of(gold['result']))[:200]} "
+                             f"but the experiment's answer_format is {json.dumps(experiment.answer_format)[:200]}")
+            elif infinite := _infinite_numbers(gold["result"]):
+                problems.add(file, f"{at}.result.{infinite[0]}", "must be a finite number")
+            elif (tolerance_error := _tolerance_error(gold.get("spread"))) is not None:
+                problems.add(file, f"{at}.spread", tolerance_error)
+            else:
+                spreads = gold.get("spreads") or {}
+                numbers = flatten_numbers(gold["result"])
+                bad = [(number, problem) for number, spread in spreads.items()
+                       if (problem := "not a number of the variant's gold result" if number not in numbers
+                           else _spread_problem(spread)) is not None] if isinstance(spreads, dict) else [("", "expected an object")]
+                for number, problem in bad:
+                    problems.add(file, f"{at}.spreads.{number}".rstrip("."), problem)
+                if bad:
+                    continue
+                unstable = gold.get("unstable", False)
+                if not isinstance(unstable, bool) or (unstable and not spreads):
+                    problems.add(file, f"{at}.unstable", "expected true (with spreads) or false")
+                    continue
+                variant.gold_result = gold["result"]
+                variant.gold_spread = None if gold.get("spread") is None else float(gold["spread"])
+                variant.gold_spreads = spreads
+                variant.gold_repeats = repeats if spreads else None
+                variant.gold_unstable = unstable
 
 
 def _infinite_numbers(result: dict) -> list[str]:
@@ -453,14 +537,20 @@ def _write_paper(suite: Suite, spec: _PaperSpec, *, report: ImportReport) -> Non
         row, created = upsert_tracked(
             Experiment, lookup={"paper": paper, "exp_id": experiment.exp_id}, report=report, kind="experiment",
             values={"description": experiment.description, "command": experiment.command,
-                    "answer_format": experiment.answer_format, "gold_result": experiment.gold_result,
-                    "gold_spread": experiment.gold_spread, "gold_repeats": experiment.gold_repeats,
-                    "gold_spreads": experiment.gold_spreads, "gold_unstable": experiment.gold_unstable,
+                    "answer_format": experiment.answer_format, **experiment.gold_values(),
                     "rtol": experiment.rtol, "atol": experiment.atol,
                     "timeout_seconds": experiment.timeout},
         )
         relation_sync(row.dependencies, [functions[i] for i in experiment.depends_on], created=created,
                       report=report, kind="experiment dependencies")
+        for variant in experiment.held_out:
+            upsert(HeldOutCheck, lookup={"experiment": row, "variant_id": variant.variant_id}, report=report,
+                   kind="held-out check", values={"command": variant.command, **variant.gold_values()})
+        gone = row.held_out_checks.exclude(variant_id__in=[variant.variant_id for variant in experiment.held_out])
+        if ids := sorted(gone.values_list("variant_id", flat=True)):
+            report.delete(f"{file}: experiments[{experiment.exp_id}].held_out", f"hidden variants {ids} are gone",
+                          kind="held-out check", count=len(ids))
+            gone.delete()
     delete_gone_experiments(paper=paper, keep={e.exp_id for e in spec.experiments}, report=report,
                             where=f"{file}: experiments")
 

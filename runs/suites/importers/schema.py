@@ -150,6 +150,21 @@ class FunctionEntry(_Object):
     ] = Field(default=None, description="Where the def is, when the name is ambiguous; a stale hint is repaired.")
 
 
+class HeldOutEntry(_Object):
+    """A hidden variant of an experiment (runs.models.HeldOutCheck): another seed or configuration
+    of the same kind of command. Never shown to agents or visitors; its gold comes from make_gold."""
+
+    id: Id
+    command: Text = Field(description="Run in the workspace like the experiment's; prints numbers of the same shape.")
+
+
+def _held_out_ids_once(value: list) -> list:
+    ids = [item.get("id") for item in value if isinstance(item, dict)]
+    if len(set(ids)) != len(ids):
+        raise PydanticCustomError("duplicate", "lists a variant id more than once: {ids}", {"ids": repr(ids)})
+    return value
+
+
 class ExperimentEntry(_Object):
     """One of paper.json's experiments."""
 
@@ -169,6 +184,10 @@ class ExperimentEntry(_Object):
     timeout: Annotated[
         int, Field(ge=1, le=MAX_ID), refused_as(lambda value: f"expected a positive integer number of seconds, got {value!r}")
     ] = DEFAULT_TIMEOUT
+    held_out: Annotated[Array, AfterValidator(_held_out_ids_once)] = Field(
+        default_factory=list,
+        description="Hidden variants (HeldOutEntry): re-execution runs them too, and a pass needs them all.",
+    )
 
 
 class GoldFile(_Object):
@@ -192,6 +211,10 @@ class GoldFile(_Object):
     generated_by: String = ""
     python: String = ""
     numpy: String = ""
+    held_out: AnyObject = Field(
+        default=None,
+        description='Experiment id -> variant id -> {"result", "spread", "spreads", "unstable"}, as for experiments.',
+    )
 
 
 TOLERANCE = TypeAdapter(Tolerance, config=ConfigDict(strict=True, allow_inf_nan=False))
