@@ -76,6 +76,7 @@ def suite(request, suite: str):
             "samples_by_n": {str(n): count for n, count in overview.samples_by_n.items()},
             "gold_stability": stability and {
                 "experiments": stability.experiments, "unstable": stability.unstable, "policy": stability.policy,
+                "held_out_checked": stability.held_out_checked,
             },
             "task_downloads": [{"n": item.n, "context": item.context, "url": item.url} for item in overview.downloads],
         })

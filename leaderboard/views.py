@@ -171,7 +171,8 @@ def home(request):
             + [ref.as_dict() for ref in reference],
             "reference_findings": [{**finding, "reference": True} for finding in paper.FINDINGS],
             "gold_stability": [
-                {"suite": item.name, "experiments": item.experiments, "unstable": item.unstable, "policy": item.policy}
+                {"suite": item.name, "experiments": item.experiments, "unstable": item.unstable, "policy": item.policy,
+                 "held_out_checked": item.held_out_checked}
                 for item in suites_gold_stability(names={row.suite for row in board.rows})
             ],
         }, status=status)

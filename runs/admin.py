@@ -3,7 +3,19 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
 from runs.evaluation.services import runs_set_hidden
-from runs.models import ApiToken, Attempt, Experiment, Function, Paper, Run, Sample, Submission, Suite, Transplant
+from runs.models import (
+    ApiToken,
+    Attempt,
+    Experiment,
+    Function,
+    HeldOutCheck,
+    Paper,
+    Run,
+    Sample,
+    Submission,
+    Suite,
+    Transplant,
+)
 from runs.submissions.forms import FlagForm
 from runs.submissions.services import (
     submissions_flag,
@@ -46,11 +58,27 @@ class FunctionAdmin(admin.ModelAdmin):
     search_fields = ["name", "file"]
 
 
+class HeldOutCheckInline(admin.TabularInline):
+    """The hidden variants, for staff: the admin is the one place that shows them."""
+
+    model = HeldOutCheck
+    extra = 0
+    fields = ["variant_id", "command", "gold_result", "gold_spread", "gold_unstable"]
+
+
 @admin.register(Experiment)
 class ExperimentAdmin(admin.ModelAdmin):
     list_display = ["__str__", "command", "gold_spread"]
     list_filter = ["paper__suite"]
     filter_horizontal = ["dependencies"]
+    inlines = [HeldOutCheckInline]
+
+
+@admin.register(HeldOutCheck)
+class HeldOutCheckAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "command", "gold_spread", "gold_unstable"]
+    list_filter = ["experiment__paper__suite"]
+    raw_id_fields = ["experiment"]
 
 
 @admin.register(Sample)

@@ -25,21 +25,22 @@ OUTCOME_LABELS: dict[str, str] = dict(Attempt.OUTCOMES)
 # The fields `attempt_outcome` reads, for callers that load or pass them.
 OUTCOME_FIELDS = (
     "status", "failure_label", "passed", "reported_passed", "reexecution_passed", "reexecution_error",
-    "reexecution_score", "out_of_scope_edits",
+    "reexecution_score", "out_of_scope_edits", "held_out_passed", "gold_literals",
 )
 
 
 def attempt_outcome(
     *, status: str, failure_label: str | None, passed: bool | None, reported_passed: bool | None,
     reexecution_passed: bool | None, reexecution_error: str | None, reexecution_score: Any,
-    out_of_scope_edits: Any,
+    out_of_scope_edits: Any, held_out_passed: bool | None = None, gold_literals: Any = None,
 ) -> str:
     """The outcome of an attempt ("" unless it is done).
 
     The verdict is the leaderboard's (leaderboard.selectors.passes_q): `passed` once re-executed,
     the reported verdict until then. A failed attempt's outcome is, first match wins: a provider or
-    infrastructure failure label; the budget ran out, no answer, an unparseable answer; edits
-    outside the task dropped by re-execution (the code that ran was not the agent's whole
+    infrastructure failure label; the budget ran out, no answer, an unparseable answer; a
+    hard-coded gold number in the implementation; the public experiments passed but the held-out
+    check did not; edits outside the task dropped by re-execution (the code that ran was not the agent's whole
     change); re-execution failed (the patch did not apply, or an experiment crashed, timed out or
     printed no result); else a wrong answer. Re-execution counts only once it gave a verdict: an
     infrastructure failure of the re-execution leaves its reason in `reexecution_error` without
@@ -54,6 +55,10 @@ def attempt_outcome(
     label = failure_label or ""
     if label in _NOT_THE_MODELS or label in _NO_USABLE_ANSWER:
         return label
+    if reexecuted and isinstance(gold_literals, list) and gold_literals:
+        return Attempt.GOLD_LITERAL
+    if reexecuted and held_out_passed is False:
+        return Attempt.HELD_OUT_FAILED
     if reexecuted and isinstance(out_of_scope_edits, list) and out_of_scope_edits:
         return Attempt.OUT_OF_SCOPE
     if reexecuted and (bool((reexecution_error or "").strip()) or reexecution_crashed(reexecution_score)):

@@ -238,12 +238,8 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
     reported_passed = fields["reported_passed"]
     passed = reported_passed and reexecution.passed
     fields.update(
+        **reexecution.stored_fields(),
         status=Attempt.DONE,
-        reexecution_score=reexecution.score,
-        reexecution_passed=reexecution.passed,
-        reexecution_error=storable_text(reexecution.error),
-        reexecution_output=storable_text(reexecution.output),
-        out_of_scope_edits=reexecution.out_of_scope_edits,
         passed=passed,
         mismatch=reported_passed and not reexecution.passed,
         failure_label=failure_label(
@@ -252,9 +248,7 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
             answer_parsed=bool(parsed is not None and parsed.ok),
             passed=passed,
         ),
-        failure_detail="reported numbers pass but the re-executed code does not produce them"
-        if reported_passed and not reexecution.passed
-        else "",
+        failure_detail=reexecution.failure_detail(reported_passed=reported_passed),
     )
     return _Result(fields=fields, timings=_finish_timings(timings, total_started, reexecution.experiment_seconds))
 

@@ -195,6 +195,9 @@ def _verdict_fields(transplant: Transplant, heartbeat: Heartbeat) -> dict:
         adjust=lambda workspace: gold_restored_except(
             workspace, code_dir=Path(attempt.sample.paper.code_dir), kept=kept, functions=task.spec.masked
         ),
+        # A transplant says which function broke the public experiments; the attempt's own verdict
+        # already holds the held-out check.
+        held_out=False,
     )
     heartbeat.check()
     verdict, reason = judge(result, function_file=kept.file, function_name=kept.name, code_dir=Path(attempt.sample.paper.code_dir))

@@ -6,7 +6,9 @@ applies the suite's policy for unstable gold (`score_answer`) and turns the resu
 why an attempt that did not pass failed. `reexecute` is the harness's own verdict on a final patch,
 shared by a run's attempts and a submission's: the patch is applied to a fresh masked workspace keeping only what the task allows
 (runs.benchmark.patches, runs.benchmark.scope), every experiment runs in a fresh sandbox
-(runs.benchmark.execution) and what they print is scored. A broken workspace or sandbox raises
+(runs.benchmark.execution) and what they print is scored. Code that passes them then runs the
+hidden variants of its experiments (held-out checks, runs.models.HeldOutCheck), whose gold never
+leaves the server; a pass needs them all. A broken workspace or sandbox raises
 InfrastructureFailure; whatever the code does is the verdict."""
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ from runs.analysis.outcomes import outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
 from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
 from runs.benchmark.scope import OutOfScopeEdit, ScopedCode, restrict_to_scope
-from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_sample
-from runs.benchmark.text import json_safe
+from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_experiment, score_sample
+from runs.benchmark.text import json_safe, storable_text
 from runs.benchmark.workspace import WorkspaceError, experiment_label
 from runs.evaluation.claims import InfrastructureFailure
 from runs.evaluation.workdirs import remove_tree
-from runs.models import Attempt, Experiment, Sample, Suite
+from runs.models import Attempt, Experiment, HeldOutCheck, Sample, Suite
 from runs.suites.gold import scoring_tolerances
-from runs.suites.selectors import SampleTask, experiment_spec, sample_task
+from runs.suites.selectors import SampleTask, experiment_spec, held_out_spec, sample_held_out_checks, sample_task
 from runs.suites.services import workspace_build
 from sandbox import SandboxError, fs, open_sandbox
 
@@ -149,7 +151,11 @@ def with_tolerance_ratio(fields: dict, attempt: Attempt | None = None) -> dict:
 
 @dataclass
 class Reexecution:
-    """The harness's own run of an attempt's final code."""
+    """The harness's own run of an attempt's final code.
+
+    `passed` is the whole verdict: the public experiments (`score`), the held-out check where the
+    sample has one, and no hard-coded gold number. Only the public experiments' score, output and
+    errors are ever shown; `held_out_scores` is for staff."""
 
     score: dict | None
     passed: bool
@@ -161,6 +167,34 @@ class Reexecution:
     out_of_scope_edits: list = field(default_factory=list)
     applied: bool = True  # False: the code was refused (a patch that does not apply), nothing ran
     outcomes: list[ExperimentOutcome] = field(default_factory=list)  # each experiment's run, unbounded (not stored)
+    # None: the sample has no hidden variants, or its public experiments failed (then none run).
+    held_out_passed: bool | None = None
+    held_out_scores: dict | None = None
+    gold_literals: list = field(default_factory=list)
+
+    def stored_fields(self) -> dict:
+        """The attempt's fields this verdict writes (both callers: a run's attempts, uploads)."""
+        return {
+            "reexecution_score": self.score,
+            "reexecution_passed": self.passed,
+            "reexecution_error": storable_text(self.error or ""),
+            "reexecution_output": storable_text(self.output or ""),
+            "out_of_scope_edits": self.out_of_scope_edits,
+            "held_out_passed": self.held_out_passed,
+            "held_out_scores": self.held_out_scores,
+            "gold_literals": self.gold_literals,
+        }
+
+    def failure_detail(self, *, reported_passed: bool) -> str:
+        """Why reported numbers that pass did not make a pass, in the harness's words (nothing of
+        the held-out check's numbers or commands)."""
+        if not reported_passed or self.passed:
+            return ""
+        if self.gold_literals:
+            return "the implementation hard-codes a gold number"
+        if self.held_out_passed is False:
+            return "the public experiments pass but the held-out check does not"
+        return "reported numbers pass but the re-executed code does not produce them"
 
 
 def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[OutOfScopeEdit]]:
@@ -239,11 +273,13 @@ def reexecution_workspace_build(*, sample: Sample, dest: Path, context: str, tas
 
 def reexecute(
     *, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str, task: SampleTask | None = None,
-    adjust: Callable[[Path], None] | None = None, built: Future | None = None,
+    adjust: Callable[[Path], None] | None = None, built: Future | None = None, held_out: bool = True,
 ) -> Reexecution:
     """Apply `patch` to a fresh masked workspace of `sample`, run its experiments in a fresh sandbox
     and score what they print (`task`: the sample as read already, runs.suites.selectors.sample_task;
     `built`: `reexecution_workspace_build` into `dest` started already, whose end is awaited).
+    When they pass and `held_out`, the hidden variants of those experiments run next in the same
+    sandbox, and the verdict needs them too (`held_out_check`).
     `adjust(workspace)` changes the scoped code before it runs (a transplant puts gold bodies back,
     runs.evaluation.transplants); a ValueError it raises refuses the code like a patch that does not apply.
     Raises InfrastructureFailure when the workspace or sandbox breaks; what the code does (crash,
@@ -251,6 +287,7 @@ def reexecute(
     timings: dict[str, float] = {}
     task = task or sample_task(sample=sample, context=context)
     experiments = task.experiments
+    variants = sample_held_out_checks(experiments=experiments) if held_out else []
     started = time.monotonic()
     if built is not None:
         built.result()  # raises what the build raised
@@ -272,6 +309,7 @@ def reexecute(
         return Reexecution(score=score_dict(score, experiments), passed=False, error=error, timings=timings, applied=False)
 
     outcomes: list[ExperimentOutcome] = []
+    held_out_passed = held_out_scores = None
     started = time.monotonic()
     try:
         sandbox = open_sandbox(backend, dest, name=name, image=sandbox_image(backend))
@@ -281,36 +319,66 @@ def reexecute(
     try:
         for experiment in experiments:
             outcomes.append(run_experiment(sandbox, experiment_spec(experiment)))
+        timings["experiments"] = sum(outcome.duration for outcome in outcomes)
+        started = time.monotonic()
+        score = score_answer(experiments=experiments, answer={
+            experiment_label(number): outcome.result
+            for number, outcome in enumerate(outcomes, start=1)
+            if outcome.result is not None
+        })
+        timings["scoring"] = time.monotonic() - started
+        if variants and score.passed:
+            # Only code that passes the public experiments runs the variants: a failed attempt pays nothing.
+            started = time.monotonic()
+            held_out_passed, held_out_scores = held_out_check(sandbox, variants)
+            timings["held_out"] = time.monotonic() - started
     except SandboxError as error:
         raise InfrastructureFailure(f"re-execution sandbox failed: {error}") from error
     finally:
         closing = time.monotonic()
         sandbox.close()
         timings["sandbox_close"] = time.monotonic() - closing
-    experiment_seconds = sum(outcome.duration for outcome in outcomes)
-    timings["experiments"] = experiment_seconds
-
-    started = time.monotonic()
-    answer = {
-        experiment_label(number): outcome.result
-        for number, outcome in enumerate(outcomes, start=1)
-        if outcome.result is not None
-    }
-    score = score_answer(experiments=experiments, answer=answer)
-    timings["scoring"] = time.monotonic() - started
     failures = [
         f"{experiment_label(number)}: {outcome.error}" for number, outcome in enumerate(outcomes, start=1) if outcome.error
     ]
     return Reexecution(
         score=score_dict(score, experiments),
-        passed=score.passed,
+        passed=score.passed and held_out_passed is not False,
         error="; ".join(failures),
         output=_bounded_outputs(outcomes),
-        experiment_seconds=experiment_seconds,
+        experiment_seconds=timings["experiments"],
         timings=timings,
         out_of_scope_edits=out_of_scope_edits,
         outcomes=outcomes,
+        held_out_passed=held_out_passed,
+        held_out_scores=held_out_scores,
     )
+
+
+def held_out_check(sandbox, variants: list[HeldOutCheck]) -> tuple[bool, dict]:
+    """Run each hidden variant in `sandbox` and judge it as its experiment is judged (its own gold,
+    the experiment's tolerances, widened where make_gold found its gold unstable; under the suite's
+    "exclude" policy an unstable variant does not count unless every one is). Returns whether
+    they all pass and, for staff only, each one's score keyed "<exp_id>.<variant_id>".
+
+    Nothing of a variant reaches the re-execution's shown output or error text: a failing variant
+    is one bit of the verdict."""
+    scores: dict[str, dict] = {}
+    counted: list[bool] = []
+    excluded = [variant.gold_unstable and variant.paper.suite.unstable_policy == Suite.EXCLUDE for variant in variants]
+    if all(excluded):
+        excluded = [False] * len(variants)
+    for variant, left_out in zip(variants, excluded):
+        outcome = run_experiment(sandbox, held_out_spec(variant))
+        rtol, atol, number_tolerances = scoring_tolerances(variant)
+        verdict = score_experiment(gold=variant.gold_result, predicted=outcome.result, rtol=rtol, atol=atol,
+                                   number_tolerances=number_tolerances)
+        scores[f"{variant.experiment.exp_id}.{variant.variant_id}"] = json_safe(
+            {**verdict.to_dict(), "run_error": outcome.error, "excluded": left_out}
+        )
+        if not left_out:
+            counted.append(verdict.passed)
+    return all(counted), scores
 
 
 def _bounded_outputs(outcomes: list[ExperimentOutcome]) -> str:

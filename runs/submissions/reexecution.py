@@ -113,11 +113,7 @@ def _verdict_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
     timings = dict(attempt.timings or {})
     timings.update({f"reexecution_{key}": value for key, value in result.timings.items()})
     return with_tolerance_ratio({
-        "reexecution_score": result.score,
-        "reexecution_passed": result.passed,
-        "reexecution_error": storable_text(result.error or ""),
-        "reexecution_output": storable_text(result.output or ""),
-        "out_of_scope_edits": result.out_of_scope_edits,
+        **result.stored_fields(),
         "reexecution_seconds": sum(result.timings.values()),
         "experiment_seconds": result.experiment_seconds,
         "timings": json_safe(timings),
@@ -129,7 +125,7 @@ def _verdict_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
             answer_parsed=attempt.parsed_answer is not None,
             passed=passed,
         ),
-        "failure_detail": "reported numbers pass but the re-executed code does not produce them" if mismatch else "",
+        "failure_detail": result.failure_detail(reported_passed=reported_passed),
     }, attempt)
 
 

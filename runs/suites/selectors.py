@@ -125,16 +125,6 @@ def sample_held_out_checks(*, experiments: list[Experiment]) -> list[HeldOutChec
     return variants
 
 
-def suites_held_out_checked(*, names) -> set[str]:
-    """The names among `names` of suites whose passes are held-out checked: every experiment of
-    theirs has at least one hidden variant (runs.models.HeldOutCheck)."""
-    unchecked = Experiment.objects.filter(paper__suite__name__in=names, held_out_checks__isnull=True)
-    with_experiments = Experiment.objects.filter(paper__suite__name__in=names)
-    return set(with_experiments.values_list("paper__suite__name", flat=True).distinct()) - set(
-        unchecked.values_list("paper__suite__name", flat=True).distinct()
-    )
-
-
 def masked_function_specs(functions) -> list[MaskedFunctionSpec]:
     """Functions (rows) as the workspace builder masks them."""
     return [
@@ -177,22 +167,33 @@ class SuiteGoldStability:
     experiments: int
     unstable: int
     policy: str
+    # Experiments without a hidden variant (runs.models.HeldOutCheck): a suite's passes are
+    # held-out checked when there are none.
+    unchecked: int = 0
 
     @property
     def policy_label(self) -> str:
         return dict(Suite.UNSTABLE_POLICIES)[self.policy]
 
+    @property
+    def held_out_checked(self) -> bool:
+        return self.experiments > 0 and self.unchecked == 0
+
 
 def suites_gold_stability(*, names) -> list[SuiteGoldStability]:
-    """For each named suite: how many of its experiments make_gold found unstable, and what its
-    policy does with them (one query)."""
+    """For each named suite: how many of its experiments make_gold found unstable, what its policy
+    does with them, and how many have no hidden variant (one query)."""
+    experiments = "papers__experiments"
     rows = (
         Suite.objects.filter(name__in=names)
         .annotate(
-            experiment_count=Count("papers__experiments"),
-            unstable_count=Count("papers__experiments", filter=Q(papers__experiments__gold_unstable=True)),
+            experiment_count=Count(experiments, distinct=True),
+            unstable_count=Count(experiments, filter=Q(papers__experiments__gold_unstable=True), distinct=True),
+            unchecked_count=Count(
+                experiments, filter=Q(papers__experiments__held_out_checks__isnull=True), distinct=True
+            ),
         )
         .order_by("name")
-        .values_list("name", "experiment_count", "unstable_count", "unstable_policy")
+        .values_list("name", "experiment_count", "unstable_count", "unstable_policy", "unchecked_count")
     )
     return [SuiteGoldStability(*row) for row in rows]
