@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs.models import Experiment, Function, Paper, Sample, Suite
+from runs.models import Experiment, Function, HeldOutCheck, Paper, Sample, Suite
 from runs.suites.importers.common import SuiteFormatError
 from runs.suites.importers.native import import_native_suite
 from runs.suites.services import samples_ensure
@@ -371,3 +371,49 @@ def test_import_suite_command_fails_with_the_problems(tmp_path, native_suite_wri
     with pytest.raises(CommandError, match="--samples 'a': expected comma-separated numbers"):
         call_command("import_suite", str(root), "--samples", "a", stdout=StringIO())
     assert not Suite.objects.exists()
+
+
+# --- hidden variants (held-out checks) ---------------------------------------------------------------
+
+
+def test_hidden_variants_are_imported_with_their_gold_and_kept_apart_from_the_experiments(
+    tmp_path, native_suite_writer, native_paper, native_gold
+):
+    native_paper["experiments"][0]["held_out"] = [{"id": 0, "command": "python3 run.py --seed 9"},
+                                                  {"id": 3, "command": "python3 run.py --seed 11"}]
+    native_gold["held_out"] = {"0": {"0": {"result": {"loss": 0.5, "curve": [2.0, 1.0]}, "spread": 0.0}}}
+    root = native_suite_writer(tmp_path / "toy", paper=native_paper, gold=native_gold)
+
+    suite, report = import_native_suite(root)
+
+    variants = HeldOutCheck.objects.filter(experiment__paper__suite=suite).order_by("variant_id")
+    assert [(v.experiment.exp_id, v.variant_id, v.command) for v in variants] == [
+        (0, 0, "python3 run.py --seed 9"), (0, 3, "python3 run.py --seed 11"),
+    ]
+    assert variants[0].gold_result == {"loss": 0.5, "curve": [2.0, 1.0]} and variants[1].gold_result is None
+    assert report.created["held-out check"] == 2
+    assert any("toy-paper/gold.json: held_out.0.3: no gold result for a hidden variant yet" in entry
+               for entry in entries(report.skipped))
+    assert Experiment.objects.count() == 2, "a variant is no experiment: nothing that lists experiments sees it"
+
+    del native_paper["experiments"][0]["held_out"][1]
+    native_suite_writer(root, paper=native_paper, gold=native_gold)
+    _, again = import_native_suite(root)
+    assert list(HeldOutCheck.objects.values_list("variant_id", flat=True)) == [0]
+    assert again.deleted["held-out check"] == 1
+
+
+def test_hidden_variant_problems_are_named_with_file_and_path(tmp_path, native_suite_writer, native_paper, native_gold):
+    native_paper["experiments"][0]["held_out"] = [{"id": 0, "command": ""}, {"id": 0, "command": "x"}]
+    native_paper["experiments"][1]["held_out"] = [{"id": 1, "command": "python3 run.py", "seed": 2}]
+    native_gold["held_out"] = {"1": {"1": {"result": {"other": 1.0}}, "7": {"result": {"mean": 1.0}}}, "5": {}}
+    root = native_suite_writer(tmp_path / "toy", paper=native_paper, gold=native_gold)
+
+    with pytest.raises(SuiteFormatError) as raised:
+        import_native_suite(root)
+
+    problems = str(raised.value).splitlines()[1:]
+    assert any("experiments[0].held_out: lists a variant id more than once" in line for line in problems), problems
+    assert any("experiments[1].held_out[0].seed: unknown key" in line for line in problems), problems
+    assert any("gold.json: held_out.5: no experiment with id '5'" in line for line in problems), problems
+    assert HeldOutCheck.objects.count() == 0 and Suite.objects.count() == 0
