@@ -146,6 +146,14 @@ class GoldStability:
     def relative_spread(self) -> float:
         return largest_relative_spread(self.result, self.spreads)
 
+    @property
+    def label(self) -> str:
+        return _where(self.experiment)
+
+    @property
+    def held_out(self) -> bool:
+        return isinstance(self.experiment, HeldOutCheck)
+
 
 def _failed_outcome(where: str, outcomes: list[ExperimentOutcome]) -> str | None:
     for repeat, outcome in enumerate(outcomes, start=1):
@@ -341,6 +349,7 @@ class ExperimentStability:
     # Why the runs cannot be compared at all (runs.benchmark.stability.StabilityError: they printed
     # different keys or different non-numbers); in_tolerances is then None.
     not_comparable: str | None = None
+    held_out: bool = False  # a hidden variant's, not an experiment's
 
     @property
     def unstable(self) -> bool:
@@ -436,7 +445,9 @@ class ValidationReport:
             tried = sum(check.mutants_tried for check in checked)
             caught = self.held_out_total("mutants_caught")
             rows.append("")
-            rows.append(f"held-out checks: {variants} hidden variants of dependent experiments over {len(checked)} functions")
+            hidden = sum(item.held_out for item in self.stability)
+            rows.append(f"held-out checks: {hidden} hidden variants; {len(checked)} of {len(self.functions)} functions "
+                        f"have some among their dependent experiments")
             rows.append(f"  gold passes every variant: {'no' if any('held-out variant' in f for f in self.gold_failures) else 'yes'}")
             rows.append(f"  noop (the function masked) fails its variants: "
                         f"{sum(check.held_out.mask_breaks for check in checked)}/{len(checked)} functions")
@@ -452,8 +463,13 @@ class ValidationReport:
                         f"{UNSTABLE_FRACTION:g} of its tolerance)")
             rows.extend(f"  {item.label:<45} {item.describe()}" for item in self.stability)
             policy = dict(Suite.UNSTABLE_POLICIES)[self.policy]
-            rows.append(f"gold stability: {len(self.unstable)} of {len(self.stability)} experiments unstable "
-                        f"(policy: {policy})")
+            experiments = [item for item in self.stability if not item.held_out]
+            variants = [item for item in self.stability if item.held_out]
+            unstable = sum(item.unstable for item in experiments)
+            rows.append(f"gold stability: {unstable} of {len(experiments)} experiments unstable (policy: {policy})")
+            if variants:
+                rows.append(f"held-out gold stability: {sum(item.unstable for item in variants)} of {len(variants)} "
+                            f"hidden variants unstable")
         rows.extend(f"GOLD FAILS: {failure}" for failure in self.gold_failures)
         return "\n".join(rows)
 
@@ -485,7 +501,7 @@ def _stability(experiment: Experiment, outcomes: list[ExperimentOutcome]) -> Exp
             in_tolerances = spread_in_tolerances(outcomes[0].result, spreads, *experiment_tolerance(experiment))
     return ExperimentStability(label=label, repeats=len(outcomes), in_tolerances=in_tolerances,
                                marked_unstable=experiment.gold_unstable, beyond_widened=beyond_widened,
-                               not_comparable=not_comparable)
+                               not_comparable=not_comparable, held_out=isinstance(experiment, HeldOutCheck))
 
 
 def suite_validate(

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from runs.benchmark.execution import run_experiment
 from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, score_experiment
 from runs.benchmark.workspace import build_workspace
-from runs.models import Experiment, Sample
+from runs.models import Experiment, HeldOutCheck, Sample
 from runs.suites.selectors import experiment_spec, gold_workspace_spec
 from sandbox import open_sandbox
 from tests.support import import_builtin_suite, require_backend
@@ -77,8 +77,17 @@ def test_validate_suite_passes_on_the_builtin_suite(builtin, settings):
     assert crash + wrong + survive == tried and wrong > crash
     # Gold stability over 3 fresh-sandbox runs (the default): the code is seeded, every experiment stable.
     experiments = Experiment.objects.filter(paper__suite=builtin).count()
+    variants = HeldOutCheck.objects.filter(experiment__paper__suite=builtin).count()
     stability = [line for line in table.splitlines() if line.startswith("  ") and " experiment " in line]
-    assert len(stability) == experiments and all("stable, largest spread 0 of tolerance" in line for line in stability)
+    assert len(stability) == experiments + variants
+    assert all("stable, largest spread 0 of tolerance" in line for line in stability)
     assert "gold stability over 3 runs" in table and f"gold stability: 0 of {experiments} experiments unstable" in table
+    # Every experiment has a hidden variant that gold passes, masking fails, and that catches mutants.
+    assert variants >= experiments and f"held-out gold stability: 0 of {variants} hidden variants unstable" in table
+    assert "gold passes every variant: yes" in table
+    functions = len(rows)
+    assert f"noop (the function masked) fails its variants: {functions}/{functions} functions" in table
+    caught, _ = map(int, re.search(r"mutants caught by the variants: (\d+)/(\d+)", table).groups())
+    assert caught >= int(tried * 0.9)
     assert not Experiment.objects.filter(paper__suite=builtin, gold_unstable=True).exists()
     assert set(Experiment.objects.filter(paper__suite=builtin).values_list("gold_repeats", flat=True)) == {3}

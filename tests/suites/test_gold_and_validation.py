@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from runs.benchmark.execution import ExperimentOutcome
 from runs.benchmark.stability import drift_rows
 from runs.evaluation.verdicts import score_answer, score_dict
-from runs.models import Experiment, Paper, Run, Suite
+from runs.models import Experiment, HeldOutCheck, Paper, Run, Suite
 from runs.suites.gold import GoldCheck, ValidationReport, _stability, scoring_tolerances
 from runs.suites.importers.common import SuiteFormatError
 from runs.suites.importers.native import import_native_suite
@@ -172,10 +172,12 @@ def test_a_noisy_experiment_is_marked_unstable_and_scored_by_the_suites_policy(n
     standings_refreshed()
     page = client.get("/").content.decode()
     note = re.sub(r"<[^>]+>", "", re.search(r'<p class="lb-note" id="gold-stability">(.*?)</p>', page).group(1))
-    assert note == "Gold stability (toy): 1 of 2 experiments unstable (policy: excluded from scoring)."
+    assert note == ("Gold stability (toy): 1 of 2 experiments unstable (policy: excluded from scoring); passes are not "
+                    "held-out checked (2 of 2 experiments have no hidden variant; implementations holding a gold "
+                    "number are failed instead).")
     assert 'href="/benchmark/toy/"' in page
     assert client.get("/?format=json").json()["gold_stability"] == [
-        {"suite": "toy", "experiments": 2, "unstable": 1, "policy": "exclude"}]
+        {"suite": "toy", "experiments": 2, "unstable": 1, "policy": "exclude", "held_out_checked": False}]
     assert Run.objects.count() == 1
 
 
@@ -218,6 +220,43 @@ def test_validate_suite_reports_masks_and_mutants(native_suite_writer, tmp_path)
     assert crash + wrong == int(tried) and wrong >= 4  # each of the above runs and prints a wrong total
     assert re.search(r"toy-paper experiment 0 +stable, largest spread 0 of tolerance", table)
     assert "gold stability: 0 of 2 experiments unstable (policy: scored with a tolerance widened" in table
+
+
+def test_make_gold_and_validate_suite_run_the_hidden_variants(native_suite_writer, tmp_path):
+    paper = toy_paper(["python3 run.py 2", "python3 run.py 0.5"])
+    paper["experiments"][0]["held_out"] = [{"id": 0, "command": "python3 run.py 3"}]
+    root = native_suite_writer(tmp_path / "toy", paper=paper, gold=None, code={"model.py": MODEL, "run.py": RUN})
+    import_native_suite(root)
+    out = StringIO()
+    call_command("make_gold", "toy", stdout=out)
+
+    variant = HeldOutCheck.objects.get()
+    assert (variant.gold_result, variant.gold_repeats, variant.gold_unstable) == ({"total": 126.0}, 3, False)
+    assert 'toy-paper experiment 0 held-out variant 0: {"total": 126.0} (stable' in out.getvalue()
+    assert "gold stability: 0 of 2 experiments unstable, 0 of 1 hidden variants (policy:" in out.getvalue()
+    document = json.loads((root / "toy-paper" / "gold.json").read_text())
+    assert document["results"] == {"0": {"total": 56.0}, "1": {"total": 3.5}}, "variants stay apart from results"
+    assert document["held_out"] == {"0": {"0": {"result": {"total": 126.0}, "spread": 0.0, "unstable": False,
+                                                "spreads": {"total": {"min": 126.0, "max": 126.0}}}}}
+    assert not import_native_suite(root)[1].changed_anything  # read back as written
+
+    out = StringIO()
+    call_command("validate_suite", "toy", "--mutants", "4", stdout=out)
+    table = out.getvalue()
+    assert "held-out checks: 1 hidden variants; 2 of 2 functions have some among their dependent experiments" in table
+    assert "gold passes every variant: yes" in table
+    assert "noop (the function masked) fails its variants: 2/2 functions" in table
+    caught, tried, crash, wrong, survive = map(int, re.search(
+        r"mutants caught by the variants: (\d+)/(\d+): (\d+) crash, (\d+) print wrong numbers, (\d+) survive", table).groups())
+    assert tried >= 5 and caught == crash + wrong >= tried - 1 and caught + survive == tried
+    assert re.search(r"toy-paper experiment 0 held-out variant 0 +stable, largest spread 0 of tolerance", table)
+    assert "held-out gold stability: 0 of 1 hidden variants unstable" in table
+
+    # A variant whose gold the code does not reproduce makes the suite invalid, named.
+    HeldOutCheck.objects.update(gold_result={"total": 1.0})
+    with pytest.raises(CommandError):
+        call_command("validate_suite", "toy", "--mutants", "1", stdout=(out := StringIO()))
+    assert "GOLD FAILS: toy-paper experiment 0 held-out variant 0: numbers differ from gold" in out.getvalue()
 
 
 def test_validate_suite_reports_an_unstable_experiment_and_refuses_one_not_marked(native_suite_writer, tmp_path):

@@ -38,14 +38,17 @@ class Command(BaseCommand):
             )
         except (Suite.DoesNotExist, GoldError) as error:
             raise CommandError(str(error)) from None
-        unstable = [stability for stability in measured if stability.unstable]
         policy = dict(Suite.UNSTABLE_POLICIES)[suite.unstable_policy]
-        self.stdout.write(f"gold stability: {len(unstable)} of {len(measured)} experiments unstable (policy: {policy})")
-        for stability in unstable:
-            self.stdout.write(
-                f"UNSTABLE: {stability.experiment.paper.paper_id} experiment {stability.experiment.exp_id}: "
-                f"largest spread {stability.in_tolerances:.2g} of its tolerance"
-            )
+        experiments = [stability for stability in measured if not stability.held_out]
+        variants = [stability for stability in measured if stability.held_out]
+        self.stdout.write(
+            f"gold stability: {sum(s.unstable for s in experiments)} of {len(experiments)} experiments unstable"
+            + (f", {sum(s.unstable for s in variants)} of {len(variants)} hidden variants" if variants else "")
+            + f" (policy: {policy})"
+        )
+        for stability in measured:
+            if stability.unstable:
+                self.stdout.write(f"UNSTABLE: {stability.label}: largest spread {stability.in_tolerances:.2g} of its tolerance")
         self.stdout.write(self.style.SUCCESS(f"Gold results stored for suite {suite.name}"))
 
     def _check(self, suite, backend, repeats):
