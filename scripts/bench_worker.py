@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Throughput of the evaluation workers: attempts per minute for the `gold` baseline on the built-in
 suite with one RQ worker and with two, and where an attempt's time goes (harness overhead next to
-the time the experiments themselves take).
+the time the experiments themselves take); what the held-out checks add to a re-execution, for
+attempts that pass (gold) and attempts that fail (a `noop` run with one worker).
 
     .venv/bin/python scripts/bench_worker.py [--n 1] [--cap 100] [--workers 1,2] [--repeat 3]
 
@@ -33,15 +34,15 @@ from benchlib import scratch_deployment, worker_command  # noqa: E402 - beside t
 REDIS_DB = 14
 
 
-def bench(count: int, *, suite, n: int, cap: int, env: dict, logs: Path) -> dict:
-    """One gold run over the suite's samples, executed by `count` burst workers."""
+def bench(count: int, *, suite, n: int, cap: int, env: dict, logs: Path, agent: str = "gold") -> dict:
+    """One run of `agent` over the suite's samples, executed by `count` burst workers."""
     import redis
     from django.db.models import Max, Min
 
     from runs.evaluation.services import run_create
 
     redis.Redis.from_url(env["REDIS_URL"]).flushdb()
-    run = run_create(suite=suite, agent="gold", n_values=[n], sample_cap=cap)  # jobs enqueued on commit
+    run = run_create(suite=suite, agent=agent, n_values=[n], sample_cap=cap)  # jobs enqueued on commit
     started = time.monotonic()
     processes = []
     for index in range(count):
@@ -130,6 +131,27 @@ def report(results: list[dict], *, n: int, backend: str) -> None:
         if experiments:
             print(f"  harness overhead = {100 * harness / experiments:.1f}% of the experiments' own time")
         print()
+
+
+def report_held_out(passed_attempts, failed_attempts) -> None:
+    """The held-out checks' cost: for attempts that passed the public experiments, the re-execution's
+    time in the check against its variants' own running time; for failed ones, whether any ran, and
+    the one thing every re-execution pays (reading the sample's variants)."""
+    from runs.suites.selectors import sample_held_out_checks, sample_task
+
+    checked = [a for a in passed_attempts if "reexecution_held_out" in a.timings]
+    print("Held-out checks (hidden variants run by the re-execution):")
+    if checked:
+        check = _mean(a.timings["reexecution_held_out"] for a in checked)
+        own = _mean(a.timings["reexecution_held_out_experiments"] for a in checked)
+        print(f"  passed attempts that ran them: {len(checked)}/{len(passed_attempts)}; per attempt: check {check * 1000:.1f} ms, "
+              f"the variants' own commands {own * 1000:.1f} ms: +{100 * (check - own) / own:.1f}% (target <= 10%)")
+    ran = sum("reexecution_held_out" in a.timings for a in failed_attempts)
+    print(f"  failed attempts (noop) that ran them: {ran}/{len(failed_attempts)} (target 0)")
+    sample = failed_attempts[0].sample
+    experiments = sample_task(sample=sample).experiments
+    print(f"  reading a sample's variants, paid by every re-execution: {_median_ms(lambda: sample_held_out_checks(experiments=experiments)):.2f} ms")
+    print()
 
 
 def _median_ms(action, repeat: int = 15) -> float:
@@ -231,6 +253,9 @@ def main() -> None:
                 print(f"round {round_}: running with {count} worker(s)...", file=sys.stderr, flush=True)
                 results.append({"round": round_, **bench(count, suite=suite, n=args.n, cap=args.cap, env=env, logs=scratch)})
         report(results, n=args.n, backend=backend)
+        print("running a noop run with 1 worker (failed attempts)...", file=sys.stderr, flush=True)
+        failed = bench(1, suite=suite, n=args.n, cap=args.cap, env=env, logs=scratch, agent="noop")
+        report_held_out([a for r in results for a in r["attempts"] if a.passed], failed["attempts"])
         report_check_costs(results[0]["attempts"], scratch=scratch)
 
 

@@ -330,7 +330,7 @@ def reexecute(
         if variants and score.passed:
             # Only code that passes the public experiments runs the variants: a failed attempt pays nothing.
             started = time.monotonic()
-            held_out_passed, held_out_scores = held_out_check(sandbox, variants)
+            held_out_passed, held_out_scores, timings["held_out_experiments"] = held_out_check(sandbox, variants)
             timings["held_out"] = time.monotonic() - started
     except SandboxError as error:
         raise InfrastructureFailure(f"re-execution sandbox failed: {error}") from error
@@ -355,21 +355,24 @@ def reexecute(
     )
 
 
-def held_out_check(sandbox, variants: list[HeldOutCheck]) -> tuple[bool, dict]:
+def held_out_check(sandbox, variants: list[HeldOutCheck]) -> tuple[bool, dict, float]:
     """Run each hidden variant in `sandbox` and judge it as its experiment is judged (its own gold,
     the experiment's tolerances, widened where make_gold found its gold unstable; under the suite's
     "exclude" policy an unstable variant does not count unless every one is). Returns whether
-    they all pass and, for staff only, each one's score keyed "<exp_id>.<variant_id>".
+    they all pass, for staff only each one's score keyed "<exp_id>.<variant_id>", and the seconds
+    their commands took.
 
     Nothing of a variant reaches the re-execution's shown output or error text: a failing variant
     is one bit of the verdict."""
     scores: dict[str, dict] = {}
     counted: list[bool] = []
+    seconds = 0.0
     excluded = [variant.gold_unstable and variant.paper.suite.unstable_policy == Suite.EXCLUDE for variant in variants]
     if all(excluded):
         excluded = [False] * len(variants)
     for variant, left_out in zip(variants, excluded):
         outcome = run_experiment(sandbox, held_out_spec(variant))
+        seconds += outcome.duration
         rtol, atol, number_tolerances = scoring_tolerances(variant)
         verdict = score_experiment(gold=variant.gold_result, predicted=outcome.result, rtol=rtol, atol=atol,
                                    number_tolerances=number_tolerances)
@@ -378,7 +381,7 @@ def held_out_check(sandbox, variants: list[HeldOutCheck]) -> tuple[bool, dict]:
         )
         if not left_out:
             counted.append(verdict.passed)
-    return all(counted), scores
+    return all(counted), scores, seconds
 
 
 def _bounded_outputs(outcomes: list[ExperimentOutcome]) -> str:

@@ -10,7 +10,7 @@ from django.utils.html import escape
 
 from leaderboard.benchmark import code_tree
 from runs.benchmark.masking import function_body_source
-from runs.models import Experiment, Function, Sample
+from runs.models import Experiment, Function, HeldOutCheck, Sample
 from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
 from tests.replay.factories import make_user
 from tests.support import standings_refreshed
@@ -71,7 +71,13 @@ def test_suite_page_counts_papers_functions_experiments_and_samples(builtin, cli
     assert (data["functions"], data["experiments"], data["samples_by_n"]) == (28, Experiment.objects.count(), {"1": 28})
     assert sum(paper["functions"] for paper in data["papers"]) == 28
     assert {paper["paper_id"] for paper in data["papers"]} >= {PAPER}
-    assert set(data["gold_stability"]) == {"experiments", "unstable", "policy"}
+    assert set(data["gold_stability"]) == {"experiments", "unstable", "policy", "held_out_checked"}
+    # Every built-in experiment has a hidden variant: the page says so, and shows nothing of them.
+    assert data["gold_stability"]["held_out_checked"] is True
+    assert "passes are held-out checked" in html
+    hidden = HeldOutCheck.objects.filter(experiment__paper__suite=builtin)
+    assert hidden.count() >= data["experiments"]
+    assert not [variant.command for variant in hidden if variant.command in html]
     assert {(item["n"], item["context"]) for item in data["task_downloads"]} == {(1, "none"), (1, "full"), (1, "oracle")}
 
 
