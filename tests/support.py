@@ -108,3 +108,82 @@ def in_fresh_django(code: str) -> list[str]:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
+
+
+# --- an ordinary user as the worker ---------------------------------------------------------------
+
+# The account hostile tests run a worker as when the test process is root (CI): a system account
+# made on first use, never SANDBOX_UID (a root worker refuses a sandbox uid that is a host account).
+ORDINARY_WORKER = "autoexperiment-worker"
+
+
+@functools.cache
+def ordinary_worker_identity() -> tuple[int, int]:
+    """(uid, gid) of an ordinary user to run a worker as: this process's own when it is not root,
+    else ORDINARY_WORKER's, created as a system account (useradd) if missing."""
+    import pwd
+
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()
+    try:
+        account = pwd.getpwnam(ORDINARY_WORKER)
+    except KeyError:
+        useradd = shutil.which("useradd")
+        require(useradd is not None, "useradd is missing: install the passwd package (the hostile tests run a worker as an ordinary user)")
+        subprocess.run(
+            [useradd, "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", ORDINARY_WORKER],
+            check=True, capture_output=True, timeout=60,
+        )
+        account = pwd.getpwnam(ORDINARY_WORKER)
+    return account.pw_uid, account.pw_gid
+
+
+def run_sandbox_script(script: str, *, as_ordinary_user: bool, scratch: Path, timeout: float = 120) -> dict:
+    """Runs `script` (Python that may import the sandbox package) in a worker process of its own,
+    as root or as an ordinary user, in `scratch` (a directory made by `worker_scratch`), and returns
+    the JSON document it prints last.
+
+    The ordinary user cannot be assumed to reach this checkout or the test interpreter (both may sit
+    under a 0700 /root), so the sandbox package (only the standard library, for bubblewrap) is copied
+    into `scratch` and run with the host's python3, the one bubblewrap sandboxes run anyway."""
+    import json
+
+    if not as_ordinary_user and os.geteuid() != 0:
+        pytest.skip("a root worker needs the tests to run as root (CI does)")
+    library = scratch / "lib"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "sandbox", library / "sandbox",
+                    ignore=shutil.ignore_patterns("__pycache__", "images"), dirs_exist_ok=True)
+    (scratch / "script.py").write_text(f"import sys\nsys.path.insert(0, {str(library)!r})\n{script}")
+    python, preexec = sys.executable, None
+    if as_ordinary_user and os.geteuid() == 0:
+        uid, gid = ordinary_worker_identity()
+        python = shutil.which("python3", path="/usr/bin:/bin")
+        require(python is not None, "the host's python3 is missing: run sandbox/images/install_host_packages.sh")
+        for path in [scratch, *scratch.rglob("*")]:
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+        def preexec() -> None:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+
+    result = subprocess.run(
+        [python, "-s", str(scratch / "script.py")], cwd=scratch, env={"PATH": "/usr/bin:/bin", "HOME": str(scratch)},
+        capture_output=True, text=True, timeout=timeout, preexec_fn=preexec,  # noqa: PLW1509
+    )
+    assert result.returncode == 0, f"the worker script failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def worker_scratch():
+    """A fresh directory under the system's temporary directory (which any user can traverse, unlike
+    a 0700 pytest-of-root) for run_sandbox_script; removed afterwards, whatever a worker left in it."""
+    import tempfile
+
+    from sandbox import fs
+
+    directory = Path(tempfile.mkdtemp(prefix="autoexperiment-worker-"))
+    os.chmod(directory, 0o755)
+    yield directory
+    fs.remove_tree(directory)

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox import Limits, open_sandbox
 from sandbox.base import sandbox_identity
-from tests.support import require_backend
+from tests.support import require_backend, worker_scratch  # noqa: F401 (a fixture)
 
 BACKENDS = ["bubblewrap", "docker"]
 # Set in the test process before sandboxes open: it must never be visible inside one.
