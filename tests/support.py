@@ -1,7 +1,9 @@
 """Helpers for tests that need a component of the machine (a sandbox backend, a browser, fixtures)."""
 import functools
 import os
+import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from io import StringIO
@@ -138,41 +140,72 @@ def ordinary_worker_identity() -> tuple[int, int]:
     return account.pw_uid, account.pw_gid
 
 
-def run_sandbox_script(script: str, *, as_ordinary_user: bool, scratch: Path, timeout: float = 120) -> dict:
-    """Runs `script` (Python that may import the sandbox package) in a worker process of its own,
-    as root or as an ordinary user, in `scratch` (a directory made by `worker_scratch`), and returns
-    the JSON document it prints last.
+def _first_locked_ancestor(path: Path) -> Path | None:
+    """The shallowest directory above `path` that only its owner may traverse (a 0700 /root)."""
+    for ancestor in reversed(path.parents):
+        if ancestor != Path("/") and not ancestor.stat().st_mode & stat.S_IXOTH:
+            return ancestor
+    return None
 
-    The ordinary user cannot be assumed to reach this checkout or the test interpreter (both may sit
-    under a 0700 /root), so the sandbox package (only the standard library, for bubblewrap) is copied
-    into `scratch` and run with the host's python3, the one bubblewrap sandboxes run anyway."""
+
+def ordinary_user_argv(argv: list[str], *, reachable: list[Path]) -> list[str]:
+    """`argv` to run as an ordinary user: as this process when it is not root, else as
+    ORDINARY_WORKER, in a mount namespace of its own in which this interpreter and each path of
+    `reachable` (each traversable itself) can be reached. A test machine may keep them under a
+    directory only root can pass (the interpreter under a 0700 /root, tmp_path under a 0700
+    pytest-of-root), where a real worker's would not be: there, such a directory is replaced by an
+    empty tmpfs into which the paths are bound, nothing else of the host changes."""
+    if os.geteuid() != 0:
+        return argv
+    uid, gid = ordinary_worker_identity()
+    for tool in ("unshare", "mount", "setpriv"):
+        require(shutil.which(tool) is not None, f"{tool} is missing: install util-linux and mount")
+    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), *(path.resolve() for path in reachable)}
+    locked: dict[Path, list[Path]] = {}
+    for path in sorted(paths):
+        ancestor = _first_locked_ancestor(path)
+        if ancestor is not None:
+            locked.setdefault(ancestor, []).append(path)
+    quote = shlex.quote
+    script = ["set -eu", "stage=$(mktemp -d)"]
+    moves = []
+    for number, (ancestor, inside) in enumerate(sorted(locked.items())):
+        for index, path in enumerate(inside):
+            staged = f'"$stage/{number}-{index}"'
+            script += [f"mkdir {staged}", f"mount --bind {quote(str(path))} {staged}"]
+            moves += [f"mkdir -p {quote(str(path))}", f"mount --move {staged} {quote(str(path))}"]
+        script.append(f"mount -t tmpfs -o mode=755 autoexperiment-reach {quote(str(ancestor))}")
+    script += moves
+    script.append(f"exec setpriv --reuid={uid} --regid={gid} --clear-groups -- " + " ".join(map(quote, argv)))
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(script)]
+
+
+def run_sandbox_script(script: str, *, as_ordinary_user: bool, scratch: Path, timeout: float = 120) -> dict:
+    """Runs `script` (Python that may import the sandbox package, which needs no Django) in a worker
+    process of its own, as root or as an ordinary user , in `scratch` (from the
+    `worker_scratch` fixture, given to that user), and returns the JSON document it prints last."""
     import json
 
     if not as_ordinary_user and os.geteuid() != 0:
         pytest.skip("a root worker needs the tests to run as root (CI does)")
-    library = scratch / "lib"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "sandbox", library / "sandbox",
-                    ignore=shutil.ignore_patterns("__pycache__", "images"), dirs_exist_ok=True)
-    (scratch / "script.py").write_text(f"import sys\nsys.path.insert(0, {str(library)!r})\n{script}")
-    python, preexec = sys.executable, None
-    if as_ordinary_user and os.geteuid() == 0:
-        uid, gid = ordinary_worker_identity()
-        python = shutil.which("python3", path="/usr/bin:/bin")
-        require(python is not None, "the host's python3 is missing: run sandbox/images/install_host_packages.sh")
-        for path in [scratch, *scratch.rglob("*")]:
-            os.chown(path, uid, gid, follow_symlinks=False)
-
-        def preexec() -> None:
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-
+    # The first line it prints says who ran it: the test checks it ran as whom it says.
+    (scratch / "script.py").write_text(f"import os\nprint('worker uid', os.getuid(), os.geteuid())\n{script}")
+    repository = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-s", str(scratch / "script.py")]
+    if as_ordinary_user:
+        if os.geteuid() == 0:
+            os.chown(scratch, *ordinary_worker_identity())
+        argv = ordinary_user_argv(argv, reachable=[repository, scratch])
     result = subprocess.run(
-        [python, "-s", str(scratch / "script.py")], cwd=scratch, env={"PATH": "/usr/bin:/bin", "HOME": str(scratch)},
-        capture_output=True, text=True, timeout=timeout, preexec_fn=preexec,  # noqa: PLW1509
+        argv, cwd=scratch, env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "PYTHONPATH": str(repository)},
+        capture_output=True, text=True, timeout=timeout,
     )
     assert result.returncode == 0, f"the worker script failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    lines = result.stdout.strip().splitlines()
+    _, _, uid, euid = lines[0].split()
+    expected = ordinary_worker_identity()[0] if as_ordinary_user else 0
+    assert int(uid) == int(euid) == expected, f"the worker ran as uid {uid} (effective {euid}), not {expected}"
+    return json.loads(lines[-1])
 
 
 @pytest.fixture
