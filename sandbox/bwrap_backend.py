@@ -75,7 +75,9 @@ class BubblewrapSandbox(Sandbox):
     inside the new user namespace (so the process count is the sandbox's own, not shared with other
     processes of the uid); memory, process count and CPU share through a cgroup when one can be
     created, else RLIMIT_AS for memory. When the command's shell exits, the pid namespace dies with
-    it, taking every process it left behind.
+    it, taking every process it left behind; whatever happens, the harness kills the namespace's
+    init after the command (_kill_namespace), and the command cannot reach that init (/proc/1 is
+    hidden, seccomp refuses the syscalls that act on another process).
     """
 
     backend = "bubblewrap"
