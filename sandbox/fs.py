@@ -12,7 +12,9 @@ host-side read, write, walk and removal of a workspace goes through this module,
 - keeps names faithful to their bytes (str with surrogate escapes, as os.fsdecode gives them) and
   offers `display_name` to show them;
 - is iterative and bounded: depth, entries and bytes have limits, and what lies beyond them is
-  reported, not raised.
+  reported, not raised;
+- for a worker that is not root (whose uid the agent's commands share), gives the owner back the
+  permissions a command took away from what it opens: a `chmod 000` is never the harness's error.
 
 No Django here; the sandbox backends, the trajectory writer and the harness's clean-up share it.
 """
