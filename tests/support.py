@@ -3,6 +3,7 @@ import functools
 import os
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -219,4 +220,12 @@ def worker_scratch():
     directory = Path(tempfile.mkdtemp(prefix="autoexperiment-worker-"))
     os.chmod(directory, 0o755)
     yield directory
+    # A sandbox process that outlived its worker (the attack of a test that failed) still mounts a
+    # workspace in here: end it, so a failed test leaves nothing running.
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if str(directory) in Path(f"/proc/{pid}/mountinfo").read_text():
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
     fs.remove_tree(directory)

@@ -79,7 +79,7 @@ workspace = pathlib.Path("workspace")
 workspace.mkdir()
 (workspace / "takeover.py").write_text(TAKEOVER)
 box = open_sandbox("bubblewrap", workspace, limits=Limits(memory_mb=512, pids=64, disk_mb=100))
-result = box.execute("python3 takeover.py " + PAYLOAD + "; sleep 1", timeout=5)
+result = box.execute("python3 takeover.py " + PAYLOAD + "; sleep 0.5", timeout=5)
 # The plain way out too: daemonised loops, then the command kills its own shell.
 box.execute(
     "setsid sh -c 'while :; do date +%s%N >> daemon; sleep 0.05; done' >/dev/null 2>&1 </dev/null &\n"
@@ -87,7 +87,7 @@ box.execute(
 box.close()
 sizes = []
 for _ in range(3):
-    time.sleep(0.5)
+    time.sleep(0.3)
     sizes.append([(workspace / name).stat().st_size if (workspace / name).exists() else 0 for name in ("survivor", "daemon")])
 print(json.dumps({"output": result.output, "exit_code": result.exit_code, "sizes_after_close": sizes}))
 """
