@@ -14,10 +14,11 @@ RQ_WORKERS ?= 1
 
 install: system-packages $(VENV)/.installed bytecode
 
-# The sandboxes' Debian packages, Chromium for the page tests, and patch(1), with which tests check
-# that final patches apply with the standard tool.
+# The sandboxes' Debian packages, Chromium for the page tests, patch(1), with which tests check
+# that final patches apply with the standard tool, and passwd and mount, with which the hostile tests
+# run a worker as an ordinary user (useradd, and mount in that worker's own namespace).
 system-packages:
-	@sandbox/images/install_host_packages.sh chromium patch
+	@sandbox/images/install_host_packages.sh chromium patch passwd mount
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

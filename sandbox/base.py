@@ -320,6 +320,10 @@ class Sandbox(ABC):
             return f"the workspace is over its {self.limits.disk_mb} MB limit"
         if usage.too_deep:
             return f"the workspace nests directories deeper than {MAX_WORKSPACE_DEPTH} levels"
+        if usage.unreadable:
+            # Only a command racing the walk (taking permissions away as fast as they are given
+            # back) gets here: a tree that cannot be measured is over its limits.
+            return f"the workspace holds {fs.display_name(usage.unreadable)}, which the sandbox cannot read to measure it"
         return ""
 
     # -- files --------------------------------------------------------------------------------
@@ -371,14 +375,19 @@ class Sandbox(ABC):
         except OSError as error:
             raise SandboxError(f"cannot list {path}: {error.strerror}") from error
         entries.sort()
-        if recursive and walk.incomplete:
+        if walk.unreadable:
+            entries.append(f"[listing incomplete: {fs.display_name(walk.unreadable)} could not be read]")
+        elif recursive and walk.incomplete:
             entries.append(f"[listing incomplete: {walk.incomplete}]")
         return entries
 
     def path_kind(self, path: str) -> str | None:
         """What is at path: "dir", "file", "symlink", "fifo", "socket", "device", or None when
         nothing is there or the path leads through something that is not a directory."""
-        info = fs.lstat(self.workspace, self._relative_path(path))
+        try:
+            info = fs.lstat(self.workspace, self._relative_path(path))
+        except OSError as error:  # a command took permissions away again as they were given back
+            raise SandboxError(f"cannot look at {path}: {error.strerror}") from None
         return None if info is None else fs.kind(info)
 
     def _parts(self, path: str | os.PathLike[str]) -> list[str]:

@@ -75,7 +75,9 @@ class BubblewrapSandbox(Sandbox):
     inside the new user namespace (so the process count is the sandbox's own, not shared with other
     processes of the uid); memory, process count and CPU share through a cgroup when one can be
     created, else RLIMIT_AS for memory. When the command's shell exits, the pid namespace dies with
-    it, taking every process it left behind.
+    it, taking every process it left behind; whatever happens, the harness kills the namespace's
+    init after the command (_kill_namespace), and the command cannot reach that init (/proc/1 is
+    hidden, seccomp refuses the syscalls that act on another process).
     """
 
     backend = "bubblewrap"
@@ -161,19 +163,22 @@ class BubblewrapSandbox(Sandbox):
         reader.start()
 
         finished, release = _exit_waiter(process)
+        init, status = None, b""
         try:
+            init, status = _sandbox_init(process, status_read, deadline=started + timeout)
             timed_out, over_quota = self._supervise(
                 started=started, timeout=timeout, finished=finished, kill=lambda: self._kill(process)
             )
         finally:
             release()
             # Normally the pid namespace is already gone with the shell; this covers the rest.
+            _kill_namespace(init)
             self._kill(process)
             process.wait()
             stop_reading.set()
             reader.join()
             process.stdout.close()
-            status = _read_all(status_read)
+            status += _read_all(status_read)
             os.close(status_read)
             command_started = _read_all(started_read) == _STARTED
             os.close(started_read)
@@ -261,6 +266,11 @@ class BubblewrapSandbox(Sandbox):
             argv += ["--ro-bind-data", str(_data_fd(content, data_fds)), path]
         argv += [
             "--proc", "/proc",
+            # PID 1 is bwrap's init, of the command's own uid: through /proc/1/mem (ptrace and
+            # process_vm_writev are refused by seccomp) a command could write code into it and
+            # keep it running past the command. An empty read-only directory hides every entry of
+            # it, /proc/1/task/1/mem included; the command has no capability to unmount it.
+            "--size", "4096", "--tmpfs", "/proc/1", "--remount-ro", "/proc/1",
             "--dev", "/dev",
             "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/tmp",
             "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/dev/shm",
@@ -296,6 +306,60 @@ class BubblewrapSandbox(Sandbox):
         if self._cgroup is None:
             args.append(f"--as={limits.memory_mb * 2**20}")
         return [*args, "--"]
+
+
+def _sandbox_init(process: subprocess.Popen, status_fd: int, *, deadline: float) -> tuple[int | None, bytes]:
+    """(a pidfd of the sandbox's PID 1, what was read of bwrap's JSON status meanwhile).
+
+    bwrap reports its child, PID 1 of the new pid namespace, on the status pipe before the command
+    starts. Killing that process from outside takes down everything in the namespace, whatever runs
+    there: the one kill that needs no cgroup, so a non-root worker has it too. The pidfd is taken
+    only while the process is still bwrap's child (bwrap, not yet reaped by us, cannot have been
+    replaced), so it can never name a stranger that reused the pid. None when bwrap exits first or
+    the kernel has no pidfds (there root's cgroup still kills everything).
+    """
+    received = b""
+    while b"\n" not in received and time.monotonic() < deadline:
+        readable, _, _ = select.select([status_fd], [], [], 0.05)
+        if readable:
+            chunk = os.read(status_fd, 65536)
+            if not chunk:
+                break
+            received += chunk
+        elif process.poll() is not None:
+            break
+    first = received.partition(b"\n")[0]
+    try:
+        pid = int(json.loads(first)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return None, received
+    try:
+        init = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None, received
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            parent = int(handle.read().rpartition(b")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        parent = None
+    if parent != process.pid:
+        os.close(init)
+        return None, received
+    return init, received
+
+
+def _kill_namespace(init: int | None, wait: float = 5.0) -> None:
+    """SIGKILLs the sandbox's PID 1 through its pidfd and waits for it to end: the kernel then ends
+    every process of its pid namespace. Closes the pidfd."""
+    if init is None:
+        return
+    try:
+        signal.pidfd_send_signal(init, signal.SIGKILL)
+        select.select([init], [], [], wait)  # readable once the process has exited
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(init)
 
 
 def _exit_waiter(process: subprocess.Popen) -> tuple[Callable[[float], bool], Callable[[], None]]:
@@ -371,16 +435,16 @@ def _data_fd(content: str | bytes, fds: list[int]) -> int:
     return read_end
 
 
-# Refused with EPERM: syscalls that act on another process's memory or execution; with them a
-# command could stop or take over the sandbox's PID 1 (bwrap's init, same uid) and keep a process
-# alive past the command. Refused with EOPNOTSUPP: fallocate, which reserves gigabytes in an instant,
+# Refused with EPERM: syscalls that act on another process's memory, execution or descriptors; with
+# them a command could stop or take over the sandbox's PID 1 (bwrap's init, same uid) and keep a
+# process alive past the command. Refused with EOPNOTSUPP: fallocate, which reserves gigabytes in an instant,
 # far past the disk cap before its watchdog looks; posix_fallocate then falls back to writing.
 # (audit arch, the x32 bit or 0, {number: errno}) per machine; elsewhere no filter is installed.
 _EPERM, _EOPNOTSUPP = 1, 95
 _SECCOMP_ARCHES = {
-    # ptrace, process_vm_readv, process_vm_writev; fallocate
-    "x86_64": (0xC000003E, 0x40000000, {101: _EPERM, 310: _EPERM, 311: _EPERM, 285: _EOPNOTSUPP}),
-    "aarch64": (0xC00000B7, 0, {117: _EPERM, 270: _EPERM, 271: _EPERM, 47: _EOPNOTSUPP}),
+    # ptrace, process_vm_readv, process_vm_writev, pidfd_getfd, process_madvise; fallocate
+    "x86_64": (0xC000003E, 0x40000000, {101: _EPERM, 310: _EPERM, 311: _EPERM, 438: _EPERM, 440: _EPERM, 285: _EOPNOTSUPP}),
+    "aarch64": (0xC00000B7, 0, {117: _EPERM, 270: _EPERM, 271: _EPERM, 438: _EPERM, 440: _EPERM, 47: _EOPNOTSUPP}),
 }
 
 

@@ -12,7 +12,9 @@ host-side read, write, walk and removal of a workspace goes through this module,
 - keeps names faithful to their bytes (str with surrogate escapes, as os.fsdecode gives them) and
   offers `display_name` to show them;
 - is iterative and bounded: depth, entries and bytes have limits, and what lies beyond them is
-  reported, not raised.
+  reported, not raised;
+- for a worker that is not root (whose uid the agent's commands share), gives the owner back the
+  permissions a command took away from what it opens: a `chmod 000` is never the harness's error.
 
 No Django here; the sandbox backends, the trajectory writer and the harness's clean-up share it.
 """
@@ -91,14 +93,80 @@ def kind(info: os.stat_result) -> str:
     return "device"
 
 
+# --- the owner's permissions ---------------------------------------------------------------------
+# A worker that is not root is refused by a `chmod 000` like anybody else, and the agent's commands
+# run under the worker's own uid: every entry of the workspace is the worker's, so it can give itself
+# back what it needs. Whatever the agent does to permissions is then never a harness error. (A root
+# worker is refused nothing; nothing is changed for it.)
+_DIRECTORY_OWNER_BITS = stat.S_IRWXU
+_FILE_OWNER_BITS = stat.S_IRUSR | stat.S_IWUSR
+
+
+def _reclaims() -> bool:
+    return os.geteuid() != 0
+
+
+def _give_owner_back(parent: int, name: str) -> bool:
+    """Gives the owner back read and write (and, on a directory, search) permission on the directory
+    or regular file `name` in `parent`, never through a link; whether it did. False for anything
+    else, or where the caller is not the owner."""
+    try:
+        handle = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError:
+        return False
+    try:
+        mode = os.fstat(handle).st_mode
+        bits = _DIRECTORY_OWNER_BITS if stat.S_ISDIR(mode) else _FILE_OWNER_BITS if stat.S_ISREG(mode) else 0
+        if not bits or mode & bits == bits:
+            return False
+        os.chmod(f"/proc/self/fd/{handle}", stat.S_IMODE(mode) | bits)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(handle)
+
+
+def _keep_searchable(fd: int) -> None:
+    """A directory the host opened (it could read it) keeps owner write and search permission too, so
+    that what is inside can be looked up, created and removed (a non-root worker only)."""
+    if not _reclaims():
+        return
+    try:
+        mode = os.fstat(fd).st_mode
+        if mode & _DIRECTORY_OWNER_BITS != _DIRECTORY_OWNER_BITS:
+            os.fchmod(fd, stat.S_IMODE(mode) | _DIRECTORY_OWNER_BITS)
+    except OSError:
+        pass  # not the owner: what follows is refused as it would have been
+
+
 def _open_directory_at(parent: int, name: str, shown: str) -> int:
     try:
-        return os.open(name, _DIRECTORY, dir_fd=parent)
+        try:
+            fd = os.open(name, _DIRECTORY, dir_fd=parent)
+        except PermissionError:
+            if not (_reclaims() and _give_owner_back(parent, name)):
+                raise
+            fd = os.open(name, _DIRECTORY, dir_fd=parent)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR):
             what = _describe_at(parent, name)
             raise UnsafePath(error.errno, f"{display_name(shown)} is {what}, not a directory") from None
         raise
+    _keep_searchable(fd)
+    return fd
+
+
+def _open_root(root: str | os.PathLike[str]) -> int:
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except PermissionError:
+        if not _reclaims():
+            raise
+        keep_reachable(root, [])
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    _keep_searchable(fd)
+    return fd
 
 
 def _describe_at(parent: int, name: str) -> str:
@@ -114,7 +182,7 @@ def open_directory(root: str | os.PathLike[str], parts: list[str], *, create: bo
                    owner: tuple[int, int] | None = None) -> Iterator[int]:
     """A descriptor of root/parts..., reached without following any link below root. With `create`,
     missing directories are made (and given to `owner` (uid, gid) when set)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = _open_root(root)
     try:
         for index, name in enumerate(parts):
             shown = "/".join(parts[: index + 1])
@@ -174,7 +242,12 @@ def lstat(root: str | os.PathLike[str], path: str) -> os.stat_result | None:
 
 def _open_regular(parent: int, name: str, flags: int, shown: str) -> int:
     try:
-        fd = os.open(name, flags, 0o644, dir_fd=parent)
+        try:
+            fd = os.open(name, flags, 0o644, dir_fd=parent)
+        except PermissionError:
+            if not (_reclaims() and _give_owner_back(parent, name)):
+                raise
+            fd = os.open(name, flags, 0o644, dir_fd=parent)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENODEV, errno.EOPNOTSUPP):
             raise UnsafePath(error.errno, f"{display_name(shown)} is {_describe_at(parent, name)}, not a regular file") from None
@@ -267,7 +340,9 @@ class Walk:
     links; directories listed in `skip` (by name, at any depth) are yielded but not entered.
 
     Stops descending below `max_depth` and stops altogether after `max_entries`; `incomplete` then
-    says what was left out. Entries that vanish meanwhile are skipped."""
+    says what was left out. Entries that vanish meanwhile are skipped. What cannot be read even
+    after the owner's permissions are given back (a command racing the walk, a tree the worker does
+    not own) is left out too; `unreadable` names the first such path."""
 
     def __init__(self, root: str | os.PathLike[str], *, under: str = "", limits: WalkLimits | None = None,
                  skip: frozenset[str] = frozenset()) -> None:
@@ -276,7 +351,12 @@ class Walk:
         self.limits = limits or WalkLimits()
         self.skip = skip
         self.incomplete = ""
+        self.unreadable = ""
         self.count = 0
+
+    def _cannot_read(self, path: str) -> None:
+        if not self.unreadable:
+            self.unreadable = path or "."
 
     def __iter__(self) -> Iterator[Entry]:
         try:
@@ -284,10 +364,17 @@ class Walk:
             start = context.__enter__()
         except (FileNotFoundError, UnsafePath):
             return
+        except PermissionError:
+            self._cannot_read("/".join(self.under))
+            return
         # Each open level: (descriptor, its path prefix, its depth, names still to visit).
         stack: list[tuple[int, str, int, list[str]]] = []
         try:
-            stack.append((start, "/".join(self.under), 0, _sorted_names(start)))
+            try:
+                stack.append((start, "/".join(self.under), 0, _sorted_names(start)))
+            except PermissionError:
+                self._cannot_read("/".join(self.under))
+                return
             while stack:
                 fd, prefix, depth, names = stack[-1]
                 if not names:
@@ -296,15 +383,18 @@ class Walk:
                         os.close(fd)
                     continue
                 name = names.pop()
+                path = f"{prefix}/{name}" if prefix else name
                 try:
                     info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except PermissionError:
+                    self._cannot_read(path)
+                    continue
                 except OSError:
                     continue
                 if self.count >= self.limits.max_entries:
                     self.incomplete = f"stopped after {self.limits.max_entries:,} entries"
                     return
                 self.count += 1
-                path = f"{prefix}/{name}" if prefix else name
                 entry = Entry(path, kind(info), info, depth + 1, fd, name)
                 yield entry
                 if entry.kind != "dir" or name in self.skip:
@@ -314,12 +404,17 @@ class Walk:
                     continue
                 try:
                     child = _open_directory_at(fd, name, path)
+                except PermissionError:
+                    self._cannot_read(path)
+                    continue
                 except OSError:
                     continue  # swapped for a link or removed meanwhile: nothing to follow
                 try:
                     listing = _sorted_names(child)
-                except OSError:
+                except OSError as error:
                     os.close(child)
+                    if isinstance(error, PermissionError):
+                        self._cannot_read(path)
                     continue
                 stack.append((child, path, depth + 1, listing))
         finally:
@@ -337,6 +432,7 @@ def _sorted_names(fd: int) -> list[str]:
 class Usage:
     bytes: int
     too_deep: bool  # directories go deeper than max_depth: the tree is over its limits whatever its size
+    unreadable: str = ""  # a path that could not be measured: the tree is over its limits too
 
 
 # Each entry counts at least one block in disk_usage, so a flood of empty files is bounded too.
@@ -353,7 +449,7 @@ def disk_usage(root: str | os.PathLike[str], *, stop_above: int | None = None, m
         total += max(entry.info.st_blocks * 512, MIN_ENTRY_BYTES)
         if stop_above is not None and total > stop_above:
             break
-    return Usage(total, bool(walk.incomplete))
+    return Usage(total, bool(walk.incomplete), walk.unreadable)
 
 
 def chown_tree(root: str | os.PathLike[str], uid: int, gid: int) -> None:
@@ -389,7 +485,7 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
 
 
 def _remove_directory(parent: int, name: str) -> None:
-    top = _open_for_removal(parent, name)
+    top = _open_directory_at(parent, name, name)
     moved = 0
     # The open path from the top: [descriptor, name in its parent, subdirectories still to remove].
     stack: list[tuple[int, str, list[str]]] = [(top, name, _empty_files(top))]
@@ -408,7 +504,7 @@ def _remove_directory(parent: int, name: str) -> None:
                 os.rename(subdirectory, f".removing-{moved}", src_dir_fd=fd, dst_dir_fd=top)
                 stack[0][2].append(f".removing-{moved}")
                 continue
-            child = _open_for_removal(fd, subdirectory)
+            child = _open_directory_at(fd, subdirectory, subdirectory)
             stack.append((child, subdirectory, _empty_files(child)))
     finally:
         for fd, _, _ in stack:
@@ -426,24 +522,6 @@ def _empty_files(fd: int) -> list[str]:
         else:
             _unlink(fd, entry.name)
     return subdirectories
-
-
-def _open_for_removal(parent: int, name: str) -> int:
-    try:
-        return _open_directory_at(parent, name, name)
-    except PermissionError:
-        # A directory without search permission (a non-root worker; root is not held back).
-        _make_accessible(parent, name)
-        return _open_directory_at(parent, name, name)
-
-
-def _make_accessible(parent: int, name: str) -> None:
-    handle = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-    try:
-        if stat.S_ISDIR(os.fstat(handle).st_mode):
-            os.chmod(f"/proc/self/fd/{handle}", 0o700)
-    finally:
-        os.close(handle)
 
 
 def _unlink(parent: int, name: str, remove=os.unlink) -> None:

@@ -1,7 +1,10 @@
 """Helpers for tests that need a component of the machine (a sandbox backend, a browser, fixtures)."""
 import functools
 import os
+import shlex
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 from io import StringIO
@@ -108,3 +111,121 @@ def in_fresh_django(code: str) -> list[str]:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
+
+
+# --- an ordinary user as the worker ---------------------------------------------------------------
+
+# The account hostile tests run a worker as when the test process is root (CI): a system account
+# made on first use, never SANDBOX_UID (a root worker refuses a sandbox uid that is a host account).
+ORDINARY_WORKER = "autoexperiment-worker"
+
+
+@functools.cache
+def ordinary_worker_identity() -> tuple[int, int]:
+    """(uid, gid) of an ordinary user to run a worker as: this process's own when it is not root,
+    else ORDINARY_WORKER's, created as a system account (useradd) if missing."""
+    import pwd
+
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()
+    try:
+        account = pwd.getpwnam(ORDINARY_WORKER)
+    except KeyError:
+        useradd = shutil.which("useradd")
+        require(useradd is not None, "useradd is missing: install the passwd package (the hostile tests run a worker as an ordinary user)")
+        subprocess.run(
+            [useradd, "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", ORDINARY_WORKER],
+            check=True, capture_output=True, timeout=60,
+        )
+        account = pwd.getpwnam(ORDINARY_WORKER)
+    return account.pw_uid, account.pw_gid
+
+
+def _first_locked_ancestor(path: Path) -> Path | None:
+    """The shallowest directory above `path` that only its owner may traverse (a 0700 /root)."""
+    for ancestor in reversed(path.parents):
+        if ancestor != Path("/") and not ancestor.stat().st_mode & stat.S_IXOTH:
+            return ancestor
+    return None
+
+
+def ordinary_user_argv(argv: list[str], *, reachable: list[Path]) -> list[str]:
+    """`argv` to run as an ordinary user: as this process when it is not root, else as
+    ORDINARY_WORKER, in a mount namespace of its own in which this interpreter and each path of
+    `reachable` (each traversable itself) can be reached. A test machine may keep them under a
+    directory only root can pass (the interpreter under a 0700 /root, tmp_path under a 0700
+    pytest-of-root), where a real worker's would not be: there, such a directory is replaced by an
+    empty tmpfs into which the paths are bound, nothing else of the host changes."""
+    if os.geteuid() != 0:
+        return argv
+    uid, gid = ordinary_worker_identity()
+    for tool in ("unshare", "mount", "setpriv"):
+        require(shutil.which(tool) is not None, f"{tool} is missing: install util-linux and mount")
+    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), *(path.resolve() for path in reachable)}
+    locked: dict[Path, list[Path]] = {}
+    for path in sorted(paths):
+        ancestor = _first_locked_ancestor(path)
+        if ancestor is not None:
+            locked.setdefault(ancestor, []).append(path)
+    quote = shlex.quote
+    script = ["set -eu", "stage=$(mktemp -d)"]
+    moves = []
+    for number, (ancestor, inside) in enumerate(sorted(locked.items())):
+        for index, path in enumerate(inside):
+            staged = f'"$stage/{number}-{index}"'
+            script += [f"mkdir {staged}", f"mount --bind {quote(str(path))} {staged}"]
+            moves += [f"mkdir -p {quote(str(path))}", f"mount --move {staged} {quote(str(path))}"]
+        script.append(f"mount -t tmpfs -o mode=755 autoexperiment-reach {quote(str(ancestor))}")
+    script += moves
+    script.append(f"exec setpriv --reuid={uid} --regid={gid} --clear-groups -- " + " ".join(map(quote, argv)))
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(script)]
+
+
+def run_sandbox_script(script: str, *, as_ordinary_user: bool, scratch: Path, timeout: float = 120) -> dict:
+    """Runs `script` (Python that may import the sandbox package, which needs no Django) in a worker
+    process of its own, as root or as an ordinary user , in `scratch` (from the
+    `worker_scratch` fixture, given to that user), and returns the JSON document it prints last."""
+    import json
+
+    if not as_ordinary_user and os.geteuid() != 0:
+        pytest.skip("a root worker needs the tests to run as root (CI does)")
+    # The first line it prints says who ran it: the test checks it ran as whom it says.
+    (scratch / "script.py").write_text(f"import os\nprint('worker uid', os.getuid(), os.geteuid())\n{script}")
+    repository = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-s", str(scratch / "script.py")]
+    if as_ordinary_user:
+        if os.geteuid() == 0:
+            os.chown(scratch, *ordinary_worker_identity())
+        argv = ordinary_user_argv(argv, reachable=[repository, scratch])
+    result = subprocess.run(
+        argv, cwd=scratch, env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "PYTHONPATH": str(repository)},
+        capture_output=True, text=True, timeout=timeout,
+    )
+    assert result.returncode == 0, f"the worker script failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    lines = result.stdout.strip().splitlines()
+    _, _, uid, euid = lines[0].split()
+    expected = ordinary_worker_identity()[0] if as_ordinary_user else 0
+    assert int(uid) == int(euid) == expected, f"the worker ran as uid {uid} (effective {euid}), not {expected}"
+    return json.loads(lines[-1])
+
+
+@pytest.fixture
+def worker_scratch():
+    """A fresh directory under the system's temporary directory (which any user can traverse, unlike
+    a 0700 pytest-of-root) for run_sandbox_script; removed afterwards, whatever a worker left in it."""
+    import tempfile
+
+    from sandbox import fs
+
+    directory = Path(tempfile.mkdtemp(prefix="autoexperiment-worker-"))
+    os.chmod(directory, 0o755)
+    yield directory
+    # A sandbox process that outlived its worker (the attack of a test that failed) still mounts a
+    # workspace in here: end it, so a failed test leaves nothing running.
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if str(directory) in Path(f"/proc/{pid}/mountinfo").read_text():
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+    fs.remove_tree(directory)

@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -59,7 +60,7 @@ from sandbox.cgroup import leftover_cgroups, sandbox_name_of_leaf
 from tests.evaluation.helpers import claimed_pid, wait_for
 from tests.fakes import FakeTurn
 from tests.sandbox.conftest import _sandbox_user_processes
-from tests.support import require_backend
+from tests.support import ordinary_user_argv, ordinary_worker_identity, require_backend, shared_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -344,8 +345,8 @@ def _mine(pid: str, workspace_root: Path) -> bool:
         return False
 
 
-def sandbox_processes(workspace_root: Path) -> list[str]:
-    return [entry for entry in _sandbox_user_processes() if _mine(entry.split()[0], workspace_root)]
+def sandbox_processes(workspace_root: Path, uid: int | None = None) -> list[str]:
+    return [entry for entry in _sandbox_user_processes(uid) if _mine(entry.split()[0], workspace_root)]
 
 
 def sandbox_containers(workspace_root: Path) -> list[str]:
@@ -363,8 +364,8 @@ def sandbox_containers(workspace_root: Path) -> list[str]:
         client.close()
 
 
-def assert_nothing_left(workspace_root: Path, backend: str | None = "docker") -> None:
-    assert not sandbox_processes(workspace_root), f"sandboxed processes still run: {sandbox_processes(workspace_root)}"
+def assert_nothing_left(workspace_root: Path, backend: str | None = "docker", *, uid: int | None = None) -> None:
+    assert not sandbox_processes(workspace_root, uid), f"sandboxed processes still run: {sandbox_processes(workspace_root, uid)}"
     if backend == "docker":
         assert not sandbox_containers(workspace_root), "a sandbox container was left"
     left = sorted(os.fsdecode(p.name) for p in workspace_root.iterdir())
@@ -957,3 +958,87 @@ def test_the_sweep_removes_a_killed_workers_container_and_spares_a_running_one(h
     assert victim.status == Attempt.QUEUED and victim.infra_failures == 1  # not the model's result
     host.check()
     assert_nothing_left(workspace_root, "docker")
+
+
+# --- Locking the harness out of the workspace, on a worker that is not root ----------------------
+
+# The masked body takes every permission away it can, in the agent's sandbox and again in the
+# re-execution's: a worker that is not root, refused like anybody else, met a PermissionError in
+# the disk-quota walk after the command, and the attempt ended uncounted after its retries.
+LOCKOUT_METRIC = '''"""A calibrated score."""
+
+
+def calibrated_score(values):
+    import os
+    for name in ("/workspace/locked.txt", "/workspace/locked/inside.txt"):
+        os.makedirs(os.path.dirname(name), exist_ok=True)
+        with open(name, "w") as handle:
+            handle.write("x")
+    os.mkfifo("/workspace/locked/pipe")
+    os.chmod("/workspace/locked.txt", 0)
+    os.chmod("/workspace/locked", 0)
+    os.chmod("/workspace/code", 0o100)
+    os.chmod("/workspace", 0)
+    print("locked-out")
+    return 0.0
+'''
+
+
+def execute_as_ordinary_user(attempt: Attempt, *, workspace_root: Path, suite: HostileSuite, timeout: float = 150) -> Attempt:
+    """attempt_execute in a worker process of its own that runs as an ordinary user
+    (tests.support.ordinary_user_argv), against the test database, as a deployed worker would."""
+    home = workspace_root.parent / "worker-home"
+    home.mkdir()
+    if os.geteuid() == 0:
+        for directory in (workspace_root, home):
+            os.chown(directory, *ordinary_worker_identity())
+    code = (
+        "import django\ndjango.setup()\nfrom runs.evaluation.harness import attempt_execute\n"
+        f"print(attempt_execute(attempt_id={attempt.pk}, job_id='ordinary-user', requeue=False))"
+    )
+    argv = ordinary_user_argv([sys.executable, "-c", code], reachable=[BASE_DIR, workspace_root, suite.root, home])
+    environment = {
+        **os.environ, "DEBUG": "1", "DATABASE_URL": shared_database_url(), "WORKSPACE_ROOT": str(workspace_root),
+        "SANDBOX_BACKEND": "bubblewrap", "HOME": str(home), "LOG_LEVEL": "WARNING",
+    }
+    result = subprocess.run(argv, cwd=BASE_DIR, env=environment, capture_output=True, text=True, timeout=timeout)
+    attempt.refresh_from_db()
+    reasons = [entry["reason"].splitlines()[0] for entry in attempt.infra_history]
+    assert result.returncode == 0 and result.stdout.split()[-1:] == [DONE], (
+        f"the worker gave {result.returncode}: {result.stdout[-2000:]}\n{result.stderr[-4000:]}\ninfrastructure failures: {reasons}"
+    )
+    return attempt
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "ordinary_user"), [("bubblewrap", False), ("docker", False), ("bubblewrap", True)],
+                         ids=["bubblewrap-root", "docker-root", "bubblewrap-ordinary-user"], indirect=["backend"])
+def test_locking_the_harness_out_of_the_workspace_is_the_agents_result(backend, ordinary_user, hostile_suite, fake_llm, host, workspace_root):
+    """Worker as root on both backends, and as an ordinary user on bubblewrap (the only backend such
+    a worker has without root's powers: Docker's socket is root's to give)."""
+    if not ordinary_user and os.geteuid() != 0:
+        pytest.skip("a root worker needs the tests to run as root (CI does)")
+    run = run_create(suite=hostile_suite.suite, agent="react", model=f"openai-compatible:gpt-4o@{fake_llm.base_url_openai}",
+                     n_values=[1], sandbox_backend=backend, enqueue=False)
+    fake_llm.script([
+        turn("write_file", path="code/metric.py", content=LOCKOUT_METRIC),
+        turn("command_line", "Run it: it locks the workspace.", command="cd code && python3 run.py"),
+        turn("command_line", command="ls code; cat locked.txt; echo still-here"),
+        turn("list_files", path=".", recursive=True),
+        final(WRONG_ANSWER),
+    ])
+    attempt = run.attempts.get()
+    if ordinary_user:
+        attempt = execute_as_ordinary_user(attempt, workspace_root=workspace_root, suite=hostile_suite)
+    else:
+        attempt = execute_in_thread(attempt)
+
+    assert_counted(attempt, Attempt.WRONG_ANSWER)
+    assert "locked-out" in step_of(attempt, "command_line", command="cd code && python3 run.py")["observation"]
+    assert "still-here" in steps(attempt)[2]["observation"]
+    assert "locked/pipe" in step_of(attempt, "list_files", path=".")["observation"]
+    assert "os.chmod(\"/workspace\", 0)" in attempt.final_patch  # the lock reached the re-execution...
+    assert "locked-out" in attempt.reexecution_output  # ...and ran there
+    host.check()
+    uid = ordinary_worker_identity()[0] if ordinary_user else None
+    assert_nothing_left(workspace_root, backend, uid=uid)

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox import Limits, open_sandbox
 from sandbox.base import sandbox_identity
-from tests.support import require_backend
+from tests.support import require_backend, worker_scratch  # noqa: F401 (a fixture)
 
 BACKENDS = ["bubblewrap", "docker"]
 # Set in the test process before sandboxes open: it must never be visible inside one.
@@ -72,11 +72,12 @@ def open_fresh(backend, secret_in_environment, tmp_path_factory):
         box.close()
 
 
-def _sandbox_user_processes() -> list[str]:
+def _sandbox_user_processes(uid: int | None = None) -> list[str]:
     """Live host processes of the uid sandboxed commands run as (Docker shares the host's uids,
-    bwrap's user namespace maps onto it), so other activity on the machine does not count.
+    bwrap's user namespace maps onto it), so other activity on the machine does not count; `uid`
+    names another (an ordinary user's worker runs them as itself).
     Zombies are left out: they run nothing, and the host's init reaps them."""
-    uid = str(sandbox_identity()[0])
+    uid = str(sandbox_identity()[0] if uid is None else uid)
     found = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
