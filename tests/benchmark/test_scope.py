@@ -6,6 +6,8 @@ import ast
 import contextlib
 import io
 import json
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -15,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runs.benchmark.masking import MaskTarget, function_body_source, list_functions, mask_source, replace_function_body
-from runs.benchmark.scope import MAX_FILE_CHARS, OutOfScopeEdit, restrict_to_scope
+from runs.benchmark.scope import MAX_FILE_CHARS, MAX_REASONS, OutOfScopeEdit, restrict_to_scope
 
 PATH = "code/model.py"
 SUITE = Path(__file__).resolve().parents[2] / "runs" / "suites" / "builtin"
@@ -564,8 +566,10 @@ def test_deeply_nested_code_does_not_crash(expression, where):
     elif where in ("body", "helper"):
         assert expression in text and dropped == []
     elif where == "module":
-        assert f"FORGED = {expression}\n" in text and "math.pi" not in text  # a new name; a monkeypatch
+        # Neither a new name bound to what runs at import nor a monkeypatch is kept.
+        assert text == IMPLEMENTED
         assert "`math.pi = " in dropped[0].reason
+        assert f"`FORGED = {expression[:10]}" in dropped[0].reason and "would run code at import" in dropped[0].reason
     else:
         assert text == IMPLEMENTED
         assert dropped[0].reason == "changes `Loss.describe`, which is not masked"
@@ -604,7 +608,7 @@ def test_diffs_of_many_scattered_changes_are_bounded():
     assert run.diff.startswith("--- a/code/run.py\n+++ b/code/run.py\n@@ -1,30000 +1,30000 @@\n-print(0)\n")
     assert run.diff.endswith("characters in all]\n")
     assert model.reason.startswith("adds or changes `print(0)` (line 27) at module level")
-    assert model.reason.endswith("; and 3990 more")
+    assert model.reason.endswith(f"; and {4000 - MAX_REASONS} more")
     assert model.diff.startswith("--- a/code/model.py\n+++ b/code/model.py\n@@ -24,4003 +24,3 @@\n")
     assert result.files == {PATH: IMPLEMENTED}
 
@@ -683,6 +687,155 @@ def test_non_ascii_text_around_new_definitions():
     text, dropped = scope_one(masked, ["f"], agent)
     assert dropped == []
     assert run_module(text)["f"](3) == 18
+
+
+# --- nothing new runs at import: a stub with code that prints the expected numbers -----------------
+
+TOY_MASKED = '"""A toy score."""\nimport json\n\n\ndef score(values):\n    """The score."""\n    raise NotImplementedError\n'
+TOY_RUN = 'import json\n\nfrom model import score\n\nprint("scoring", flush=True)\nprint(json.dumps({"score": score([1.0, 2.0])}))\n'
+FORGED_LINE = '{"score": 0.123}'
+# What every forging form relies on: a helper that prints the numbers and ends the process at once.
+FORGE = (
+    "\n\nimport os\nimport sys\n\n\ndef _forge(*args, **kwargs):\n"
+    f"    sys.stdout.write({FORGED_LINE!r} + '\\n')\n    sys.stdout.flush()\n    os._exit(0)\n"
+)
+# (id, what the agent appends after its stub, what the reason quotes, why it is dropped)
+FORGING_FORMS = [
+    ("assignment", "_x = _forge()", "`_x = _forge()`", "the value holds a call `_forge()`"),
+    ("decorator", "@_forge\ndef _g():\n    pass", "`@_forge`", "the decorator `@_forge` (line 20) is called"),
+    ("default-argument", "def _g(x=_forge()):\n    pass", "`def _g(x=_forge()):`", "a default value holds a call"),
+    ("class-body", "class _C:\n    _y = _forge()", "`class _C:`", "the value holds a call `_forge()` (line 21)"),
+    ("metaclass", "class _M(type):\n    def __new__(mcs, *args):\n        _forge()\n\n\nclass _C(metaclass=_M):\n    pass",
+     "`class _C(metaclass=_M):`", "the class keyword `metaclass=`"),
+    ("tuple-assignment", "_a, _b = _forge(), 1", "`_a, _b = _forge(), 1`", "the value holds a call"),
+    ("lambda-default", "_h = lambda x=_forge(): x", "`_h = lambda x=_forge(): x`", "the value holds a call `_forge()`"),
+    ("print-patch", "import builtins\n_p = setattr(builtins, 'print', _forge)", "`_p = setattr(", "the value holds a call"),
+    ("excepthook-patch", "_e = setattr(sys, 'excepthook', _forge)", "`_e = setattr(sys,", "the value holds a call"),
+    ("globals-setitem", "_s = globals().__setitem__('score', _forge)", "`_s = globals().__setitem__(", "the value holds a call"),
+    ("atexit", "import atexit\n_r = atexit.register(_forge)", "`_r = atexit.register(_forge)`", "the value holds a call"),
+    ("sys-modules", "import types\n_m = sys.modules.__setitem__(__name__, types.SimpleNamespace(score=_forge))",
+     "`_m = sys.modules.__setitem__(", "the value holds a call"),
+]
+
+
+def _run_toy(tmp_path: Path, model: str) -> subprocess.CompletedProcess:
+    """Run the toy experiment (python run.py) with this model.py, as the re-execution would."""
+    directory = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
+    directory.mkdir()
+    (directory / "model.py").write_text(model)
+    (directory / "run.py").write_text(TOY_RUN)
+    return subprocess.run([sys.executable, "run.py"], cwd=directory, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("form, code, quoted, why", FORGING_FORMS, ids=[form[0] for form in FORGING_FORMS])
+def test_a_stub_with_code_that_runs_at_import_forges_and_is_dropped(tmp_path, form, code, quoted, why):
+    agent = TOY_MASKED + FORGE + "\n\n" + code + "\n"
+    # As the agent wrote it, the file prints the numbers with exit status 0 though its function is a stub...
+    forged = _run_toy(tmp_path, agent)
+    assert (forged.returncode, forged.stdout.strip().splitlines()[-1]) == (0, FORGED_LINE), forged
+    # ...the harness runs the stub alone (the helper stays: it runs only when called).
+    text, [edit] = scope_one(TOY_MASKED, ["score"], agent, path="code/model.py")
+    assert "def _forge(" in text and code.splitlines()[-1] not in text
+    assert quoted in edit.reason and "would run code at import" in edit.reason and why in edit.reason, edit.reason
+    scoped = _run_toy(tmp_path, text)
+    assert scoped.returncode == 1 and FORGED_LINE not in scoped.stdout and "NotImplementedError" in scoped.stderr
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        "_TABLE = {'a': (1, -2.5, 3e-3, 1+2j), 'b': [None, ..., b'x', {1, 2}], 'c': -7}",
+        "_K: int = 4",
+        "_square = lambda x, k=SCALE: x * x",
+        "def _helper(x: 'float', y: dict[str, list[int]] | None = None, *, z=math.pi, **kw: int) -> tuple[int, ...]:\n    return print(x)",
+        "async def _later(x=(1, 2)):\n    return await x",
+        "class _Cache(dict):\n    '''A cache.'''\n    LIMIT: int = 3\n    pass\n\n    def __init__(self, size=LIMIT):\n        super().__init__()\n\n"
+        "    @staticmethod\n    def key(x):\n        return x\n\n    @property\n    def full(self):\n        return len(self) > 3\n\n"
+        "    class _Entry:\n        def __len__(self):\n            return 0",
+        "class _Checked(Exception):\n    __slots__ = ()\n\n\nclass _Module(math.__class__):\n    pass",
+    ],
+    ids=["literals", "annotated", "lambda", "annotations-and-defaults", "async", "class", "bases"],
+)
+def test_definitions_that_run_nothing_at_import_are_kept(definition):
+    agent = IMPLEMENTED.replace("def train(steps):", definition + "\n\n\ndef train(steps):")
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert dropped == [] and text == agent
+    assert run_module(text)["train"](3) == [0, 3, 12]
+
+
+@pytest.mark.parametrize(
+    "definition, why",
+    [
+        ("_NAME = f'{SCALE}'", "the value holds an f-string"),
+        ("_ALIAS = math.pi", "the value holds an attribute `math.pi`"),
+        ("_Y = [x for x in range(3)]", "the value holds a comprehension"),
+        ("_Z = {**{}}", "the value holds an unpacking"),
+        ("_W = 2 ** 100000", "the value holds an operation"),
+        ("def _f(x=[y for y in ()]):\n    pass", "a default value holds a comprehension"),
+        ("def _f(x: (_q := 1) = 0):\n    pass", "an annotation holds an assignment expression"),
+        ("def _f() -> print('x'):\n    pass", "the return annotation holds a call"),
+        ("_g = lambda x=print(): x", "the value holds a call"),
+        ("@functools.cache\ndef _f():\n    pass", "the decorator `@functools.cache` (line"),
+        ("@dataclass\nclass _D:\n    x: int = 0", "the decorator `@dataclass`"),
+        ("class _D(Base[int]):\n    pass", "the base `Base[int]` (line"),
+        ("class _D(object, **kw):\n    pass", "the class keyword `**=`"),
+        ("class _D:\n    def __init_subclass__(cls):\n        pass", "`__init_subclass__` (line"),
+        ("class _D:\n    class __class_getitem__:\n        pass", "`__class_getitem__` (line"),
+        ("class _D:\n    def __set_name__(self, owner, name):\n        pass", "`__set_name__`"),
+        ("class _D:\n    hook = lambda cls: cls", "the value holds a lambda"),
+        ("class _D:\n    if True:\n        x = 1", "its class body has `if True:`"),
+        ("class _D:\n    property = 1\n\n    @property\n    def x(self):\n        return 1", "the decorator `@property`"),
+        ("import enum\n\n\nclass _E(enum.Enum):\n    A = 1\n\n    def __init__(self, value):\n        print('forged')",
+         "the base `enum.Enum` (line 24) is an enum"),
+        ("from enum import Flag as _F\n\n\nclass _E(_F):\n    A = 1", "the base `_F` (line 24) is an enum"),
+    ],
+)
+def test_definitions_that_would_run_code_at_import_are_dropped(definition, why):
+    agent = IMPLEMENTED.replace("def train(steps):", definition + "\n\n\ndef train(steps):")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert why in edit.reason and "would run code at import" in edit.reason, edit.reason
+    assert definition.splitlines()[-1] not in text
+
+
+def test_new_members_of_a_masked_class_follow_the_same_rule():
+    members = "    _TABLE = (1, 2)\n\n    _hook = print('forged')\n\n    def _scale(self, x=print('forged')):\n        return x\n\n"
+    agent = IMPLEMENTED.replace("    def describe(self):", members + "    def describe(self):")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert "_TABLE = (1, 2)" in text and "forged" not in text
+    assert "`_hook = print('forged')` (line 19) would run code at import: the value holds a call" in edit.reason
+    assert "`def _scale(self, x=print('forged')):` (line 21) would run code at import: a default value holds a call" in edit.reason
+
+
+@pytest.mark.parametrize(
+    "imports, why",
+    [
+        ("import this", "imports `this`, which acts when imported"),
+        ("import idlelib.idle", "imports `idlelib.idle`, which acts when imported"),
+        ("import unittest.__main__", "imports `unittest.__main__`, which acts when imported"),
+        ("from venv import __main__ as _main", "imports `venv.__main__`, which acts when imported"),
+        ("import run", "imports `run`, the workspace's own code, which the file does not import"),
+        ("from helpers.io import load", "imports `helpers`, the workspace's own code"),
+        ("from . import run", "is a relative import (of the workspace's own code) that the file does not have"),
+    ],
+)
+def test_imports_that_run_code_when_imported_are_dropped(imports, why):
+    agent = IMPLEMENTED.replace("import math\n", f"import math\n{imports}\n")
+    result = restrict_to_scope(
+        masked={PATH: MASKED}, functions={PATH: ["Loss.__call__"]}, patched={PATH: agent}, workspace_modules={"helpers", "run"}
+    )
+    [edit] = result.out_of_scope
+    assert why in edit.reason, edit.reason
+    assert result.files[PATH] == IMPLEMENTED
+
+
+def test_imports_of_libraries_and_of_workspace_modules_the_file_imports_are_kept():
+    masked = MASKED.replace("import math\n", "import math\nfrom helpers import clip\n")
+    implemented = IMPLEMENTED.replace("import math\n", "import math\nfrom helpers import clip\n")
+    agent = implemented.replace("import math\n", "import math\nimport statistics\nimport helpers.io\nimport numpy as np\n")
+    result = restrict_to_scope(
+        masked={PATH: masked}, functions={PATH: ["Loss.__call__"]}, patched={PATH: agent}, workspace_modules={"helpers", "run"}
+    )
+    assert result.out_of_scope == [] and result.files[PATH] == agent
 
 
 # --- the built-in suite: the gold code still passes, and hostile edits around it are removed ------
