@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from runs.benchmark.masking import MaskTarget, function_body_source, list_functions, mask_source, replace_function_body
 from runs.benchmark.scope import MAX_FILE_CHARS, MAX_REASONS, OutOfScopeEdit, restrict_to_scope
+from tests.benchmark.forging import FORGING_FORMS, assert_every_form_dropped, with_every_form, with_form
 
 PATH = "code/model.py"
 SUITE = Path(__file__).resolve().parents[2] / "runs" / "suites" / "builtin"
@@ -694,28 +695,6 @@ def test_non_ascii_text_around_new_definitions():
 TOY_MASKED = '"""A toy score."""\nimport json\n\n\ndef score(values):\n    """The score."""\n    raise NotImplementedError\n'
 TOY_RUN = 'import json\n\nfrom model import score\n\nprint("scoring", flush=True)\nprint(json.dumps({"score": score([1.0, 2.0])}))\n'
 FORGED_LINE = '{"score": 0.123}'
-# What every forging form relies on: a helper that prints the numbers and ends the process at once.
-FORGE = (
-    "\n\nimport os\nimport sys\n\n\ndef _forge(*args, **kwargs):\n"
-    f"    sys.stdout.write({FORGED_LINE!r} + '\\n')\n    sys.stdout.flush()\n    os._exit(0)\n"
-)
-# (id, what the agent appends after its stub, what the reason quotes, why it is dropped)
-FORGING_FORMS = [
-    ("assignment", "_x = _forge()", "`_x = _forge()`", "the value holds a call `_forge()`"),
-    ("decorator", "@_forge\ndef _g():\n    pass", "`@_forge`", "the decorator `@_forge` (line 20) is called"),
-    ("default-argument", "def _g(x=_forge()):\n    pass", "`def _g(x=_forge()):`", "a default value holds a call"),
-    ("class-body", "class _C:\n    _y = _forge()", "`class _C:`", "the value holds a call `_forge()` (line 21)"),
-    ("metaclass", "class _M(type):\n    def __new__(mcs, *args):\n        _forge()\n\n\nclass _C(metaclass=_M):\n    pass",
-     "`class _C(metaclass=_M):`", "the class keyword `metaclass=`"),
-    ("tuple-assignment", "_a, _b = _forge(), 1", "`_a, _b = _forge(), 1`", "the value holds a call"),
-    ("lambda-default", "_h = lambda x=_forge(): x", "`_h = lambda x=_forge(): x`", "the value holds a call `_forge()`"),
-    ("print-patch", "import builtins\n_p = setattr(builtins, 'print', _forge)", "`_p = setattr(", "the value holds a call"),
-    ("excepthook-patch", "_e = setattr(sys, 'excepthook', _forge)", "`_e = setattr(sys,", "the value holds a call"),
-    ("globals-setitem", "_s = globals().__setitem__('score', _forge)", "`_s = globals().__setitem__(", "the value holds a call"),
-    ("atexit", "import atexit\n_r = atexit.register(_forge)", "`_r = atexit.register(_forge)`", "the value holds a call"),
-    ("sys-modules", "import types\n_m = sys.modules.__setitem__(__name__, types.SimpleNamespace(score=_forge))",
-     "`_m = sys.modules.__setitem__(", "the value holds a call"),
-]
 
 
 def _run_toy(tmp_path: Path, model: str) -> subprocess.CompletedProcess:
@@ -729,16 +708,23 @@ def _run_toy(tmp_path: Path, model: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("form, code, quoted, why", FORGING_FORMS, ids=[form[0] for form in FORGING_FORMS])
 def test_a_stub_with_code_that_runs_at_import_forges_and_is_dropped(tmp_path, form, code, quoted, why):
-    agent = TOY_MASKED + FORGE + "\n\n" + code + "\n"
+    agent = with_form(TOY_MASKED, function="score", output=repr(FORGED_LINE), code=code)
     # As the agent wrote it, the file prints the numbers with exit status 0 though its function is a stub...
     forged = _run_toy(tmp_path, agent)
     assert (forged.returncode, forged.stdout.strip().splitlines()[-1]) == (0, FORGED_LINE), forged
     # ...the harness runs the stub alone (the helper stays: it runs only when called).
     text, [edit] = scope_one(TOY_MASKED, ["score"], agent, path="code/model.py")
-    assert "def _forge(" in text and code.splitlines()[-1] not in text
+    assert "def _forge(" in text and code.format(function="score").splitlines()[-1] not in text
     assert quoted in edit.reason and "would run code at import" in edit.reason and why in edit.reason, edit.reason
     scoped = _run_toy(tmp_path, text)
     assert scoped.returncode == 1 and FORGED_LINE not in scoped.stdout and "NotImplementedError" in scoped.stderr
+
+
+def test_every_form_in_one_file_is_listed():
+    agent = with_every_form(TOY_MASKED, function="score", output=repr(FORGED_LINE))
+    text, [edit] = scope_one(TOY_MASKED, ["score"], agent, path="code/model.py")
+    assert_every_form_dropped(edit.reason)
+    assert "; and " not in edit.reason  # none cut from the list
 
 
 @pytest.mark.parametrize(
