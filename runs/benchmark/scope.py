@@ -411,6 +411,11 @@ def _is_dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
 
+def _relative_key(node: ast.ImportFrom, alias: ast.alias) -> tuple:
+    """What a relative import imports: its module, or for `from . import x` the module `x`."""
+    return (node.level, node.module) if node.module else (node.level, None, alias.name)
+
+
 def _root(node: ast.expr) -> str | None:
     """The name a name or dotted name (`a.b.c`) starts with; None for anything else."""
     while isinstance(node, ast.Attribute):
@@ -541,7 +546,8 @@ class _Merge:
         self.masked_imports = {
             alias.name.split(".")[0] for node in imports if isinstance(node, ast.Import) for alias in node.names
         } | {node.module.split(".")[0] for node in imports if isinstance(node, ast.ImportFrom) and node.module and not node.level}
-        self.masked_relative = {(node.level, node.module) for node in imports if isinstance(node, ast.ImportFrom) and node.level}
+        self.masked_relative = {_relative_key(node, alias) for node in imports if isinstance(node, ast.ImportFrom) and node.level
+                                for alias in node.names}
 
     def _analyse_patched(self) -> None:
         """Names the agent's file could have rebound that the import-time rule relies on."""
@@ -828,7 +834,7 @@ class _Merge:
     def _import_problem(self, node: ast.Import | ast.ImportFrom) -> str | None:
         """Why importing this would run more than the libraries the task allows, or None."""
         if isinstance(node, ast.ImportFrom) and node.level:
-            if (node.level, node.module) in self.masked_relative:
+            if all(_relative_key(node, alias) in self.masked_relative for alias in node.names):
                 return None
             return "is a relative import (of the workspace's own code) that the file does not have"
         if isinstance(node, ast.Import):

@@ -814,6 +814,15 @@ def test_imports_that_run_code_when_imported_are_dropped(imports, why):
     assert result.files[PATH] == IMPLEMENTED
 
 
+def test_a_relative_import_is_kept_only_if_the_file_has_it():
+    masked = MASKED.replace("import math\n", "import math\nfrom . import helpers\nfrom .io import load\n")
+    implemented = IMPLEMENTED.replace("import math\n", "import math\nfrom . import helpers\nfrom .io import load\n")
+    agent = implemented.replace("import math\n", "import math\nfrom .io import save\nfrom . import helpers as _h\nfrom . import run\n")
+    text, [edit] = scope_one(masked, ["Loss.__call__"], agent)
+    assert "from .io import save\nfrom . import helpers as _h\n" in text and "from . import run" not in text
+    assert "`from . import run` (line 5) is a relative import (of the workspace's own code) that the file does not have" in edit.reason
+
+
 def test_imports_of_libraries_and_of_workspace_modules_the_file_imports_are_kept():
     masked = MASKED.replace("import math\n", "import math\nfrom helpers import clip\n")
     implemented = IMPLEMENTED.replace("import math\n", "import math\nfrom helpers import clip\n")
