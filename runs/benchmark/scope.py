@@ -23,9 +23,36 @@ A new definition or import is kept only if everything it binds (walrus targets a
 names included) is a name the masked file neither binds nor reads at that level, not a builtin and
 not a dunder; a new class member also must not be a name the file uses as an attribute anywhere
 (it could override an inherited member or an instance attribute). So the agent's additions can
-only be reached from the agent's own code. New code still runs at import time (decorators,
-values, class bodies), as masked bodies run when called: the scope decides where the agent's code
-goes, not what it may do.
+only be reached from the agent's own code.
+
+Nothing new runs when the file is imported: the agent's code runs only when the masked functions
+are called (otherwise a stub plus `_x = _forge()` that prints the expected numbers and exits
+would pass). What Python evaluates when it executes a definition must come from a small whitelist
+(`_inert`): literals (constants, tuples, lists, sets and dicts of literals, signed numbers,
+complex numbers `1+2j`) and, in default values, annotations and subscripts of them, also names,
+dotted names, subscripts and `X | Y`. Each of those either evaluates nothing or reaches only
+builtin behaviour, a library's or the gold code's: an agent class can define none of the hooks
+(`__class_getitem__`, `__init_subclass__`, ...) that would make them call the agent's code. So a
+new definition is kept only when
+
+- its decorators are only `@staticmethod`, `@classmethod` and `@property`, names nothing rebinds
+  (applying any other decorator calls it);
+- its default values and annotations (always checked, `from __future__ import annotations` or
+  not) are whitelisted expressions;
+- a class's bases are names or dotted names, none an enum (creating an enum calls the class's own
+  `__init__` and `__new__`), and it has no keywords (`metaclass=`);
+- a class body holds only nested definitions (the same rule, recursively), assignments of
+  literals, docstrings and `pass`; its dunder methods are ordinary instance methods (`__init__`,
+  `__call__`, `__len__`, ... `_DUNDER_METHODS`), never one Python calls while classes are made;
+- a new top-level assignment assigns literals, or lambdas (whose defaults obey the rule above).
+
+Known limit: a base class from a library or the gold code whose creation calls an ordinary method
+of the new class (as enums do with `__init__`) would run it; the standard library has none but enum.
+
+A new import is kept unless it imports a module that acts when imported (`_ACTING_MODULES`, any
+`__main__` module), one of the workspace's own modules or scripts that the masked file does not
+import itself (`workspace_modules`, and the modules of the paths restrict_to_scope sees), or is a
+relative import the masked file does not have: importing the workspace's scripts would run them.
 
 Changes of layout and comments outside the masked functions are dropped silently (they do not
 run); every other dropped change is listed, with reasons. Nothing the agent wrote makes this raise:
@@ -41,7 +68,7 @@ import difflib
 import re
 import symtable
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from runs.benchmark.masking import (
@@ -57,12 +84,12 @@ from runs.benchmark.masking import (
 )
 from runs.benchmark.patches import unified_diff
 
-__all__ = ["MAX_FILE_CHARS", "MAX_BLOCK_STATEMENTS", "OutOfScopeEdit", "ScopedCode", "restrict_to_scope"]
+__all__ = ["MAX_FILE_CHARS", "MAX_BLOCK_STATEMENTS", "MAX_REASONS", "OutOfScopeEdit", "ScopedCode", "restrict_to_scope"]
 
 # Bounds on the work for one file: beyond them the file keeps its masked text.
 MAX_FILE_CHARS = 2_000_000
 MAX_BLOCK_STATEMENTS = 5_000
-MAX_REASONS = 10
+MAX_REASONS = 30
 # difflib takes time about (lines x changed lines): past this a diff replaces the whole file.
 MAX_DIFF_WORK = 2_000_000
 MAX_DIFF_CHARS = 500_000
@@ -72,6 +99,20 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
 _BUILTINS = frozenset(dir(builtins))
 _KEEP_MASKED = "its masked functions keep their stubs"
+# Applying a decorator calls it: only these builtins, which run nothing of the agent's.
+_DECORATORS = ("staticmethod", "classmethod", "property")
+# Dunder methods a new class may define: Python calls none of them while it makes classes, so none
+# runs at import (unlike `__init_subclass__`, `__set_name__`, `__class_getitem__`, `__new__`...).
+_DUNDER_METHODS = frozenset(
+    "__init__ __call__ __repr__ __str__ __len__ __iter__ __next__ __getitem__ __setitem__ __delitem__ "
+    "__contains__ __enter__ __exit__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __hash__ __bool__".split()
+)
+# Standard modules whose import does something (prints, opens a browser, starts a program).
+_ACTING_MODULES = frozenset({"this", "antigravity", "__hello__", "__phello__", "idlelib", "turtledemo", "__main__"})
+# Creating a subclass of these calls its own methods (each member's `__init__`, `__new__`).
+_CALLING_BASE_MODULES = frozenset({"enum"})
+_ENUM_CLASSES = frozenset({"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag", "ReprEnum"})  # what `import *` gives
+_NUMBER_TYPES = (int, float, complex)
 
 
 @dataclass(frozen=True)
@@ -105,6 +146,7 @@ def restrict_to_scope(
     functions: Mapping[str, Sequence[str]],
     patched: Mapping[str, str | None],
     before: Mapping[str, str | None] | None = None,
+    workspace_modules: Collection[str] = (),
 ) -> ScopedCode:
     """The part of an agent's final code that re-execution runs.
 
@@ -113,10 +155,14 @@ def restrict_to_scope(
     `patched`: path -> the agent's text after the final patch (None: deleted), for every file the
     patch touched. `before`: path -> the fresh workspace's text of touched files without masked
     functions (None or absent: the file did not exist); only used to show what was dropped.
+    `workspace_modules`: the names of the workspace's own top-level modules and packages (scripts
+    included; a new import of one is kept only if the masked file imports it too); the modules of
+    the paths in `masked` and `before` count as well.
     Files in `masked` that the patch did not touch are not in the result. Never raises for
     anything in `patched`.
     """
     before = before or {}
+    own_modules = frozenset(workspace_modules) | _modules_of([*masked, *(path for path, text in before.items() if text is not None)])
     files: dict[str, str] = {}
     out_of_scope: list[OutOfScopeEdit] = []
     for path in sorted(patched):
@@ -134,7 +180,7 @@ def restrict_to_scope(
                 reason = "not a file with masked functions"
             out_of_scope.append(OutOfScopeEdit(path, reason, _diff(path, text, original)))
             continue
-        merged, reasons = _scope_file(path, masked[path], names, text)
+        merged, reasons = _scope_file(path, masked[path], names, text, own_modules)
         if merged != masked[path]:
             files[path] = merged
         if reasons:
@@ -198,7 +244,22 @@ def _join(reasons: list[str]) -> str:
     return shown
 
 
-def _scope_file(path: str, masked_text: str, names: list[str], patched_text: str | None) -> tuple[str, list[str]]:
+def _modules_of(paths: Sequence[str]) -> frozenset[str]:
+    """The top-level module names workspace paths (`code/pkg/mod.py`) give, with their files' own."""
+    names = set()
+    for path in paths:
+        parts = path.split("/")[1:]  # below code/
+        for part in parts[:1] + parts[-1:]:
+            if part.endswith(".py"):
+                part = part[: -len(".py")]
+            if part.isidentifier():
+                names.add(part)
+    return frozenset(names)
+
+
+def _scope_file(
+    path: str, masked_text: str, names: list[str], patched_text: str | None, own_modules: frozenset[str] = frozenset()
+) -> tuple[str, list[str]]:
     """The text to run for one file with masked functions, and why parts of the agent's were dropped."""
     if patched_text is None:
         return masked_text, [f"the file was deleted; {_KEEP_MASKED}"]
@@ -216,7 +277,7 @@ def _scope_file(path: str, masked_text: str, names: list[str], patched_text: str
     except Exception as error:  # noqa: BLE001 - the parse is shared with masking, which also reads the functions
         return masked_text, [_merge_failure(error)]
     try:
-        return _Merge(path, masked_text, names, patched_text, patched_tree).run()
+        return _Merge(path, masked_text, names, patched_text, patched_tree, own_modules).run()
     except Exception as error:  # noqa: BLE001 - nothing the agent wrote may break re-execution
         return masked_text, [_merge_failure(error)]
 
@@ -350,6 +411,75 @@ def _is_dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
 
+def _relative_key(node: ast.ImportFrom, alias: ast.alias) -> tuple:
+    """What a relative import imports: its module, or for `from . import x` the module `x`."""
+    return (node.level, node.module) if node.module else (node.level, None, alias.name)
+
+
+def _root(node: ast.expr) -> str | None:
+    """The name a name or dotted name (`a.b.c`) starts with; None for anything else."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _is_number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, _NUMBER_TYPES)
+
+
+def _inert(node: ast.expr, *, names: bool, lambdas: bool = True) -> ast.expr | None:
+    """The first part of an expression outside the whitelist of what runs no code, or None.
+
+    Literals always; with `names` also names, dotted names, subscripts and `X | Y` of whitelisted
+    parts (what defaults and annotations need); with `lambdas` a lambda whose defaults qualify (its
+    body runs only when called). Evaluating any of these calls no code of the agent's.
+    """
+    stack = [(node, names)]
+    while stack:
+        node, names = stack.pop()
+        if isinstance(node, ast.Constant) or _is_number(node):
+            continue
+        if (
+            isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) and _is_number(node.left)
+            and isinstance(node.right, ast.Constant) and isinstance(node.right.value, complex)
+        ):
+            continue  # a complex literal, 1+2j
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            stack.extend((element, names) for element in node.elts)
+        elif isinstance(node, ast.Dict) and None not in node.keys:
+            stack.extend((part, names) for part in [*node.keys, *node.values])
+        elif isinstance(node, ast.Lambda) and lambdas:
+            stack.extend((value, True) for value in [*node.args.defaults, *node.args.kw_defaults] if value is not None)
+        elif names and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            continue
+        elif names and isinstance(node, ast.Attribute):
+            stack.append((node.value, names))
+        elif names and isinstance(node, ast.Subscript):
+            stack.extend([(node.value, names), (node.slice, names)])
+        elif names and isinstance(node, ast.Slice):
+            stack.extend((part, names) for part in (node.lower, node.upper, node.step) if part is not None)
+        elif names and isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            stack.extend([(node.left, names), (node.right, names)])
+        else:
+            return node
+    return None
+
+
+_KINDS = {
+    ast.Call: "a call", ast.Name: "a name", ast.Attribute: "an attribute", ast.Subscript: "a subscript",
+    ast.ListComp: "a comprehension", ast.SetComp: "a comprehension", ast.DictComp: "a comprehension",
+    ast.GeneratorExp: "a generator", ast.JoinedStr: "an f-string", ast.NamedExpr: "an assignment expression",
+    ast.Await: "an await", ast.Yield: "a yield", ast.YieldFrom: "a yield", ast.Starred: "an unpacking",
+    ast.Dict: "an unpacking", ast.Lambda: "a lambda", ast.IfExp: "a conditional",
+}
+
+
+def _kind(node: ast.expr) -> str:
+    return _KINDS.get(type(node), "an operation")
+
+
 # --- merging one file ------------------------------------------------------------------------------
 
 
@@ -363,7 +493,9 @@ class _Insertion:
 class _Merge:
     """Merges the agent's version of one file with masked functions into its masked text."""
 
-    def __init__(self, path: str, masked_text: str, names: list[str], patched_text: str, patched_tree: ast.Module):
+    def __init__(
+        self, path: str, masked_text: str, names: list[str], patched_text: str, patched_tree: ast.Module, own_modules=frozenset()
+    ):
         if len(patched_tree.body) > MAX_BLOCK_STATEMENTS:
             raise ValueError(f"more than {MAX_BLOCK_STATEMENTS} top-level statements")
         self.path = path
@@ -371,6 +503,7 @@ class _Merge:
         self.names = names
         self.p_lines = SourceLines(patched_text)
         self.p_tree = patched_tree
+        self.own_modules = own_modules
         self.reasons: list[str] = []
         self.insertions: list[_Insertion] = []
 
@@ -408,9 +541,51 @@ class _Merge:
             if alias.asname is None
         }
         self.masked_tree = tree
+        # What the masked file imports itself: the agent may import the same workspace modules.
+        imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+        self.masked_imports = {
+            alias.name.split(".")[0] for node in imports if isinstance(node, ast.Import) for alias in node.names
+        } | {node.module.split(".")[0] for node in imports if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+        self.masked_relative = {_relative_key(node, alias) for node in imports if isinstance(node, ast.ImportFrom) and node.level
+                                for alias in node.names}
+
+    def _analyse_patched(self) -> None:
+        """Names the agent's file could have rebound that the import-time rule relies on."""
+        try:
+            table = symtable.symtable(self.p_lines.text, self.path, "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            rebound = set(_DECORATORS)  # a file that does not compile: no decorator is trusted
+        else:
+            rebound = {
+                symbol.get_name()
+                for current, path, symbol in _symbols(table)
+                if _binds(symbol) and (not path or current.get_type() == "class" or symbol.is_declared_global())
+            }
+        self.rebound = rebound | self.top_bound | {name for names in self.class_bound.values() for name in names}
+        # Local names for the enum module or its classes, in either file; and the masked file's
+        # classes built on them (a member-less enum can be subclassed).
+        self.calling_bases = set()
+        for tree in (self.masked_tree, self.p_tree):
+            for node in tree.body:
+                if isinstance(node, ast.Import):
+                    self.calling_bases |= {
+                        (alias.asname or alias.name).split(".")[0]
+                        for alias in node.names
+                        if alias.name.split(".")[0] in _CALLING_BASE_MODULES
+                    }
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    if node.module.split(".")[0] in _CALLING_BASE_MODULES:
+                        self.calling_bases |= {alias.asname or alias.name for alias in node.names} | _ENUM_CLASSES
+        classes = [node for node in self.masked_tree.body if isinstance(node, ast.ClassDef)]
+        while True:  # a class on a class on an enum...
+            derived = {c.name for c in classes if any(_root(base) in self.calling_bases for base in c.bases)}
+            if derived <= self.calling_bases:
+                break
+            self.calling_bases |= derived
 
     def run(self) -> tuple[str, list[str]]:
         self._analyse_masked()
+        self._analyse_patched()
         m_functions = functions_by_name(self.masked_tree)
         p_functions = functions_by_name(self.p_tree)
 
@@ -597,6 +772,16 @@ class _Merge:
         if problem:
             self.reasons.append(f"`{snippet}` ({line}) {problem}; it is left out")
             return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            problem = self._import_problem(node)
+            if problem:
+                self.reasons.append(f"`{snippet}` ({line}) {problem}; it is left out")
+                return
+        else:
+            problem = self._runs_at_import(node, in_class=in_class)
+            if problem:
+                self.reasons.append(f"`{snippet}` ({line}) would run code at import: {problem}; it is left out")
+                return
         self._insert(node, anchor, m_body, indent, source, in_class=in_class, previous=previous)
 
     def _plain_targets(self, node: ast.stmt) -> bool:
@@ -643,6 +828,100 @@ class _Merge:
             if name in read or name in self.attributes:
                 return f"defines `{name}`, which the file's own code already uses as a name or attribute"
         return None
+
+    # --- what runs at import -------------------------------------------------------------------------
+
+    def _import_problem(self, node: ast.Import | ast.ImportFrom) -> str | None:
+        """Why importing this would run more than the libraries the task allows, or None."""
+        if isinstance(node, ast.ImportFrom) and node.level:
+            if all(_relative_key(node, alias) in self.masked_relative for alias in node.names):
+                return None
+            return "is a relative import (of the workspace's own code) that the file does not have"
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            modules = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] in _ACTING_MODULES or "__main__" in parts:
+                return f"imports `{module}`, which acts when imported"
+            if parts[0] in self.own_modules and parts[0] not in self.masked_imports:
+                return f"imports `{parts[0]}`, the workspace's own code, which the file does not import (importing it runs it)"
+        return None
+
+    def _runs_at_import(self, node: ast.stmt, *, in_class: bool) -> str | None:
+        """What of a new definition Python would run when it executes it (at import), or None.
+
+        Walks the definition with a stack (not recursion: the agent chooses the depth); function
+        bodies are not entered, as they run only when called.
+        """
+        stack: list[tuple[ast.stmt, bool]] = [(node, in_class)]
+        while stack:
+            node, in_class = stack.pop()
+            line = f"line {node.lineno}"
+            if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+                if getattr(node, "type_params", None):
+                    return f"the type parameters of `{node.name}` ({line})"
+                for decorator in node.decorator_list:
+                    if not (isinstance(decorator, ast.Name) and decorator.id in _DECORATORS and decorator.id not in self.rebound):
+                        return (
+                            f"the decorator `@{self._text(decorator)}` (line {decorator.lineno}) is called; "
+                            f"only {', '.join('@' + name for name in _DECORATORS)} are kept"
+                        )
+                if in_class and _is_dunder(node.name) and not (isinstance(node, _FUNCTIONS) and node.name in _DUNDER_METHODS):
+                    return f"`{node.name}` ({line}) is a special member Python may call while it makes classes"
+            if isinstance(node, _FUNCTIONS):
+                arguments = node.args
+                every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+                checks = [("a default value", value) for value in [*arguments.defaults, *arguments.kw_defaults] if value]
+                checks += [("an annotation", a.annotation) for a in every if a is not None and a.annotation is not None]
+                checks += [("the return annotation", node.returns)] if node.returns else []
+                for what, value in checks:
+                    problem = self._evaluated(value, what, names=True)
+                    if problem:
+                        return problem
+            elif isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    if _root(base) is None:
+                        return f"the base `{self._text(base)}` (line {base.lineno}) is not a name or dotted name"
+                    if _root(base) in self.calling_bases:
+                        return f"the base `{self._text(base)}` (line {base.lineno}) is an enum, whose creation calls the class's own methods"
+                for keyword in node.keywords:
+                    return f"the class keyword `{keyword.arg or '**'}=` (line {keyword.lineno})"
+                stack.extend((member, True) for member in reversed(node.body))
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                if not self._plain_targets(node):
+                    return f"`{self._text(node)}` ({line}) assigns to more than names"
+                if isinstance(node, ast.AnnAssign):
+                    problem = self._evaluated(node.annotation, "an annotation", names=True)
+                    if problem:
+                        return problem
+                if node.value is not None:
+                    # Not a lambda in a class body: it could stand in for a hook such as `__init_subclass__`.
+                    problem = self._evaluated(node.value, "the value", names=False, lambdas=not in_class)
+                    if problem:
+                        return problem + ("; only literals are kept" if in_class else "; only literals (and lambdas) are kept")
+            elif in_class and (isinstance(node, ast.Pass) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))):
+                continue
+            else:
+                return f"its class body has `{self._text(node)}` ({line}); only definitions and literal assignments are kept"
+        return None
+
+    def _evaluated(self, value: ast.expr, what: str, *, names: bool, lambdas: bool = True) -> str | None:
+        part = _inert(value, names=names, lambdas=lambdas)
+        if part is None:
+            return None
+        return f"{what} holds {_kind(part)} `{self._text(part)}` (line {part.lineno})"
+
+    def _text(self, node: ast.AST) -> str:
+        """The first line of a node's source in the agent's file, shortened."""
+        try:
+            start = self.p_lines.offset(node.lineno, node.col_offset)
+            end = self.p_lines.offset(node.end_lineno, node.end_col_offset)
+        except (AttributeError, IndexError, TypeError):
+            return type(node).__name__
+        first = self.p_lines.text[start:end].split("\n")[0].split("\r")[0].strip()
+        return first if len(first) <= 40 else first[:37] + "..."
 
     # --- placing what is kept ------------------------------------------------------------------------
 

@@ -515,10 +515,15 @@ def _score_number(
 
     relative = _relative_error(predicted, gold)
     if mode == "strict":
-        passed = abs(predicted - gold) <= rtol * abs(gold) + atol
+        passed = within_tolerance(predicted, gold, rtol=rtol, atol=atol)
     else:
         passed = _upstream_contribution(predicted, gold, atol) <= rtol
     return NumberScore(key, gold, predicted, relative, passed, REASON_OK if passed else REASON_OUTSIDE)
+
+
+def within_tolerance(predicted: float, gold: float, *, rtol: float, atol: float) -> bool:
+    """Whether one reported number passes against its gold number (the strict rule)."""
+    return abs(predicted - gold) <= rtol * abs(gold) + atol
 
 
 def _upstream_contribution(predicted: float, gold: float, atol: float) -> float:

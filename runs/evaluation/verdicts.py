@@ -14,7 +14,9 @@ InfrastructureFailure; whatever the code does is the verdict."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -37,7 +39,7 @@ from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
 from runs.benchmark.scope import OutOfScopeEdit, ScopedCode, restrict_to_scope
 from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_experiment, score_sample
 from runs.benchmark.text import json_safe, storable_text
-from runs.benchmark.workspace import WorkspaceError, experiment_label
+from runs.benchmark.workspace import CODE_DIR, WorkspaceError, experiment_label
 from runs.evaluation.claims import InfrastructureFailure
 from runs.evaluation.workdirs import remove_tree
 from runs.models import Attempt, Experiment, HeldOutCheck, Sample, Suite
@@ -57,6 +59,8 @@ MAX_OUTPUT_PER_EXPERIMENT = 4_000
 
 
 MAX_REEXECUTION_OUTPUT = 20_000
+# Entries read per directory when listing the workspace's own modules.
+MAX_WORKSPACE_MODULES = 10_000
 
 
 def failure_label(*, exit_status: str, final_answer_raw: str | None, answer_parsed: bool, passed: bool) -> str:
@@ -214,7 +218,13 @@ def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[
         functions.setdefault(function["file"], []).append(function["name"])
     masked = {path: _workspace_text(workspace, path) for path in functions}
     masked = {path: text for path, text in masked.items() if text is not None}
-    error, scoped = scoped_code(patch=patch, masked=masked, functions=functions, read_other=lambda path: _workspace_text(workspace, path))
+    error, scoped = scoped_code(
+        patch=patch,
+        masked=masked,
+        functions=functions,
+        read_other=lambda path: _workspace_text(workspace, path),
+        workspace_modules=code_modules(code_dir=workspace / CODE_DIR, files=[path.split("/", 1)[-1] for path in functions]),
+    )
     if error:
         return error, []
     for path, text in scoped.files.items():
@@ -222,15 +232,34 @@ def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[
     return None, scoped.out_of_scope
 
 
+def code_modules(*, code_dir: Path, files: list[str]) -> set[str]:
+    """The module names a paper's own code gives: `.py` files and directories in `code_dir` and in
+    the directories of `files` (relative to it; scripts run from there), whose new imports the
+    scope rule refuses. `code_dir` is the harness's (a fresh workspace's code/, or the gold code)."""
+    names: set[str] = set()
+    for directory in {"", *(file.rsplit("/", 1)[0] for file in files if "/" in file)}:
+        try:
+            with os.scandir(code_dir / directory) as entries:
+                for entry in itertools.islice(entries, MAX_WORKSPACE_MODULES):
+                    name = entry.name[: -len(".py")] if entry.name.endswith(".py") else entry.name
+                    if name.isidentifier() and (entry.is_dir(follow_symlinks=False) or entry.name.endswith(".py")):
+                        names.add(name)
+        except OSError:
+            continue  # the harness built the workspace; a directory it lacks has no modules
+    return names
+
+
 def scoped_code(
-    *, patch: str, masked: dict[str, str], functions: dict[str, list[str]], read_other: Callable[[str], str | None] | None
+    *, patch: str, masked: dict[str, str], functions: dict[str, list[str]], read_other: Callable[[str], str | None] | None,
+    workspace_modules: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[str | None, ScopedCode | None]:
     """The scope rule on a final patch, in memory: `masked` holds the masked files (workspace paths
     "code/...") and `functions` their masked functions' qualified names. `read_other(path)` gives
     any other file's text (None: absent) so its sections are applied and then dropped as out of
     scope; with `read_other=None` those sections are left out unread (a caller without a workspace,
-    which then cannot tell whether they apply). Returns (why the patch is refused or does not
-    apply, or None; the scoped code)."""
+    which then cannot tell whether they apply). `workspace_modules`: the paper's own module names
+    (`code_modules`), whose new imports the scope rule refuses. Returns (why the patch
+    is refused or does not apply, or None; the scoped code)."""
     try:
         file_patches = parse_patch(patch)
     except PatchError as error:
@@ -249,7 +278,9 @@ def scoped_code(
             patched[file_patch.path] = apply_file_patch(original, file_patch)
         except PatchError as error:
             return f"the final patch does not apply to {file_patch.path}: {error}", None
-    return None, restrict_to_scope(masked=masked, functions=functions, patched=patched, before=before)
+    return None, restrict_to_scope(
+        masked=masked, functions=functions, patched=patched, before=before, workspace_modules=workspace_modules
+    )
 
 
 def _workspace_text(workspace: Path, path: str) -> str | None:

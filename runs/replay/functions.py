@@ -27,7 +27,7 @@ from autoexperiment_site.caching import cache_quietly, cached
 from runs.benchmark.masking import MaskingError, function_body_source
 from runs.benchmark.text import format_seconds
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError, mask_file
-from runs.evaluation.verdicts import scoped_code
+from runs.evaluation.verdicts import code_modules, scoped_code
 from runs.models import Attempt, Function, Transplant
 from runs.replay.presenters import ExperimentRows, HighlightBudget, highlight_python, score_table
 from runs.suites.selectors import masked_function_specs
@@ -186,7 +186,7 @@ def _implementations(attempt: Attempt) -> Implementations | None:
         return None
     patch = Attempt.objects.values_list("final_patch", flat=True).get(pk=attempt.pk) or ""
     files = _masked_files(Path(paper.code_dir), functions)
-    refused = _apply(patch, files)
+    refused = _apply(patch, files, code_dir=Path(paper.code_dir))
     budget = HighlightBudget()
     shown = []
     for function in functions:
@@ -237,7 +237,7 @@ def _masked_files(code_dir: Path, functions: list[Function]) -> dict[str, _CodeF
     return files
 
 
-def _apply(patch: str, files: dict[str, _CodeFile]) -> str:
+def _apply(patch: str, files: dict[str, _CodeFile], *, code_dir: Path) -> str:
     """Put the code re-execution runs into each file's `final` (runs.evaluation.verdicts.scoped_code,
     the harness's own scope rule); return why the harness refuses the patch ("" when it applies).
 
@@ -251,6 +251,7 @@ def _apply(patch: str, files: dict[str, _CodeFile]) -> str:
         masked={path: f.masked for path, f in readable.items()},
         functions={path: f.names for path, f in readable.items()},
         read_other=None,
+        workspace_modules=code_modules(code_dir=code_dir, files=[f.relative for f in files.values()]),
     )
     if error:
         return error

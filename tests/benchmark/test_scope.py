@@ -6,6 +6,8 @@ import ast
 import contextlib
 import io
 import json
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -15,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runs.benchmark.masking import MaskTarget, function_body_source, list_functions, mask_source, replace_function_body
-from runs.benchmark.scope import MAX_FILE_CHARS, OutOfScopeEdit, restrict_to_scope
+from runs.benchmark.scope import MAX_FILE_CHARS, MAX_REASONS, OutOfScopeEdit, restrict_to_scope
+from tests.benchmark.forging import FORGING_FORMS, assert_every_form_dropped, with_every_form, with_form
 
 PATH = "code/model.py"
 SUITE = Path(__file__).resolve().parents[2] / "runs" / "suites" / "builtin"
@@ -564,8 +567,10 @@ def test_deeply_nested_code_does_not_crash(expression, where):
     elif where in ("body", "helper"):
         assert expression in text and dropped == []
     elif where == "module":
-        assert f"FORGED = {expression}\n" in text and "math.pi" not in text  # a new name; a monkeypatch
+        # Neither a new name bound to what runs at import nor a monkeypatch is kept.
+        assert text == IMPLEMENTED
         assert "`math.pi = " in dropped[0].reason
+        assert f"`FORGED = {expression[:10]}" in dropped[0].reason and "would run code at import" in dropped[0].reason
     else:
         assert text == IMPLEMENTED
         assert dropped[0].reason == "changes `Loss.describe`, which is not masked"
@@ -604,7 +609,7 @@ def test_diffs_of_many_scattered_changes_are_bounded():
     assert run.diff.startswith("--- a/code/run.py\n+++ b/code/run.py\n@@ -1,30000 +1,30000 @@\n-print(0)\n")
     assert run.diff.endswith("characters in all]\n")
     assert model.reason.startswith("adds or changes `print(0)` (line 27) at module level")
-    assert model.reason.endswith("; and 3990 more")
+    assert model.reason.endswith(f"; and {4000 - MAX_REASONS} more")
     assert model.diff.startswith("--- a/code/model.py\n+++ b/code/model.py\n@@ -24,4003 +24,3 @@\n")
     assert result.files == {PATH: IMPLEMENTED}
 
@@ -683,6 +688,149 @@ def test_non_ascii_text_around_new_definitions():
     text, dropped = scope_one(masked, ["f"], agent)
     assert dropped == []
     assert run_module(text)["f"](3) == 18
+
+
+# --- nothing new runs at import: a stub with code that prints the expected numbers -----------------
+
+TOY_MASKED = '"""A toy score."""\nimport json\n\n\ndef score(values):\n    """The score."""\n    raise NotImplementedError\n'
+TOY_RUN = 'import json\n\nfrom model import score\n\nprint("scoring", flush=True)\nprint(json.dumps({"score": score([1.0, 2.0])}))\n'
+FORGED_LINE = '{"score": 0.123}'
+
+
+def _run_toy(tmp_path: Path, model: str) -> subprocess.CompletedProcess:
+    """Run the toy experiment (python run.py) with this model.py, as the re-execution would."""
+    directory = tmp_path / f"run-{len(list(tmp_path.iterdir()))}"
+    directory.mkdir()
+    (directory / "model.py").write_text(model)
+    (directory / "run.py").write_text(TOY_RUN)
+    return subprocess.run([sys.executable, "run.py"], cwd=directory, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("form, code, quoted, why", FORGING_FORMS, ids=[form[0] for form in FORGING_FORMS])
+def test_a_stub_with_code_that_runs_at_import_forges_and_is_dropped(tmp_path, form, code, quoted, why):
+    agent = with_form(TOY_MASKED, function="score", output=repr(FORGED_LINE), code=code)
+    # As the agent wrote it, the file prints the numbers with exit status 0 though its function is a stub...
+    forged = _run_toy(tmp_path, agent)
+    assert (forged.returncode, forged.stdout.strip().splitlines()[-1]) == (0, FORGED_LINE), forged
+    # ...the harness runs the stub alone (the helper stays: it runs only when called).
+    text, [edit] = scope_one(TOY_MASKED, ["score"], agent, path="code/model.py")
+    assert "def _forge(" in text and code.format(function="score").splitlines()[-1] not in text
+    assert quoted in edit.reason and "would run code at import" in edit.reason and why in edit.reason, edit.reason
+    scoped = _run_toy(tmp_path, text)
+    assert scoped.returncode == 1 and FORGED_LINE not in scoped.stdout and "NotImplementedError" in scoped.stderr
+
+
+def test_every_form_in_one_file_is_listed():
+    agent = with_every_form(TOY_MASKED, function="score", output=repr(FORGED_LINE))
+    text, [edit] = scope_one(TOY_MASKED, ["score"], agent, path="code/model.py")
+    assert_every_form_dropped(edit.reason)
+    assert "; and " not in edit.reason  # none cut from the list
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        "_TABLE = {'a': (1, -2.5, 3e-3, 1+2j), 'b': [None, ..., b'x', {1, 2}], 'c': -7}",
+        "_K: int = 4",
+        "_square = lambda x, k=SCALE: x * x",
+        "def _helper(x: 'float', y: dict[str, list[int]] | None = None, *, z=math.pi, **kw: int) -> tuple[int, ...]:\n    return print(x)",
+        "async def _later(x=(1, 2)):\n    return await x",
+        "class _Cache(dict):\n    '''A cache.'''\n    LIMIT: int = 3\n    pass\n\n    def __init__(self, size=LIMIT):\n        super().__init__()\n\n"
+        "    @staticmethod\n    def key(x):\n        return x\n\n    @property\n    def full(self):\n        return len(self) > 3\n\n"
+        "    class _Entry:\n        def __len__(self):\n            return 0",
+        "class _Checked(Exception):\n    __slots__ = ()\n\n\nclass _Module(math.__class__):\n    pass",
+    ],
+    ids=["literals", "annotated", "lambda", "annotations-and-defaults", "async", "class", "bases"],
+)
+def test_definitions_that_run_nothing_at_import_are_kept(definition):
+    agent = IMPLEMENTED.replace("def train(steps):", definition + "\n\n\ndef train(steps):")
+    text, dropped = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert dropped == [] and text == agent
+    assert run_module(text)["train"](3) == [0, 3, 12]
+
+
+@pytest.mark.parametrize(
+    "definition, why",
+    [
+        ("_NAME = f'{SCALE}'", "the value holds an f-string"),
+        ("_ALIAS = math.pi", "the value holds an attribute `math.pi`"),
+        ("_Y = [x for x in range(3)]", "the value holds a comprehension"),
+        ("_Z = {**{}}", "the value holds an unpacking"),
+        ("_W = 2 ** 100000", "the value holds an operation"),
+        ("def _f(x=[y for y in ()]):\n    pass", "a default value holds a comprehension"),
+        ("def _f(x: (_q := 1) = 0):\n    pass", "an annotation holds an assignment expression"),
+        ("def _f() -> print('x'):\n    pass", "the return annotation holds a call"),
+        ("_g = lambda x=print(): x", "the value holds a call"),
+        ("@functools.cache\ndef _f():\n    pass", "the decorator `@functools.cache` (line"),
+        ("@dataclass\nclass _D:\n    x: int = 0", "the decorator `@dataclass`"),
+        ("class _D(Base[int]):\n    pass", "the base `Base[int]` (line"),
+        ("class _D(object, **kw):\n    pass", "the class keyword `**=`"),
+        ("class _D:\n    def __init_subclass__(cls):\n        pass", "`__init_subclass__` (line"),
+        ("class _D:\n    class __class_getitem__:\n        pass", "`__class_getitem__` (line"),
+        ("class _D:\n    def __set_name__(self, owner, name):\n        pass", "`__set_name__`"),
+        ("class _D:\n    hook = lambda cls: cls", "the value holds a lambda"),
+        ("class _D:\n    if True:\n        x = 1", "its class body has `if True:`"),
+        ("class _D:\n    property = 1\n\n    @property\n    def x(self):\n        return 1", "the decorator `@property`"),
+        ("import enum\n\n\nclass _E(enum.Enum):\n    A = 1\n\n    def __init__(self, value):\n        print('forged')",
+         "the base `enum.Enum` (line 24) is an enum"),
+        ("from enum import Flag as _F\n\n\nclass _E(_F):\n    A = 1", "the base `_F` (line 24) is an enum"),
+    ],
+)
+def test_definitions_that_would_run_code_at_import_are_dropped(definition, why):
+    agent = IMPLEMENTED.replace("def train(steps):", definition + "\n\n\ndef train(steps):")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert why in edit.reason and "would run code at import" in edit.reason, edit.reason
+    assert definition.splitlines()[-1] not in text
+
+
+def test_new_members_of_a_masked_class_follow_the_same_rule():
+    members = "    _TABLE = (1, 2)\n\n    _hook = print('forged')\n\n    def _scale(self, x=print('forged')):\n        return x\n\n"
+    agent = IMPLEMENTED.replace("    def describe(self):", members + "    def describe(self):")
+    text, [edit] = scope_one(MASKED, ["Loss.__call__"], agent)
+    assert "_TABLE = (1, 2)" in text and "forged" not in text
+    assert "`_hook = print('forged')` (line 19) would run code at import: the value holds a call" in edit.reason
+    assert "`def _scale(self, x=print('forged')):` (line 21) would run code at import: a default value holds a call" in edit.reason
+
+
+@pytest.mark.parametrize(
+    "imports, why",
+    [
+        ("import this", "imports `this`, which acts when imported"),
+        ("import idlelib.idle", "imports `idlelib.idle`, which acts when imported"),
+        ("import unittest.__main__", "imports `unittest.__main__`, which acts when imported"),
+        ("from venv import __main__ as _main", "imports `venv.__main__`, which acts when imported"),
+        ("import run", "imports `run`, the workspace's own code, which the file does not import"),
+        ("from helpers.io import load", "imports `helpers`, the workspace's own code"),
+        ("from . import run", "is a relative import (of the workspace's own code) that the file does not have"),
+    ],
+)
+def test_imports_that_run_code_when_imported_are_dropped(imports, why):
+    agent = IMPLEMENTED.replace("import math\n", f"import math\n{imports}\n")
+    result = restrict_to_scope(
+        masked={PATH: MASKED}, functions={PATH: ["Loss.__call__"]}, patched={PATH: agent}, workspace_modules={"helpers", "run"}
+    )
+    [edit] = result.out_of_scope
+    assert why in edit.reason, edit.reason
+    assert result.files[PATH] == IMPLEMENTED
+
+
+def test_a_relative_import_is_kept_only_if_the_file_has_it():
+    masked = MASKED.replace("import math\n", "import math\nfrom . import helpers\nfrom .io import load\n")
+    implemented = IMPLEMENTED.replace("import math\n", "import math\nfrom . import helpers\nfrom .io import load\n")
+    agent = implemented.replace("import math\n", "import math\nfrom .io import save\nfrom . import helpers as _h\nfrom . import run\n")
+    text, [edit] = scope_one(masked, ["Loss.__call__"], agent)
+    assert "from .io import save\nfrom . import helpers as _h\n" in text and "from . import run" not in text
+    assert "`from . import run` (line 5) is a relative import (of the workspace's own code) that the file does not have" in edit.reason
+
+
+def test_imports_of_libraries_and_of_workspace_modules_the_file_imports_are_kept():
+    masked = MASKED.replace("import math\n", "import math\nfrom helpers import clip\n")
+    implemented = IMPLEMENTED.replace("import math\n", "import math\nfrom helpers import clip\n")
+    agent = implemented.replace("import math\n", "import math\nimport statistics\nimport helpers.io\nimport numpy as np\n")
+    result = restrict_to_scope(
+        masked={PATH: masked}, functions={PATH: ["Loss.__call__"]}, patched={PATH: agent}, workspace_modules={"helpers", "run"}
+    )
+    assert result.out_of_scope == [] and result.files[PATH] == agent
 
 
 # --- the built-in suite: the gold code still passes, and hostile edits around it are removed ------

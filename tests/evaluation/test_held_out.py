@@ -13,7 +13,6 @@ import os
 import subprocess
 import tarfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model

@@ -57,6 +57,7 @@ from runs.suites.services import workspace_build
 from sandbox import fs
 from sandbox.base import MAX_WORKSPACE_DEPTH
 from sandbox.cgroup import leftover_cgroups, sandbox_name_of_leaf
+from tests.benchmark.forging import assert_every_form_dropped, with_every_form
 from tests.evaluation.helpers import claimed_pid, wait_for
 from tests.fakes import FakeTurn
 from tests.sandbox.conftest import _sandbox_user_processes
@@ -767,6 +768,33 @@ def test_an_edited_experiment_script_forges_numbers_and_is_shown_out_of_scope(ba
     host.check()
     assert_nothing_left(workspace_root, backend)
     assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm, numbers=False)
+
+
+@pytest.mark.slow
+def test_a_stub_whose_new_code_runs_at_import_forges_numbers_the_reexecution_does_not_run(
+    backend, hostile_suite, fake_llm, host, workspace_root, tmp_path
+):
+    """The masked body stays `raise NotImplementedError`; new top-level code in its file prints the gold
+    numbers and exits 0 when the file is imported, in every form at once (an assignment, a decorator, a
+    default, a class body, a metaclass, a lambda default, patches of print, excepthook, globals(),
+    atexit and sys.modules, an acting import). Each form alone forges too: tests/benchmark/test_scope.py."""
+    answer = hostile_suite.gold_answer()
+    forged = with_every_form(
+        masked_source(hostile_suite, tmp_path), function="calibrated_score", output=repr(json.dumps(answer["Experiment 1"]))
+    )
+    attempt = react_attack(hostile_suite, fake_llm, backend, [
+        turn("write_file", "Leave the stub; print the numbers I want when the file is imported.", path="code/metric.py", content=forged),
+        turn("command_line", command="cd code && python3 run.py"),
+        final(answer),
+    ])
+
+    assert json.dumps(answer["Experiment 1"]) in steps(attempt)[1]["observation"]  # it worked in its sandbox
+    _assert_forgery_caught(attempt, "code/metric.py")
+    [edit] = attempt.out_of_scope_edits
+    assert_every_form_dropped(edit["reason"])
+    host.check()
+    assert_nothing_left(workspace_root, backend)
+    assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm, numbers=False)  # the test handed it the numbers
 
 
 def test_the_reexecution_workspace_built_meanwhile_is_out_of_the_agents_reach(backend, hostile_suite, fake_llm, host, workspace_root):

@@ -26,6 +26,7 @@ from runs.submissions.validation import SubmissionInvalid
 from runs.suites.selectors import sample_experiments
 from runs.suites.services import workspace_build
 from sandbox import fs
+from tests.benchmark.forging import assert_every_form_dropped, with_every_form
 from tests.submissions.helpers import SAMPLE, gold_answer, gold_patch, jsonl, record
 from tests.support import require_backend
 
@@ -127,3 +128,44 @@ def test_an_edited_experiment_script_is_accepted_then_dropped_by_the_reexecution
     assert "NotImplementedError" in attempt.reexecution_output  # the original script ran the masked stub
     summary = submission_summary(submission=submission)
     assert (summary.reexecuted, summary.passed, summary.mismatches) == (1, 0, 1)
+
+
+@pytest.mark.slow
+def test_an_uploaded_stub_whose_new_code_runs_at_import_is_not_reproduced(builtin, user, tmp_path, settings):
+    """A non-staff upload whose patch leaves the masked bodies as stubs and adds, to a file with masked
+    functions, code that prints each experiment's gold numbers at import (every form of
+    tests/benchmark/forging.py): re-executed, it does not pass."""
+    require_backend("bubblewrap")
+    # The heartbeat's own connection cannot see this test's uncommitted rows: one beat would call
+    # the claim lost. No beat falls within a re-execution, however loaded the machine.
+    settings.ATTEMPT_HEARTBEAT_SECONDS = settings.ATTEMPT_STALE_SECONDS - 1
+    sample = Sample.objects.get(sample_id=SAMPLE)
+    assert not user.is_staff
+    function = sample.functions.order_by("func_id").first()
+    path = f"code/{function.file}"
+    workspace = tmp_path / "masked"
+    workspace_build(sample=sample, dest=workspace)
+    masked = (workspace / path).read_text()
+    fs.remove_tree(workspace)
+    prefix = f"python3 {EXPERIMENT_SCRIPT} "
+    results = {experiment.command[len(prefix):]: json.dumps(experiment.gold_result) for experiment in sample_experiments(sample=sample)}
+    stub = masked + f"\n\n_RESULTS = {results!r}\n"
+    forged = with_every_form(stub, function=function.name.split(".")[-1], output='_RESULTS[" ".join(sys.argv[1:])]')
+    patch = unified_diff(path, masked, forged)
+    data = jsonl(record(final_answer=gold_answer(sample), final_patch=patch))
+
+    submission = submission_create(data=data, filename="stub.jsonl", uploader=user, reexecute=True, enqueue=False)
+    outcomes = submission_reexecute_sync(submission=submission)
+
+    attempt = submission.run.attempts.get()
+    assert attempt.reported_passed is True  # the numbers it reports pass...
+    assert attempt.reexecution_passed is False, (outcomes, attempt.reexecution_output[-2000:])  # ...the harness's run does not
+    assert attempt.passed is False and attempt.mismatch is True and attempt.failure_label == Attempt.WRONG_ANSWER
+    [edit] = attempt.out_of_scope_edits
+    assert edit["path"] == path
+    assert_every_form_dropped(edit["reason"])
+    assert "NotImplementedError" in attempt.reexecution_output
+    summary = submission_summary(submission=submission)
+    assert (summary.reexecuted, summary.passed, summary.mismatches) == (1, 0, 1)
+    submission.refresh_from_db()
+    assert submission.status_detail == "every attempt re-executed; 1 reported result(s) not reproduced"
