@@ -377,7 +377,8 @@ def reexecute(
         passed=score.passed and held_out_passed is not False,
         error="; ".join(failures),
         output=_bounded_outputs(outcomes),
-        experiment_seconds=timings["experiments"],
+        # The variants' commands are experiments the harness ran too, not harness overhead.
+        experiment_seconds=timings["experiments"] + timings.get("held_out_experiments", 0.0),
         timings=timings,
         out_of_scope_edits=out_of_scope_edits,
         outcomes=outcomes,
