@@ -35,6 +35,7 @@ from runs.agents.base import (
 )
 from runs.analysis.outcomes import outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
+from runs.benchmark.gold_literals import gold_literals_in, gold_numbers_of, implementations_of
 from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
 from runs.benchmark.scope import OutOfScopeEdit, ScopedCode, restrict_to_scope
 from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_experiment, score_sample
@@ -201,6 +202,16 @@ class Reexecution:
         return "reported numbers pass but the re-executed code does not produce them"
 
 
+@dataclass(frozen=True)
+class ScopedFinalCode:
+    """What `final_code_scope` wrote into a workspace: the scoped code, and the masked files and
+    their masked functions' names (workspace paths) it was scoped against."""
+
+    scoped: ScopedCode
+    masked: dict[str, str]
+    functions: dict[str, list[str]]
+
+
 def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[OutOfScopeEdit]]:
     """Apply a final patch (paths a/code/..., b/code/...) to a fresh masked workspace, keeping
     only what the task allows: the masked functions' new bodies, plus new imports and new
@@ -212,6 +223,12 @@ def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[
     and only the scoped files are written, through sandbox.fs: nothing of the patch can reach a
     path outside them, a link, or anything but text.
     """
+    error, written = final_code_scope(patch=patch, workspace=workspace)
+    return error, [] if written is None else written.scoped.out_of_scope
+
+
+def final_code_scope(*, patch: str, workspace: Path) -> tuple[str | None, ScopedFinalCode | None]:
+    """`scoped_final_code`, returning what was scoped against as well as the scoped code."""
     task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
     functions: dict[str, list[str]] = {}
     for function in task["missing_functions"]:
@@ -226,10 +243,28 @@ def scoped_final_code(*, patch: str, workspace: Path) -> tuple[str | None, list[
         workspace_modules=code_modules(code_dir=workspace / CODE_DIR, files=[path.split("/", 1)[-1] for path in functions]),
     )
     if error:
-        return error, []
+        return error, None
     for path, text in scoped.files.items():
         fs.write_bytes(workspace, path, text.encode("utf-8", "surrogateescape"))
-    return None, scoped.out_of_scope
+    return None, ScopedFinalCode(scoped=scoped, masked=masked, functions=functions)
+
+
+def hard_coded_gold(*, written: ScopedFinalCode, experiments: list[Experiment]) -> list[dict]:
+    """The numeric literals of the scoped implementations (the masked bodies re-execution runs) that
+    lie within tolerance of one of the sample's gold numbers, each judged with the tolerance its
+    number is scored with (runs.benchmark.gold_literals): what a sample without hidden variants has
+    in place of a held-out check."""
+    gold = [
+        number
+        for experiment in experiments
+        if experiment.gold_result is not None
+        for number in gold_numbers_of(
+            gold_result=experiment.gold_result, **dict(zip(("rtol", "atol", "number_tolerances"), scoring_tolerances(experiment)))
+        )
+    ]
+    changed = {path: text for path, text in written.scoped.files.items() if path in written.functions}
+    implementations = implementations_of(files=changed, functions=written.functions, stubs=written.masked)
+    return [found.as_dict() for found in gold_literals_in(implementations=implementations, gold=gold)]
 
 
 def code_modules(*, code_dir: Path, files: list[str]) -> set[str]:
@@ -309,8 +344,9 @@ def reexecute(
     """Apply `patch` to a fresh masked workspace of `sample`, run its experiments in a fresh sandbox
     and score what they print (`task`: the sample as read already, runs.suites.selectors.sample_task;
     `built`: `reexecution_workspace_build` into `dest` started already, whose end is awaited).
-    When they pass and `held_out`, the hidden variants of those experiments run next in the same
-    sandbox, and the verdict needs them too (`held_out_check`).
+    With `held_out` (a verdict, not a transplant's diagnosis): when the experiments pass, their hidden
+    variants run next in the same sandbox and the verdict needs them too (`held_out_check`); a
+    sample without variants fails instead when its code holds a gold number (`hard_coded_gold`).
     `adjust(workspace)` changes the scoped code before it runs (a transplant puts gold bodies back,
     runs.evaluation.transplants); a ValueError it raises refuses the code like a patch that does not apply.
     Raises InfrastructureFailure when the workspace or sandbox breaks; what the code does (crash,
@@ -327,8 +363,10 @@ def reexecute(
     timings["workspace"] = time.monotonic() - started  # what the re-execution waited for it
 
     started = time.monotonic()
-    error, out_of_scope = scoped_final_code(patch=patch, workspace=dest)
-    out_of_scope_edits = json_safe([dataclasses.asdict(edit) for edit in out_of_scope])
+    error, written = final_code_scope(patch=patch, workspace=dest)
+    out_of_scope_edits = json_safe([dataclasses.asdict(edit) for edit in written.scoped.out_of_scope]) if written else []
+    # A sample without hidden variants gets the next best check: no gold number written into the code.
+    gold_literals = hard_coded_gold(written=written, experiments=experiments) if held_out and written and not variants else []
     if not error and adjust is not None:
         try:
             adjust(dest)
@@ -374,7 +412,7 @@ def reexecute(
     ]
     return Reexecution(
         score=score_dict(score, experiments),
-        passed=score.passed and held_out_passed is not False,
+        passed=score.passed and held_out_passed is not False and not gold_literals,
         error="; ".join(failures),
         output=_bounded_outputs(outcomes),
         # The variants' commands are experiments the harness ran too, not harness overhead.
@@ -384,6 +422,7 @@ def reexecute(
         outcomes=outcomes,
         held_out_passed=held_out_passed,
         held_out_scores=held_out_scores,
+        gold_literals=gold_literals,
     )
 
 

@@ -13,6 +13,7 @@ import os
 import subprocess
 import tarfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -78,13 +79,21 @@ class HeldOutSuite:
 
 @pytest.fixture
 def held_out_suite(tmp_path, db) -> HeldOutSuite:
-    root = tmp_path / "held-out-suite"
+    return write_suite(tmp_path / "held-out-suite", variants=True)
+
+
+def write_suite(root: Path, *, variants: bool) -> HeldOutSuite:
+    """The suite, its gold from the gold code run with the host's python3; without `variants`, the
+    same suite with no hidden variant (as an upstream import is)."""
     code_dir = root / "held-out-paper" / "code"
     code_dir.mkdir(parents=True)
     (code_dir / "metric.py").write_text(METRIC)
     (code_dir / "run.py").write_text(RUN)
     (root / "suite.json").write_text(json.dumps({"name": "heldout", "version": "1.0", "papers": ["held-out-paper"]}))
-    (root / "held-out-paper" / "paper.json").write_text(json.dumps(PAPER))
+    paper = json.loads(json.dumps(PAPER))
+    if not variants:
+        del paper["experiments"][0]["held_out"]
+    (root / "held-out-paper" / "paper.json").write_text(json.dumps(paper))
     (root / "held-out-paper" / "paper.md").write_text("# A Spread Score\n\nWe scale the deviation.\n")
 
     def gold(command: str) -> dict:
@@ -94,12 +103,12 @@ def held_out_suite(tmp_path, db) -> HeldOutSuite:
 
     public, hidden = gold(PAPER["experiments"][0]["command"]), gold(PAPER["experiments"][0]["held_out"][0]["command"])
     (root / "held-out-paper" / "gold.json").write_text(json.dumps(
-        {"results": {"0": public}, "held_out": {"0": {"0": {"result": hidden}}}}
+        {"results": {"0": public}, **({"held_out": {"0": {"0": {"result": hidden}}}} if variants else {})}
     ))
     with open(os.devnull, "w") as quiet:
         call_command("import_suite", str(root), "--samples", "1", stdout=quiet)
     suite = Suite.objects.get(name="heldout")
-    assert HeldOutCheck.objects.get(experiment__paper__suite=suite).gold_result == hidden
+    assert [v.gold_result for v in HeldOutCheck.objects.filter(experiment__paper__suite=suite)] == ([hidden] if variants else [])
     assert abs(hidden["score"] - public["score"]) > 0.05 * abs(hidden["score"]), "the variant must tell them apart"
     return HeldOutSuite(suite, public["score"], hidden["score"])
 
@@ -125,15 +134,20 @@ def _public_exports(attempt: Attempt) -> dict[str, str]:
     return pages
 
 
+def forged_metric(number: float) -> str:
+    """The metric with its body replaced by `return <number>`."""
+    return METRIC.replace(
+        "    centred = np.asarray(values, dtype=float) - np.mean(values)\n"
+        "    return float(np.sqrt(np.mean(centred ** 2)) * 1.2345 + 0.0314)\n",
+        f"    return {number!r}\n",
+    )
+
+
 def test_a_body_returning_the_public_gold_passes_the_experiment_and_fails_the_held_out_check(
     backend, held_out_suite, fake_llm, workspace_root, settings
 ):
     settings.SIGNUP_ENABLED = True  # an account vouches for nobody
-    forged = METRIC.replace(
-        "    centred = np.asarray(values, dtype=float) - np.mean(values)\n"
-        "    return float(np.sqrt(np.mean(centred ** 2)) * 1.2345 + 0.0314)\n",
-        f"    return {held_out_suite.public_gold!r}\n",
-    )
+    forged = forged_metric(held_out_suite.public_gold)
     answer = {"Experiment 1": {"score": held_out_suite.public_gold}}
     attempt = react_attack(held_out_suite, fake_llm, backend, [
         turn("write_file", "Return the number the experiment wants.", path="code/metric.py", content=forged),
@@ -186,3 +200,30 @@ def test_no_workspace_or_task_export_holds_the_hidden_variant(held_out_suite, tm
     assert any("--seed 3" in text for text in texts.values()), "the control: the public command is there"
     leaked = {where: form for where, text in texts.items() for form in held_out_suite.hidden_forms() if form in text}
     assert not leaked, leaked
+
+
+def test_without_hidden_variants_a_body_holding_a_gold_number_fails_shown_with_the_literal(
+    tmp_path, db, fake_llm, workspace_root, settings
+):
+    require_backend("bubblewrap")
+    settings.SANDBOX_BACKEND = "bubblewrap"
+    suite = write_suite(tmp_path / "no-variants", variants=False)
+    # Rounded to five significant digits: within 5% of the gold, and a literal of four or more digits.
+    literal = f"{suite.public_gold:.5g}"
+    attempt = react_attack(suite, fake_llm, "bubblewrap", [
+        turn("write_file", "Return the published number.", path="code/metric.py", content=forged_metric(float(literal))),
+        final({"Experiment 1": {"score": float(literal)}}),
+    ])
+
+    assert attempt.reexecution_score["passed"] is True, "the forged body passes the public experiment"
+    assert attempt.held_out_passed is None and attempt.passed is False and attempt.outcome == Attempt.GOLD_LITERAL
+    [found] = attempt.gold_literals
+    assert (found["path"], found["function"], found["literal"]) == ("code/metric.py", "spread_score", repr(float(literal)))
+    assert found["line"] > 5  # in the file re-execution ran, after the module docstring, import and signature
+    assert "hard-codes a gold number" in attempt.failure_detail
+    page = page_text(replay_html(attempt))
+    assert "Hard-coded gold number:" in page and repr(float(literal)) in page
+
+    # The control: the gold code's own numbers are no gold number, and it passes.
+    gold = baseline_attempt(suite, "gold", "bubblewrap")
+    assert gold.passed is True and gold.gold_literals == [] and gold.held_out_passed is None
