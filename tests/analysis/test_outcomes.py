@@ -33,6 +33,12 @@ BASE = {
     ({"reexecution_score": CRASHED_SCORE}, Attempt.REEXECUTION_FAILED),
     # Reported numbers pass, the re-executed code crashes: the code's failure.
     ({"reported_passed": True, "reexecution_error": "Experiment 1: exited with status 1"}, Attempt.REEXECUTION_FAILED),
+    # The public experiments pass; the hidden variants do not (out-of-scope edits came with it).
+    ({"reported_passed": True, "held_out_passed": False, "out_of_scope_edits": EDIT}, Attempt.HELD_OUT_FAILED),
+    # A gold number written into the code outranks what else went wrong with the code.
+    ({"gold_literals": [{"literal": "0.8123"}], "out_of_scope_edits": EDIT, "reexecution_error": "x"}, Attempt.GOLD_LITERAL),
+    ({"gold_literals": [{"literal": "0.8123"}], "failure_label": Attempt.NO_ANSWER}, Attempt.NO_ANSWER),
+    ({"held_out_passed": True}, Attempt.WRONG_ANSWER),
     ({}, Attempt.WRONG_ANSWER),
     ({"status": Attempt.ERROR, "failure_label": Attempt.INFRASTRUCTURE}, ""),
     ({"status": Attempt.QUEUED}, ""),
