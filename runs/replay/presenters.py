@@ -733,7 +733,8 @@ def attempt_get_for_replay(*, pk: int, user=None) -> Attempt:
         Attempt.objects.select_related("run", "run__suite", "sample", "sample__paper", "trajectory_source")
         .filter(runs_visible_q(user=user, prefix="run__"))
         # Read a page at a time by the replay (runs.replay.pages), never whole; the original file on download only.
-        .defer("trajectory", "final_patch", "trajectory_source__content")
+        # held_out_scores: staff-only numbers no replay shows, not even loaded.
+        .defer("trajectory", "final_patch", "trajectory_source__content", "held_out_scores")
         .get(pk=pk)
     )
 

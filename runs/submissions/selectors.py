@@ -70,7 +70,7 @@ def submission_summary(*, submission: Submission) -> SubmissionSummary:
 # The submission page's table: everything but the big columns, and the answer's head only.
 _ATTEMPT_TABLE_DEFERRED = (
     "trajectory", "final_patch", "final_answer_raw", "parsed_answer", "reported_score", "reexecution_score",
-    "reexecution_output", "out_of_scope_edits", "infra_history", "timings",
+    "reexecution_output", "out_of_scope_edits", "infra_history", "timings", "held_out_scores",
 )
 
 
