@@ -86,7 +86,8 @@ class GoldRedaction:
         return value
 
     def json(self, value: Any) -> Any:
-        """A JSON value (a tool call's arguments) with `text` applied to every string in it."""
+        """A JSON value (a tool call's arguments) with `text` applied to every string in it, and
+        every number that is a gold number in full withheld."""
         if not self:
             return value
         if isinstance(value, str):
@@ -95,6 +96,8 @@ class GoldRedaction:
             return {key: self.json(item) for key, item in value.items()}
         if isinstance(value, list):
             return [self.json(item) for item in value]
+        if isinstance(value, float) and self.numbers and self.text(repr(value)) != repr(value):
+            return WITHHELD_NUMBER
         return value
 
     def _line(self, line: str) -> str:
