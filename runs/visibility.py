@@ -80,10 +80,6 @@ class GoldAccess:
     numbers: bool
     staff: bool
 
-    @property
-    def everything(self) -> bool:
-        return self.code and self.numbers and self.staff
-
 
 def gold_access(*, user, suite: Suite | None) -> GoldAccess:
     """The one rule for gold. Staff see all of it. Anybody else sees a suite's gold code and

@@ -70,13 +70,21 @@ logger = logging.getLogger(__name__)
 SETTLED = (Transplant.DONE, Transplant.GIVEN_UP)
 
 
+# The harness's own opening words of an infrastructure failure ("worker died", "re-execution sandbox
+# failed"): what a given-up transplant's reason keeps of it.
+_FAILURE_KIND = re.compile(r"[A-Za-z][A-Za-z -]{0,60}(?=:)")
+
+
 def _released(transplant: Transplant, reason: str, retrying: bool) -> dict:
     if retrying:
         return {"status": Transplant.QUEUED}
+    # The rest of the failure may name what the agent's code left in the workspace (paths, errors):
+    # kept in infra_history, for staff.
+    kind = _FAILURE_KIND.match(reason or "")
     return {
         "status": Transplant.GIVEN_UP,
         "verdict": Transplant.NOT_DECIDABLE,
-        "reason": storable_text(f"the transplant could not run (infrastructure failure): {reason}")[:8000],
+        "reason": "the transplant could not run (infrastructure failure)" + (f": {kind[0]}" if kind else ""),
         "finished_at": timezone.now(),
     }
 

@@ -31,7 +31,7 @@ from runs.replay.presenters import (
     attempt_trajectory_source,
     attempts_compare,
 )
-from runs.visibility import GoldAccess, gold_access
+from runs.visibility import GoldAccess, gold_access, run_can_manage
 
 
 class _BadPage(ValueError):
@@ -64,6 +64,12 @@ def _gold_access(request, attempt: Attempt) -> GoldAccess:
     return gold_access(user=request.user, suite=attempt.run.suite)
 
 
+def _source_allowed(request, attempt: Attempt, access: GoldAccess) -> bool:
+    # The file is the uploader's as uploaded: it may quote gold that the page withholds, so on a
+    # private suite it goes back to its uploader (who has it) and to staff alone.
+    return (access.code and access.numbers) or run_can_manage(run=attempt.run, user=request.user)
+
+
 def _attempt_or_404(pk, user) -> Attempt:
     try:
         return attempt_get_for_replay(pk=pk, user=user)
@@ -83,7 +89,7 @@ def attempt_detail(request, pk: int):
         return _page_error(request, f"Attempt {pk}: {error}.", 404)
     return render(request, "replay/attempt.html", {
         "replay": replay, "siblings": attempt_siblings(attempt=attempt, user=request.user), "notice": GOLD_CODE_NOTICE,
-        "source": attempt_trajectory_source(attempt=attempt),
+        "source": attempt_trajectory_source(attempt=attempt) if _source_allowed(request, attempt, access) else None,
         "verdicts": attempt_function_verdicts(attempt=attempt, access=access),
         # The gold bodies themselves: by the same rule as the gold agents' diffs above.
         "implementations": attempt_implementations(attempt=attempt) if access.code else None,
@@ -192,8 +198,12 @@ _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 @require_GET
 def attempt_source(request, pk: int):
     """The file another tool wrote, as uploaded, that the attempt's trajectory was converted from:
-    an attachment, never rendered, visible exactly as the replay page is."""
+    an attachment, never rendered, visible as the replay page is; on a suite whose gold the viewer
+    may not see, to its uploader and staff only (it is not redacted)."""
     attempt = _attempt_or_404(pk, request.user)
+    if not _source_allowed(request, attempt, _gold_access(request, attempt)):
+        return HttpResponse(f"{GOLD_CODE_NOTICE} The original trajectory file of an attempt at this suite may quote it: "
+                            "it is given to its uploader and staff only.", status=403, content_type="text/plain; charset=utf-8")
     source = attempt_source_download(attempt=attempt)
     if source is None:
         raise Http404(f"attempt {pk} has no original trajectory file")

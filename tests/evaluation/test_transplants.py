@@ -290,6 +290,20 @@ def test_functions_that_exit_the_process_are_wrong_and_their_status_is_not_shown
     assert "42" not in _replay_text(client, attempt, "functions")
 
 
+def test_a_given_up_transplant_keeps_only_the_kind_of_its_failure():
+    """The rest of an infrastructure failure may name what the agent's code left in the workspace."""
+    from runs.evaluation.transplants import TRANSPLANT
+
+    failure = "re-execution sandbox failed: PermissionError: [Errno 13] '/workspace/code/return_x___3_0'"
+    assert TRANSPLANT.released_fields(None, failure, False)["reason"] == (
+        "the transplant could not run (infrastructure failure): re-execution sandbox failed"
+    )
+    assert TRANSPLANT.released_fields(None, "'/workspace/x * 3.0': gone", False)["reason"] == (
+        "the transplant could not run (infrastructure failure)"
+    )
+    assert TRANSPLANT.released_fields(None, failure, True) == {"status": Transplant.QUEUED}
+
+
 def test_diagnosis_of_verdicts():
     right, wrong, undecided = Transplant.RIGHT, Transplant.WRONG, Transplant.NOT_DECIDABLE
     assert diagnosis_of([right, right]) == Attempt.INTERACTION
