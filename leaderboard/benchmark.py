@@ -3,8 +3,8 @@ samples of one n. Plain functions, a few queries each whatever the number of row
 
 Gold stays where it belongs: the masked stub of a function is built from the gold file exactly as
 the workspace masks it (runs.benchmark.masking.mask_source), and the gold body and gold numbers are
-returned only when the caller says the viewer may see them (`include_gold`; the views pass
-`request.user.is_staff`). Pass rates by system count public runs with the leaderboard's verdict
+for the viewers runs.visibility.gold_access allows (the one rule for gold, the replay's too): each
+detail carries the viewer's `access`. Pass rates by system count public runs with the leaderboard's verdict
 rule (leaderboard.selectors), so they never depend on who is looking; the attempts listed on the
 samples page are those the viewer may see (runs.visibility).
 """
@@ -33,7 +33,7 @@ from runs.benchmark.masking import NEWLINE, MaskingError, MaskTarget, function_b
 from runs.benchmark.workspace import EXCLUDED_DIRS, EXCLUDED_SUFFIXES
 from runs.models import Attempt, Experiment, Function, Paper, Run, Sample, Suite
 from runs.suites.selectors import SuiteGoldStability, suites_gold_stability
-from runs.visibility import runs_visible_q
+from runs.visibility import GoldAccess, gold_access, runs_visible_q
 
 PAPER_TEXT_CHARS = 2_000  # the start of a paper's text shown on its page
 CODE_TREE_LIMIT = 500  # files listed of a paper's code directory
@@ -278,9 +278,10 @@ class FunctionDetail:
     function: Function
     stub: str  # the function as the agent sees it in its workspace: signature, docstring, raise
     stub_problem: str  # why the stub could not be built (then `stub` is empty)
-    gold_body: str | None  # None unless asked for (and found)
+    gold_body: str | None  # None unless the viewer may see it (and found)
     experiments: list[Experiment]
     rates: list[SystemRate]
+    access: GoldAccess  # what the viewer may see of the suite's gold
 
 
 def _gold_source(paper: Paper, function: Function) -> str:
@@ -306,13 +307,16 @@ def masked_stub(source: str, function: Function) -> str:
     return source[def_start:start] + replacement
 
 
-def function_detail(*, suite: str, paper_id: str, func_id: int, include_gold: bool) -> FunctionDetail | None:
-    """A function: its masked stub, its gold body when `include_gold`, the experiments depending on it
-    and how often each system implements it (five queries); None when there is no such function."""
+def function_detail(*, suite: str, paper_id: str, func_id: int, user) -> FunctionDetail | None:
+    """A function: its masked stub, its gold body when `user` may see the suite's gold code, the
+    experiments depending on it and how often each system implements it (five queries); None when
+    there is no such function."""
     paper = paper_get(suite=suite, paper_id=paper_id)
     function = paper and paper.functions.filter(func_id=func_id).first()
     if function is None:
         return None
+    access = gold_access(user=user, suite=paper.suite)
+    include_gold = access.code
     stub, problem, gold_body = "", "", None
     try:
         source = _gold_source(paper, function)
@@ -325,6 +329,7 @@ def function_detail(*, suite: str, paper_id: str, func_id: int, include_gold: bo
         function=function, stub=stub, stub_problem=problem, gold_body=gold_body,
         experiments=list(function.experiments.order_by("exp_id")),
         rates=rates_by_system(suite=suite, samples=Sample.objects.filter(functions=function)),
+        access=access,
     )
 
 
@@ -336,11 +341,13 @@ class ExperimentDetail:
     experiment: Experiment
     dependencies: list[Function]
     rates: list[SystemRate]
+    access: GoldAccess  # what the viewer may see of the suite's gold (its numbers: `access.numbers`)
 
 
-def experiment_detail(*, suite: str, paper_id: str, exp_id: int) -> ExperimentDetail | None:
+def experiment_detail(*, suite: str, paper_id: str, exp_id: int, user) -> ExperimentDetail | None:
     """An experiment, the functions it depends on and, per system, the verdicts of attempts at the
-    samples that run it (those masking one of its dependencies; five queries); None when there is none."""
+    samples that run it (those masking one of its dependencies; five queries); None when there is none.
+    Its gold numbers are for the viewers `detail.access.numbers` allows (the caller's part)."""
     paper = paper_get(suite=suite, paper_id=paper_id)
     experiment = paper and paper.experiments.filter(exp_id=exp_id).first()
     if experiment is None:
@@ -350,6 +357,7 @@ def experiment_detail(*, suite: str, paper_id: str, exp_id: int) -> ExperimentDe
     return ExperimentDetail(
         experiment=experiment, dependencies=dependencies,
         rates=rates_by_system(suite=suite, samples=samples) if dependencies else [],
+        access=gold_access(user=user, suite=paper.suite),
     )
 
 

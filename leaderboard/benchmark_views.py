@@ -1,7 +1,8 @@
 """The public benchmark pages (a suite, a paper, a function, an experiment, the samples of one n)
 and their JSON (`?format=json`). Thin: leaderboard.benchmark reads, templates escape.
 
-Gold is for staff alone (`request.user.is_staff`): a function's gold body and an experiment's gold
+Gold is for those runs.visibility.gold_access allows, the one rule the replay follows too (staff;
+everybody for a suite whose gold is public): a function's gold body and an experiment's gold
 numbers (its result and the per-number spreads of its gold runs) are neither rendered nor put in
 the JSON for anyone else. Everybody sees the masked stub, as the agent does.
 """
@@ -35,10 +36,6 @@ def _output(request) -> str | None:
 
 def _bad_format(request) -> JsonResponse:
     return JsonResponse({"error": f"format={request.GET.get('format')!r} is not one of: {', '.join(FORMATS)}"}, status=400)
-
-
-def _sees_gold(request) -> bool:
-    return request.user.is_authenticated and request.user.is_staff
 
 
 def _function_url(suite: str, paper_id: str, func_id: int) -> str:
@@ -133,14 +130,14 @@ def _rates_payload(rates) -> list[dict]:
 
 @require_GET
 def function(request, suite: str, paper_id: str, func_id: int):
-    """A function: where it is, its description and excerpt, the masked stub (gold body: staff only)
+    """A function: where it is, its description and excerpt, the masked stub (gold body: runs.visibility.gold_access)
     and how often each system implements it."""
     if (output := _output(request)) is None:
         return _bad_format(request)
-    sees_gold = _sees_gold(request)
-    detail = function_detail(suite=suite, paper_id=paper_id, func_id=func_id, include_gold=sees_gold)
+    detail = function_detail(suite=suite, paper_id=paper_id, func_id=func_id, user=request.user)
     if detail is None:
         raise Http404(f"no function {func_id} in paper {paper_id} of suite {suite}")
+    sees_gold = detail.access.code
     f = detail.function
     experiments = [{"exp_id": e.exp_id, "url": _experiment_url(suite, paper_id, e.exp_id)} for e in detail.experiments]
     if output == "json":
@@ -170,13 +167,13 @@ def function(request, suite: str, paper_id: str, func_id: int):
 @require_GET
 def experiment(request, suite: str, paper_id: str, exp_id: int):
     """An experiment: description, command, answer format, the functions it depends on and the pass
-    rate by system (gold numbers: staff only)."""
+    rate by system (gold numbers: runs.visibility.gold_access)."""
     if (output := _output(request)) is None:
         return _bad_format(request)
-    sees_gold = _sees_gold(request)
-    detail = experiment_detail(suite=suite, paper_id=paper_id, exp_id=exp_id)
+    detail = experiment_detail(suite=suite, paper_id=paper_id, exp_id=exp_id, user=request.user)
     if detail is None:
         raise Http404(f"no experiment {exp_id} in paper {paper_id} of suite {suite}")
+    sees_gold = detail.access.numbers
     e = detail.experiment
     dependencies = [
         {"func_id": f.func_id, "file": f.file, "name": f.name, "url": _function_url(suite, paper_id, f.func_id)}

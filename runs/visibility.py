@@ -8,14 +8,16 @@ and their submission. Every page, export and API reads through these functions.
   owner and belong to staff.
 - Acting on a run or submission (cancel, resume, retry failed, re-execute, hide and unhide) is
   for its owner and staff alone.
-- The gold code (the reference implementation) in replays is for those `user_may_see_gold_code`
-  allows, one rule for every place a replay could show it.
+- Gold (a suite's reference implementation, its gold numbers, its held-out variants) is for those
+  `gold_access` allows: one rule for every page, export, search index, snippet and error text
+  (README, "Security").
 - The leaderboard is the public view: it counts `public_runs_q()` runs for everybody, staff and
   owners included, so its numbers never depend on who is looking.
 """
 from __future__ import annotations
 
-from django.conf import settings
+from dataclasses import dataclass
+
 from django.db.models import Q, QuerySet
 
 from runs.models import Run, Submission, Suite
@@ -60,18 +62,40 @@ def run_can_view(*, run: Run, user) -> bool:
     return not run.hidden or run_can_manage(run=run, user=user)
 
 
+@dataclass(frozen=True)
+class GoldAccess:
+    """What one viewer may see of one suite's gold (`gold_access` decides).
+
+    - `code`: the gold bodies of the suite's masked functions, whole (the gold agents' diffs and
+      patches, each implementation beside its gold body) or a line at a time (a traceback or a
+      warning quoting a line of one, in any step, output or error text).
+    - `numbers`: the public experiments' gold numbers (score tables, benchmark pages, numbers printed
+      in full precision by code that reproduced them).
+    - `staff`: what is staff's alone whatever the suite declares: the held-out variants (their
+      commands, gold, outputs and scores: Attempt.held_out_scores) and what code that ran beside the
+      gold bodies printed (a transplant's numbers).
+    """
+
+    code: bool
+    numbers: bool
+    staff: bool
+
+
+def gold_access(*, user, suite: Suite | None) -> GoldAccess:
+    """The one rule for gold. Staff see all of it. Anybody else sees a suite's gold code and
+    numbers when the suite declares them public (`Suite.gold_public`: the built-in suite, whose code
+    anyone may run; never an upstream one), and nothing of a private suite's gold, signed in or not:
+    an account vouches for nobody. Held-out variants and transplants' numbers: staff only.
+
+    `user=None` is the anonymous visitor: what the search index may hold (runs.analysis)."""
+    staff = _signed_in(user) and user.is_staff
+    public = suite is not None and suite.gold_public
+    return GoldAccess(code=staff or public, numbers=staff or public, staff=staff)
+
+
 def user_may_see_gold_code(*, user, suite: Suite | None = None) -> bool:
-    """Whether replays show `user` the reference implementation of `suite` (the suite of the run
-    being replayed): the gold agents' diffs and patches, and each implementation beside the gold
-    body. Everyone, when the suite declares its gold code public (`Suite.gold_public`: the
-    built-in suite; never an upstream one). Otherwise staff always, and other signed-in users only
-    while accounts come from staff (SIGNUP_ENABLED off): with open sign-up an account vouches for
-    nobody, and the gold code is what the benchmark measures agents on."""
-    if suite is not None and suite.gold_public:
-        return True
-    if not _signed_in(user):
-        return False
-    return user.is_staff or not settings.SIGNUP_ENABLED
+    """Whether `user` may see the gold code of `suite` (`gold_access(...).code`)."""
+    return gold_access(user=user, suite=suite).code
 
 
 def submission_can_manage(*, submission: Submission, user) -> bool:

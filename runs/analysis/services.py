@@ -14,16 +14,20 @@ from collections.abc import Iterable
 
 from django.db import connection, transaction
 
+from runs.analysis.gold_text import GoldRedaction, gold_redaction_for
 from runs.analysis.public import is_gold_code_agent, public_steps, step_search_text
 from runs.analysis.trajectories import MAX_ERROR_LINE_CHARS, exceptions_in, trajectory_facts, trajectory_steps
 from runs.limits import trajectory_limits
-from runs.models import Attempt, AttemptAnalysis, AttemptException, StepText
+from runs.models import Attempt, AttemptAnalysis, AttemptException, Paper, StepText
+from runs.visibility import gold_access
 
 logger = logging.getLogger(__name__)
 
 # Which rules built a row: raise it when the facts, the exception patterns or the step text
 # change, and `manage.py analyse_attempts` redoes the rows built by older rules.
-RULES_VERSION = 2  # 2: linear patterns; a gold-bearing agent's facts from what its public replay shows
+# 2: linear patterns; a gold-bearing agent's facts from what its public replay shows.
+# 3: a private suite's gold withheld (runs.analysis.gold_text): quoted gold lines and numbers, gold agents' output.
+RULES_VERSION = 3
 
 # Attempts read per query: a stored trajectory may be megabytes.
 CHUNK = 20
@@ -76,12 +80,14 @@ def _record_chunk(ids: list[int]) -> int:
             Attempt.objects.select_for_update(of=("self",))
             .filter(pk__in=ids)
             .order_by("pk")
-            .values_list("pk", "trajectory", "reexecution_output", "run__agent")
+            .values_list("pk", "trajectory", "reexecution_output", "run__agent", "sample__paper_id")
         )
         found = [pk for pk, *_ in rows]
+        papers = Paper.objects.select_related("suite").in_bulk({paper_id for *_, paper_id in rows})
         analyses, exceptions, texts = [], [], []
-        for pk, trajectory, reexecution_output, agent in rows:
-            analysis, attempt_exceptions, step_texts = _attempt_rows(pk, trajectory, reexecution_output, agent, max_steps)
+        for pk, trajectory, reexecution_output, agent, paper_id in rows:
+            analysis, attempt_exceptions, step_texts = _attempt_rows(pk, trajectory, reexecution_output, agent, max_steps,
+                                                                     papers[paper_id])
             analyses.append(analysis)
             exceptions.extend(attempt_exceptions)
             texts.extend(step_texts)
@@ -101,12 +107,16 @@ def _record_chunk(ids: list[int]) -> int:
     return len(found)
 
 
-def _attempt_rows(pk: int, trajectory, reexecution_output, agent: str, max_steps: int):
+def _attempt_rows(pk: int, trajectory, reexecution_output, agent: str, max_steps: int, paper: Paper):
     header = trajectory.get("header") if isinstance(trajectory, dict) else None
     gold = is_gold_code_agent(agent, header.get("agent") if isinstance(header, dict) else None)
+    # Everything here is shown to anyone: derived from what the anonymous replay shows.
+    anonymous = gold_access(user=None, suite=paper.suite)
+    redaction: GoldRedaction = gold_redaction_for(access=anonymous, paper=paper)
+    hide_output = gold and not anonymous.numbers
     steps = trajectory_steps(trajectory)
-    # Facts and exceptions are shown to anyone: derived from what the anonymous replay shows.
-    facts = trajectory_facts({"steps": public_steps(steps[:max_steps], gold_code_agent=gold)}, max_steps=max_steps)
+    shown = {"gold_code_agent": gold, "hide_gold_output": hide_output, "redaction": redaction}
+    facts = trajectory_facts({"steps": public_steps(steps[:max_steps], **shown)}, max_steps=max_steps)
     facts.steps = len(steps)
     analysis = AttemptAnalysis(
         attempt_id=pk,
@@ -122,7 +132,8 @@ def _attempt_rows(pk: int, trajectory, reexecution_output, agent: str, max_steps
         first_error_line=_clean(facts.first_error_line, MAX_ERROR_LINE_CHARS),
     )
     found = [(item.step, item.exception) for item in facts.exceptions]
-    found += [(None, exception) for exception in exceptions_in(reexecution_output or "")]
+    if not hide_output:
+        found += [(None, exception) for exception in exceptions_in(redaction.text(reexecution_output or ""))]
     exceptions = [
         AttemptException(
             attempt_id=pk, step=step, exception_type=_clean(exception.type, 200),
@@ -132,7 +143,7 @@ def _attempt_rows(pk: int, trajectory, reexecution_output, agent: str, max_steps
     ]
     texts = []
     for number, step in enumerate(steps[:max_steps], start=1):
-        text = step_search_text(step, gold_code_agent=gold)
+        text = step_search_text(step, **shown)
         if text:
             texts.append(StepText(attempt_id=pk, step=number, text=text))
     return analysis, exceptions, texts

@@ -11,15 +11,20 @@ code, on the worker, in a workspace deleted afterwards.
 The verdict of f (`judge`):
 
 - *right*: its transplant passes;
-- *wrong*: its transplant prints numbers outside tolerance, or crashes with f (or a helper the
-  agent added) on the stack: with every other function gold, f's own code made the difference;
+- *wrong*: its transplant prints numbers outside tolerance, crashes with f (or a helper the
+  agent added) on the stack, or ends without a traceback and without a result (f called
+  `os._exit`, `sys.exit`, or made the gold code give up): with every other function gold (code that
+  exits 0 with its result on its own), f's own code made the difference;
 - *not decidable*: its transplant crashes outside f's code, or times out, so the run cannot say
   whether f is to blame; or the agent's code cannot be transplanted at all. The reason is recorded.
 
 The agent's code runs next to gold bodies in a transplant, so it can read them: nothing it prints
 is kept. A transplant stores only its score reduced to numbers (`numbers_only`: the printed text of
-a value that is not a number is dropped) and a reason in the harness's own words (experiment labels,
-builtin exception types, names of functions the gold code defines), never the experiments' output.
+a value that is not a number is dropped), shown to staff alone (runs.replay.functions), and a
+reason in the harness's own words (experiment labels, builtin exception types, names of functions
+the gold code defines, fixed phrases), never the experiments' output, an exit status or any other
+text or number the agent's code chose. What reaches anyone else is the verdict: one of three values
+per transplant (README, "Security").
 
 Once every transplant of an attempt is settled, the attempt's `function_diagnosis` says whether
 it is an *interaction failure* (every function right alone, wrong together), one function wrong,
@@ -65,13 +70,21 @@ logger = logging.getLogger(__name__)
 SETTLED = (Transplant.DONE, Transplant.GIVEN_UP)
 
 
+# The harness's own opening words of an infrastructure failure ("worker died", "re-execution sandbox
+# failed"): what a given-up transplant's reason keeps of it.
+_FAILURE_KIND = re.compile(r"[A-Za-z][A-Za-z -]{0,60}(?=:)")
+
+
 def _released(transplant: Transplant, reason: str, retrying: bool) -> dict:
     if retrying:
         return {"status": Transplant.QUEUED}
+    # The rest of the failure may name what the agent's code left in the workspace (paths, errors):
+    # kept in infra_history, for staff.
+    kind = _FAILURE_KIND.match(reason or "")
     return {
         "status": Transplant.GIVEN_UP,
         "verdict": Transplant.NOT_DECIDABLE,
-        "reason": storable_text(f"the transplant could not run (infrastructure failure): {reason}")[:8000],
+        "reason": "the transplant could not run (infrastructure failure)" + (f": {kind[0]}" if kind else ""),
         "finished_at": timezone.now(),
     }
 
@@ -245,12 +258,24 @@ _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+, in (?P<name>[\w<>]+)
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::|$)", re.MULTILINE)
 
 
+# Why the agent's code could not be transplanted, by the harness's error's opening words; the rest
+# of the error may quote the agent's patch.
+_REFUSALS = (
+    ("the final patch", "its final patch is refused or does not apply"),
+    ("the gold bodies", "the gold bodies of the other masked functions could not be put back"),
+)
+# An experiment that ended without a result and without a traceback (no frame at all in its output).
+_NO_TRACEBACK = "ended without a result and without a traceback"
+
+
 def judge(result: Reexecution, *, function_file: str, function_name: str, code_dir: Path) -> tuple[str, str]:
     """The verdict of one function from its transplant's run, and the reason (module docstring).
-    The output is the agent's code's to write (a fake traceback, say): only names the harness
-    knows reach the reason."""
+    The output is the agent's code's to write (a fake traceback, say), and so is its exit status:
+    only names the harness knows and its own phrases reach the reason."""
     if not result.applied:
-        return Transplant.NOT_DECIDABLE, f"the agent's code could not be transplanted: {result.error}"
+        cause = next((words for opening, words in _REFUSALS if (result.error or "").startswith(opening)),
+                     "the code could not be prepared")
+        return Transplant.NOT_DECIDABLE, f"the agent's code could not be transplanted: {cause}"
     if result.passed:
         return Transplant.RIGHT, "passes with the gold bodies of the other masked functions"
     failed = {item["experiment_id"] for item in (result.score or {}).get("experiments", []) if not item.get("passed")}
@@ -264,27 +289,32 @@ def judge(result: Reexecution, *, function_file: str, function_name: str, code_d
         if outcome.error is None:
             wrong.append(f"{label}: numbers outside tolerance")
         elif outcome.timed_out:
-            undecided.append(f"{label}: {outcome.error}")
+            undecided.append(f"{label}: {outcome.error}")  # "timed out after N s": the experiment's own timeout
         else:
             frames = list(_FRAME.finditer(outcome.output))
+            if not frames:
+                # os._exit, sys.exit or a signal: the gold code alone exits 0 with its result, so with
+                # every other function gold this function's code ended it (or made the gold code give up).
+                wrong.append(f"{label}: {_NO_TRACEBACK} with {function_name} transplanted")
+                continue
             # Its own code: the function itself, or one its file does not define in gold (a helper it added).
             own = any(
                 frame["path"].endswith(f"/{CODE_DIR}/{function_file}")
                 and (frame["name"] == own_name or (gold_names is not None and frame["name"] not in gold_names | {"<module>"}))
                 for frame in frames
             )
-            exception = _exception_type(outcome.output, after=frames[-1].end() if frames else 0) or outcome.error
+            exception = _exception_type(outcome.output, after=frames[-1].end()) or "an exception"
             if own:
                 wrong.append(f"{label}: {exception} with {function_name} on the stack")
             else:
-                last = frames[-1]["name"] if frames else None
-                where = f" in {last}" if last and gold_names is not None and last in gold_names else ""
+                last = frames[-1]["name"]
+                where = f" in {last}" if gold_names is not None and last in gold_names else ""
                 undecided.append(f"{label}: {exception}{where}, outside {function_name}")
     if wrong:
         return Transplant.WRONG, "; ".join(wrong + undecided)
     if undecided:
         return Transplant.NOT_DECIDABLE, "; ".join(undecided)
-    return Transplant.WRONG, result.error or "the experiments' numbers are outside tolerance"
+    return Transplant.WRONG, "the experiments' numbers are outside tolerance"
 
 
 def _gold_function_names(path: Path) -> set[str] | None:

@@ -2,10 +2,12 @@
 agent's final implementation of each beside the gold body.
 
 - `attempt_function_verdicts`: the transplants of a failed attempt at n >= 2
-  (runs.evaluation.transplants): the attempt's diagnosis, and per masked function its verdict, the
-  reason, the numbers its transplant run printed against gold (the page's own score table) and the
-  sandbox time it took, which is not the attempt's. Everyone who may see the attempt sees them:
-  a transplant stores no gold code (its reason is one line and never quotes the experiments' output).
+  (runs.evaluation.transplants): the attempt's diagnosis, and per masked function its verdict and
+  reason, for everyone who may see the attempt (the reason is in the harness's words: it quotes
+  nothing the agent's code printed or chose). The numbers its transplant run printed against gold
+  (the page's own score table) and the sandbox time it took are staff's alone (runs.visibility:
+  `GoldAccess.staff`): the agent's code ran beside the gold bodies of the other functions and chose
+  what it printed and how long it took, so both can carry the gold code out.
 - `attempt_implementations`: for every masked function of the sample, the body the harness runs
   (the masked file with the final patch applied under the scope rule, runs.benchmark.scope) beside
   the gold body from the paper's code on this server, aligned line by line. It holds the gold
@@ -31,6 +33,7 @@ from runs.evaluation.verdicts import code_modules, scoped_code
 from runs.models import Attempt, Function, Transplant
 from runs.replay.presenters import ExperimentRows, HighlightBudget, highlight_python, score_table
 from runs.suites.selectors import masked_function_specs
+from runs.visibility import GoldAccess
 
 # --- how each function was judged alone ------------------------------------------------------------
 
@@ -67,16 +70,18 @@ class FunctionVerdicts:
     diagnosis: str  # Attempt.function_diagnosis
     diagnosis_label: str  # its words, Attempt.DIAGNOSES
     rows: list[FunctionVerdict]
-    sandbox_seconds: str  # of all the transplants together
+    sandbox_seconds: str  # of all the transplants together ("" for a viewer who is not staff)
+    numbers_shown: bool = False  # the rows hold their numbers and times (staff)
 
     @property
     def settled(self) -> bool:
         return self.diagnosis not in ("", Attempt.PENDING)
 
 
-def attempt_function_verdicts(*, attempt: Attempt) -> FunctionVerdicts | None:
-    """The attempt's per-function verdicts, or None when it has no transplants. One query (the
-    transplants with their functions), none at all for an attempt that was never judged so."""
+def attempt_function_verdicts(*, attempt: Attempt, access: GoldAccess) -> FunctionVerdicts | None:
+    """The attempt's per-function verdicts, or None when it has no transplants; their numbers and
+    times only for `access.staff` (module docstring). One query (the transplants with their
+    functions), none at all for an attempt that was never judged so."""
     # transplants_plan writes a diagnosis ("pending" first) whenever it queues transplants and
     # clears it when it queues none: a blank one spares every other attempt the query.
     if not attempt.function_diagnosis:
@@ -93,21 +98,22 @@ def attempt_function_verdicts(*, attempt: Attempt) -> FunctionVerdicts | None:
     rows = []
     for transplant in transplants:
         done = transplant.status == Transplant.DONE
-        score = transplant.score if isinstance(transplant.score, dict) else {}
+        score = transplant.score if isinstance(transplant.score, dict) and access.staff else {}
         rows.append(FunctionVerdict(
             function=function_label(transplant.function),
             verdict=transplant.verdict if done else "",
             label=transplant.get_verdict_display() if done and transplant.verdict else _PENDING_LABELS.get(transplant.status, transplant.status),
             reason=transplant.reason,
             experiments=score_table(None, score),
-            sandbox_seconds=format_seconds(transplant.sandbox_seconds),
+            sandbox_seconds=format_seconds(transplant.sandbox_seconds) if access.staff else "",
         ))
-    spent = [t.sandbox_seconds for t in transplants if t.sandbox_seconds is not None]
+    spent = [t.sandbox_seconds for t in transplants if t.sandbox_seconds is not None and access.staff]
     return FunctionVerdicts(
         diagnosis=attempt.function_diagnosis,
         diagnosis_label=attempt.get_function_diagnosis_display(),
         rows=rows,
         sandbox_seconds=format_seconds(sum(spent)) if spent else "",
+        numbers_shown=access.staff,
     )
 
 

@@ -15,10 +15,15 @@ steps only (`first_screen_steps`) and a StepLine (number, tool, error, one-line 
 step of the page; `attempt_step_bodies` builds the others when the page's script asks, and
 `attempt_step_search` says which steps hold a search.
 
-Gold code: the `gold` and `mutant` baselines restore masked functions from the reference
+Gold: every function here takes the viewer's `GoldAccess` for the run's suite (runs.visibility.gold_access,
+the one rule). The `gold` and `mutant` baselines restore masked functions from the reference
 implementation, so their diffs, final patch, and the arguments of the steps that write code hold
-the gold bodies. `attempt_replay(show_gold_code=False)` (viewers runs.visibility.user_may_see_gold_code
-does not allow, for the run's suite) leaves those out.
+the gold bodies, and their programs print the gold numbers: a viewer without `access.code` gets
+none of that code, and one without `access.numbers` none of their output, answers or numbers.
+For such a viewer every other text of the page (observations, tracebacks, thoughts, arguments,
+diffs, the re-execution's output, errors) has the lines quoting a gold body and the gold numbers
+in full withheld (runs.analysis.gold_text), the score table no gold column, and the per-function
+verdicts no numbers unless `access.staff` (runs.replay.functions).
 """
 from __future__ import annotations
 
@@ -45,16 +50,19 @@ from runs.agents.trajectory import (
     Trajectory,
     TrajectoryFormatError,
 )
-from runs.analysis.public import GOLD_CODE_AGENTS, gold_code_redaction
+from runs.analysis.gold_text import NOTHING, GoldRedaction, gold_redaction_for
+from runs.analysis.public import GOLD_CODE_AGENTS, OUTPUT_HIDDEN, gold_code_redaction, public_traceback
 from runs.benchmark.patches import PatchError, parse_patch
 from runs.benchmark.text import format_seconds
 from runs.limits import ReplayBounds, cut_text, replay_bounds, trajectory_limits
 from runs.models import Attempt, AttemptAnalysis, StepText, TrajectorySource
 from runs.replay.pages import TrajectoryPage, error_kind, step_marks, trajectory_page
-from runs.visibility import runs_visible_q
+from runs.visibility import GoldAccess, runs_visible_q
 
 # The gold-code rule (which agents, which tools) is runs.analysis.public's, shared with the search.
-GOLD_CODE_NOTICE = "Code changes that contain the reference implementation are shown to members only (staff, where sign-up is open)."
+GOLD_CODE_NOTICE = "The reference implementation of this suite, and what it printed, are shown to staff only."
+# In the score table, for a viewer who may not see the gold numbers.
+WITHHELD = "withheld"
 
 # Observations and diffs longer than this are collapsed (<details>) by default.
 COLLAPSE_CHARS = 1200
@@ -171,11 +179,13 @@ def _line_kind(raw: str) -> str:
 
 
 def diff_lines(
-    diff: str, *, python: bool, max_lines: int | None = MAX_DIFF_LINES, budget: HighlightBudget | None = None
+    diff: str, *, python: bool, max_lines: int | None = MAX_DIFF_LINES, budget: HighlightBudget | None = None,
+    redaction: GoldRedaction = NOTHING,
 ) -> tuple[list[dict], int, int, int]:
     """(lines, additions, deletions, omitted) of a unified diff. Changed lines of Python files get
     token segments while `budget` allows (no budget: always). In a multi-file patch, each
-    `+++ b/path` header decides whether the following lines are Python."""
+    `+++ b/path` header decides whether the following lines are Python. `redaction` withholds the
+    gold quoted by any line's text (the agent's added lines too: a line of gold is gold, whoever wrote it)."""
     raw_lines = diff.splitlines()
     kinds = [_line_kind(raw) for raw in raw_lines]
     additions, deletions = kinds.count("add"), kinds.count("del")
@@ -183,6 +193,9 @@ def diff_lines(
     if max_lines is not None and len(raw_lines) > max_lines:
         omitted = len(raw_lines) - max_lines
         raw_lines, kinds = raw_lines[:max_lines], kinds[:max_lines]
+    if redaction:
+        raw_lines = [raw[:1] + redaction.text(raw[1:]) if kind in ("add", "del", "ctx") else raw
+                     for raw, kind in zip(raw_lines, kinds)]
     changed_chars = sum(len(raw) for raw, kind in zip(raw_lines, kinds) if kind in ("add", "del"))
     highlight = budget.take(changed_chars) if budget is not None else True
     lines: list[dict] = []
@@ -201,7 +214,8 @@ _CHANGES = frozenset({"added", "modified", "deleted", "dropped"})
 
 
 def file_diff(
-    change: FileChange, *, hidden: bool = False, budget: HighlightBudget | None = None, max_lines: int | None = MAX_DIFF_LINES
+    change: FileChange, *, hidden: bool = False, budget: HighlightBudget | None = None, max_lines: int | None = MAX_DIFF_LINES,
+    redaction: GoldRedaction = NOTHING,
 ) -> FileDiff:
     """One step's change to one file, at most `max_lines` of it shown. `hidden`: counted, never
     kept (the lines hold gold code)."""
@@ -216,13 +230,14 @@ def file_diff(
         view.hidden = True
         return view
     view.lines, view.additions, view.deletions, view.omitted_lines = diff_lines(
-        _text(change.diff), python=path.endswith(".py"), budget=budget, max_lines=max_lines
+        _text(change.diff), python=path.endswith(".py"), budget=budget, max_lines=max_lines, redaction=redaction
     )
     return view
 
 
 def patch_files(
-    patch: str, *, budget: HighlightBudget | None = None, max_lines: int | None = None, max_files: int | None = None
+    patch: str, *, budget: HighlightBudget | None = None, max_lines: int | None = None, max_files: int | None = None,
+    redaction: GoldRedaction = NOTHING,
 ) -> list[FileDiff]:
     """A multi-file unified diff split per file, shown open; at most `max_lines` lines in all and
     `max_files` files (None: all), then one entry saying how many more files there are.
@@ -238,7 +253,8 @@ def patch_files(
     files: list[FileDiff] = []
     left = max_lines
     for path, change, text in sections[:max_files]:
-        lines, additions, deletions, omitted = diff_lines(text, python=path.endswith(".py"), max_lines=left, budget=budget)
+        lines, additions, deletions, omitted = diff_lines(text, python=path.endswith(".py"), max_lines=left, budget=budget,
+                                                          redaction=redaction)
         if left is not None:
             left -= len(lines)
         files.append(FileDiff(path=path, change=change, lines=lines, additions=additions, deletions=deletions,
@@ -360,14 +376,16 @@ def step_error_kind(step: Step) -> str:
 _FILES_TOTAL = "_replay_files_total"
 
 
-def _step_files(step: Step, *, hidden: bool, budget: HighlightBudget | None, bounds: ReplayBounds) -> list[FileDiff]:
+def _step_files(
+    step: Step, *, hidden: bool, budget: HighlightBudget | None, bounds: ReplayBounds, redaction: GoldRedaction = NOTHING
+) -> list[FileDiff]:
     """The step's changed files, at most `bounds.step_files` of them and `bounds.step_diff_lines`
     diff lines in all (a step of an upload may change thousands of files)."""
     changes = step.files_changed if isinstance(step.files_changed, list) else []
     total = step.extra.get(_FILES_TOTAL, len(changes)) if isinstance(step.extra, dict) else len(changes)
     files, left = [], bounds.step_diff_lines
     for change in changes[: bounds.step_files]:
-        view = file_diff(change, hidden=hidden, budget=budget, max_lines=min(MAX_DIFF_LINES, left))
+        view = file_diff(change, hidden=hidden, budget=budget, max_lines=min(MAX_DIFF_LINES, left), redaction=redaction)
         left -= len(view.lines)
         files.append(view)
     if total > bounds.step_files:
@@ -380,9 +398,9 @@ def _cut(value: str, bounds: ReplayBounds) -> str:
     return cut_text(value, bounds.text_bytes)[0] if len(value) > bounds.text_bytes // 4 else value
 
 
-def _notes(notes: Any, bounds: ReplayBounds) -> list[str]:
+def _notes(notes: Any, bounds: ReplayBounds, redaction: GoldRedaction = NOTHING) -> list[str]:
     notes = notes if isinstance(notes, list) else [notes] if notes else []
-    shown = [_cut(_text(note), bounds) for note in notes[: bounds.step_notes]]
+    shown = [redaction.text(_cut(_text(note), bounds)) for note in notes[: bounds.step_notes]]
     if len(notes) > bounds.step_notes:
         shown.append(f"... and {len(notes) - bounds.step_notes:,} more notes, not shown here")
     return shown
@@ -390,17 +408,20 @@ def _notes(notes: Any, bounds: ReplayBounds) -> list[str]:
 
 def step_view(
     step: Step, number: int, *, hide_gold_code: bool, budget: HighlightBudget | None = None,
-    bounds: ReplayBounds | None = None,
+    bounds: ReplayBounds | None = None, hide_gold_output: bool = False, redaction: GoldRedaction = NOTHING,
 ) -> StepView:
+    """One step as a viewer sees it: the rule of runs.analysis.public.gold_code_redaction (with
+    `hide_gold_code`, `hide_gold_output` and `redaction`) on every text of it."""
     bounds = bounds or replay_bounds()
     tool = _text(step.tool)
     observation = _cut(_text(step.observation), bounds)
     shown = gold_code_redaction(
         tool=tool, thought=_cut(_text(step.thought), bounds), arguments=step.arguments, observation=observation,
-        changes_files=bool(step.files_changed), hide_gold_code=hide_gold_code,
+        changes_files=bool(step.files_changed), hide_gold_code=hide_gold_code, hide_gold_output=hide_gold_output,
+        redaction=redaction,
     )
     redacted, thought, arguments, observation = shown.redacted, shown.thought, shown.arguments, shown.observation
-    files = _step_files(step, hidden=hide_gold_code, budget=budget, bounds=bounds)
+    files = _step_files(step, hidden=hide_gold_code, budget=budget, bounds=bounds, redaction=redaction)
     lines = observation.count("\n") + 1 if observation else 0
     return StepView(
         number=number,
@@ -417,13 +438,13 @@ def step_view(
         observation_collapsed=len(observation) > COLLAPSE_CHARS or lines > COLLAPSE_LINES,
         truncated=bool(step.truncated) or bool(_TRUNCATION_MARKER.search(observation)),
         error_kind=step_error_kind(step),
-        traceback=_cut(_text(step.traceback), bounds),
+        traceback=public_traceback(_cut(_text(step.traceback), bounds), hide_gold_output=hide_gold_output, redaction=redaction),
         files=files,
         input_tokens=step.input_tokens if isinstance(step.input_tokens, int) else 0,
         output_tokens=step.output_tokens if isinstance(step.output_tokens, int) else 0,
         cost=format_cost(step.cost, bool(step.cost_unknown)),
-        notes=_notes(step.notes, bounds),
-        summary=_cut(_text(step.summary), bounds),
+        notes=_notes(step.notes, bounds, redaction),
+        summary=redaction.text(_cut(_text(step.summary), bounds)),
         redacted=redacted,
     )
 
@@ -457,13 +478,13 @@ def _one_line(text: str) -> str:
     return ""
 
 
-def step_line(step: Step, number: int, *, hide_gold_code: bool) -> StepLine:
+def step_line(step: Step, number: int, *, hide_gold_code: bool, redaction: GoldRedaction = NOTHING) -> StepLine:
     """The list line of a step: the first line of its thought, else of its arguments, as this
-    viewer may see them (the gold-code rule of step_view applies)."""
+    viewer may see them (the gold rule of step_view applies)."""
     tool = _text(step.tool)
     shown = gold_code_redaction(
         tool=tool, thought=_text(step.thought)[:4 * LINE_SUMMARY_CHARS], arguments=step.arguments, observation="",
-        changes_files=bool(step.files_changed), hide_gold_code=hide_gold_code,
+        changes_files=bool(step.files_changed), hide_gold_code=hide_gold_code, redaction=redaction,
     )
     summary = _one_line(shown.thought)
     if not summary and shown.arguments not in (None, {}, ""):
@@ -542,10 +563,14 @@ def format_relative_error(value: Any) -> str:
     return f"{value:.2%}"
 
 
-def _score_cell(number: dict) -> ScoreCell:
+def _score_cell(number: dict, *, values: bool, redaction: GoldRedaction) -> ScoreCell:
     predicted, full = format_number(number.get("predicted"))
     if number.get("predicted") is None and number.get("predicted_text"):
         predicted = full = _text(number.get("predicted_text"))
+    if not values:
+        predicted, full = WITHHELD, ""
+    elif redaction.text(full) != full:  # the gold number in full: what exact code prints
+        full = ""
     passed = number.get("passed") is True
     return ScoreCell(
         predicted=predicted,
@@ -562,8 +587,14 @@ def _experiments(score: Any) -> list[dict]:
     return [item for item in score.get("experiments") or [] if isinstance(item, dict)]
 
 
-def score_table(reported: Any, reexecuted: Any) -> list[ExperimentRows]:
-    """Both verdicts side by side: one row per gold number of each experiment."""
+def score_table(
+    reported: Any, reexecuted: Any, *, gold_numbers: bool = True, values: bool = True, redaction: GoldRedaction = NOTHING
+) -> list[ExperimentRows]:
+    """Both verdicts side by side: one row per gold number of each experiment. Without
+    `gold_numbers` the gold column says WITHHELD (a viewer who may not see them: runs.visibility),
+    without `values` the reported and printed values too (those of a gold-bearing agent are the gold
+    numbers); `redaction` withholds the gold any error text quotes, and the full precision of a value
+    that is a gold number in full (relative errors and verdicts always show)."""
     table: dict[str, ExperimentRows] = {}
     for side, score in (("reported", reported), ("reexecuted", reexecuted)):
         for experiment in _experiments(score):
@@ -576,7 +607,7 @@ def score_table(reported: Any, reexecuted: Any) -> list[ExperimentRows]:
                     tolerance += f", atol {atol:g}"
                 rows = table[label] = ExperimentRows(label, experiment.get("exp_id"), tolerance, None, None, "", "", [])
             setattr(rows, f"{side}_passed", experiment.get("passed") is True)
-            setattr(rows, f"{side}_error", _text(experiment.get("error")))
+            setattr(rows, f"{side}_error", redaction.text(_text(experiment.get("error"))))
             by_key = {row.key: row for row in rows.rows}
             for number in experiment.get("numbers") or []:
                 if not isinstance(number, dict):
@@ -584,10 +615,10 @@ def score_table(reported: Any, reexecuted: Any) -> list[ExperimentRows]:
                 key = _text(number.get("key"))
                 row = by_key.get(key)
                 if row is None:
-                    gold, gold_full = format_number(number.get("gold"))
+                    gold, gold_full = format_number(number.get("gold")) if gold_numbers else (WITHHELD, "")
                     row = by_key[key] = NumberRow(key, gold, gold_full, None, None)
                     rows.rows.append(row)
-                setattr(row, side, _score_cell(number))
+                setattr(row, side, _score_cell(number, values=values, redaction=redaction))
     return list(table.values())
 
 
@@ -633,6 +664,8 @@ class AttemptReplay:
     trajectory_problem: str = ""
     marks_note: str = ""  # why errors are marked in part of the trajectory only
     lines: list[StepLine] = field(default_factory=list)  # this page's steps, one line each (the attempt page)
+    failure_detail: str = ""
+    reexecution_output: str = ""  # the re-run experiments' output, as this viewer may read it
 
     @property
     def step_count(self) -> int:
@@ -809,18 +842,32 @@ def _safe_config(config: Any) -> str:
     return pretty_json({key: ("(hidden)" if _SECRET_KEY.search(str(key)) else value) for key, value in config.items()})
 
 
-def attempt_replay(*, attempt: Attempt, show_gold_code: bool, page: int = 1) -> AttemptReplay:
-    """The view data of one page of one attempt. `show_gold_code` is False for viewers the gold-code
-    rule (runs.visibility) does not allow: then the code changes of gold-bearing agents
-    (`GOLD_CODE_AGENTS`) are left out. Raises
+def attempt_replay(*, attempt: Attempt, access: GoldAccess, page: int = 1) -> AttemptReplay:
+    """The view data of one page of one attempt for a viewer with `access` to the gold of the run's
+    suite (runs.visibility.gold_access; what it withholds: the module docstring). Raises
     ReplayPageError for a page the trajectory does not have."""
-    replay = _replay(attempt=attempt, show_gold_code=show_gold_code, page=page, prefix="?page=",
+    replay = _replay(attempt=attempt, access=access, page=page, prefix="?page=",
                      first_screen=replay_bounds().first_screen_steps)
     replay.pager.check()
     return replay
 
 
-def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, per_page: int | None = None,
+@dataclass(frozen=True)
+class _Withheld:
+    """What one viewer is not shown of one attempt (the module docstring)."""
+
+    code: bool  # a gold-bearing agent's code
+    output: bool  # a gold-bearing agent's output, answers and values
+    redaction: GoldRedaction  # in every text
+
+
+def _withheld(attempt: Attempt, access: GoldAccess, header: Header | None) -> _Withheld:
+    gold_agent = shows_gold_code(attempt, header)
+    redaction = NOTHING if access.code and access.numbers else gold_redaction_for(access=access, paper=attempt.sample.paper, suite=attempt.run.suite)
+    return _Withheld(code=gold_agent and not access.code, output=gold_agent and not access.numbers, redaction=redaction)
+
+
+def _replay(*, attempt: Attempt, access: GoldAccess, page: int, prefix: str, per_page: int | None = None,
             first_screen: int | None = None) -> AttemptReplay:
     """`first_screen`: only that many of the page's steps get their whole body (`steps`); every
     step of the page gets its list line (`lines`). None: every step its body, no lines."""
@@ -833,20 +880,25 @@ def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, p
     )
     trajectory, problem = _trajectory(attempt, window, bounds)
     header = trajectory.header if trajectory else None
-    hide = not show_gold_code and shows_gold_code(attempt, header)
+    withheld = _withheld(attempt, access, header)
+    hide, redaction = withheld.code, withheld.redaction
     budget = HighlightBudget()
     patch, lines_cut = _first_lines(window.patch_head, bounds.patch_lines)
-    final_patch = [] if hide else patch_files(patch, budget=budget, max_lines=bounds.patch_lines, max_files=bounds.step_files)
-    out_of_scope = [] if hide else _out_of_scope(attempt, budget, bounds, bounds.patch_lines - sum(len(f.lines) for f in final_patch))
+    final_patch = [] if hide else patch_files(patch, budget=budget, max_lines=bounds.patch_lines, max_files=bounds.step_files,
+                                              redaction=redaction)
+    out_of_scope = [] if hide else _out_of_scope(attempt, budget, bounds, bounds.patch_lines - sum(len(f.lines) for f in final_patch),
+                                                 redaction)
     page_steps = trajectory.steps if trajectory else []
     bodies = page_steps if first_screen is None else page_steps[:first_screen]
     steps = [
-        step_view(step, number, hide_gold_code=hide, budget=budget, bounds=bounds)
+        step_view(step, number, hide_gold_code=hide, hide_gold_output=withheld.output, redaction=redaction, budget=budget,
+                  bounds=bounds)
         for number, step in enumerate(bodies, start=window.first)
     ]
     lines = []
     if first_screen is not None:
-        lines = [step_line(step, number, hide_gold_code=hide) for number, step in enumerate(page_steps, start=window.first)]
+        lines = [step_line(step, number, hide_gold_code=hide, redaction=redaction)
+                 for number, step in enumerate(page_steps, start=window.first)]
         for line, body in zip(lines, steps):
             line.body = body
     errors = window.errors
@@ -869,6 +921,9 @@ def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, p
         cost = "unknown"
     reported = attempt.reported_score if isinstance(attempt.reported_score, dict) else {}
     reexecuted = attempt.reexecution_score if isinstance(attempt.reexecution_score, dict) else {}
+    if withheld.output:  # the gold code's own answer and output
+        raw, parsed = (OUTPUT_HIDDEN if raw is not None else None), None
+    text = redaction.text
     return AttemptReplay(
         attempt=attempt,
         sample_id=attempt.sample.sample_id,
@@ -876,7 +931,7 @@ def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, p
         agent=attempt.run.agent,
         model=attempt.run.model or (header.model if header else ""),
         exit_status=attempt.exit_status or (header.exit_status if header else ""),
-        exit_message=attempt.exit_message or (header.exit_message if header else ""),
+        exit_message=text(attempt.exit_message or (header.exit_message if header else "")),
         failure_label=attempt.get_failure_label_display() if attempt.failure_label else "",
         started_at=header.started_at if header else "",
         ended_at=(header.ended_at or "") if header else "",
@@ -888,12 +943,13 @@ def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, p
         cost=cost,
         agent_seconds=format_seconds(attempt.agent_seconds),
         total_seconds=format_seconds(attempt.total_seconds),
-        final_answer_raw=_cut(_text(raw), bounds) if raw is not None else None,
-        final_answer_parsed=_cut(pretty_json(parsed), bounds) if parsed is not None else "",
-        final_answer_error=_text(answer.parse_error) if answer and parsed is None else "",
-        experiments=score_table(reported, reexecuted),
-        reported_error=_text(reported.get("error")),
-        reexecuted_error=attempt.reexecution_error or _text(reexecuted.get("error")),
+        final_answer_raw=text(_cut(_text(raw), bounds)) if raw is not None else None,
+        final_answer_parsed=text(_cut(pretty_json(parsed), bounds)) if parsed is not None else "",
+        final_answer_error=text(_text(answer.parse_error)) if answer and parsed is None and not withheld.output else "",
+        experiments=score_table(reported, reexecuted, gold_numbers=access.numbers, values=not withheld.output,
+                                redaction=redaction),
+        reported_error=text(_text(reported.get("error"))),
+        reexecuted_error=text(attempt.reexecution_error or _text(reexecuted.get("error"))),
         final_patch=final_patch,
         out_of_scope=out_of_scope,
         patch_hidden=hide and window.patch_chars > 0,
@@ -905,17 +961,21 @@ def _replay(*, attempt: Attempt, show_gold_code: bool, page: int, prefix: str, p
         trajectory_problem=problem,
         marks_note=marks_note,
         lines=lines,
+        failure_detail=text(attempt.failure_detail),
+        reexecution_output=(OUTPUT_HIDDEN if withheld.output and attempt.reexecution_output else text(attempt.reexecution_output)),
     )
 
 
-def _out_of_scope(attempt: Attempt, budget: HighlightBudget, bounds: ReplayBounds, lines: int) -> list[FileDiff]:
+def _out_of_scope(
+    attempt: Attempt, budget: HighlightBudget, bounds: ReplayBounds, lines: int, redaction: GoldRedaction = NOTHING
+) -> list[FileDiff]:
     """What re-execution dropped, within what is left of the page's patch lines."""
     edits = [edit for edit in attempt.out_of_scope_edits or [] if isinstance(edit, dict)] \
         if isinstance(attempt.out_of_scope_edits, list) else []
     views = []
     for edit in edits[: bounds.step_files]:
         view = file_diff(FileChange(path=_text(edit.get("path")), change="dropped", diff=_text(edit.get("diff")) or None,
-                                    note=_text(edit.get("reason"))), budget=budget, max_lines=max(0, lines))
+                                    note=_text(edit.get("reason"))), budget=budget, max_lines=max(0, lines), redaction=redaction)
         lines -= len(view.lines)
         views.append(view)
     if len(edits) > bounds.step_files:
@@ -927,20 +987,22 @@ def _out_of_scope(attempt: Attempt, budget: HighlightBudget, bounds: ReplayBound
 
 
 def attempt_step_bodies(
-    *, attempt: Attempt, show_gold_code: bool, first: int, last: int, highlight: bool = True
+    *, attempt: Attempt, access: GoldAccess, first: int, last: int, highlight: bool = True
 ) -> tuple[list[StepView], str]:
     """The whole bodies of steps `first`..`last` (1-based; the caller bounds how many: at most
     `replay_bounds().steps_per_page`) as the page would render them, by the same step_view, bounds
-    and gold-code rule; and the trajectory's problem ("" when it reads). Steps past the end are
-    simply not there. One query: the database slices the steps, no error scan, no patch."""
+    and gold rule; and the trajectory's problem ("" when it reads). Steps past the end are
+    simply not there. One query: the database slices the steps, no error scan, no patch (and the
+    paper's gold redaction, built at most once a while: runs.analysis.gold_text)."""
     bounds = replay_bounds()
     window = trajectory_page(attempt_id=attempt.pk, first=first, count=last - first + 1, errors_limit=0, patch_chars=0)
     trajectory, problem = _trajectory(attempt, window, bounds)
     if trajectory is None:
         return [], problem
-    hide = not show_gold_code and shows_gold_code(attempt, trajectory.header)
+    withheld = _withheld(attempt, access, trajectory.header)
     budget = HighlightBudget(None if highlight else 0)
-    return [step_view(step, number, hide_gold_code=hide, budget=budget, bounds=bounds)
+    return [step_view(step, number, hide_gold_code=withheld.code, hide_gold_output=withheld.output,
+                      redaction=withheld.redaction, budget=budget, bounds=bounds)
             for number, step in enumerate(trajectory.steps, start=window.first)], ""
 
 
@@ -967,7 +1029,7 @@ def _shown_text(view: StepView) -> str:
 
 
 def attempt_step_search(
-    *, attempt: Attempt, query: str, show_gold_code: bool, first: int | None = None, last: int | None = None
+    *, attempt: Attempt, query: str, access: GoldAccess, first: int | None = None, last: int | None = None
 ) -> StepSearch:
     """The steps of the attempt whose text holds `query` (case-insensitive).
 
@@ -986,22 +1048,28 @@ def attempt_step_search(
     indexed = bool(found) or AttemptAnalysis.objects.filter(attempt_id=attempt.pk).exists()
     steps = found[:SEARCH_MAX_STEPS]
     if first is not None and last is not None:
-        views, _ = attempt_step_bodies(attempt=attempt, show_gold_code=show_gold_code, first=first, last=last, highlight=False)
+        views, _ = attempt_step_bodies(attempt=attempt, access=access, first=first, last=last, highlight=False)
         needle = query.lower()
         exact = {view.number for view in views if needle in _shown_text(view).lower()}
         steps = sorted({number for number in steps if not first <= number <= last} | exact)
     return StepSearch(steps=steps, indexed=indexed, truncated=truncated)
 
 
-def attempt_patch_download(*, attempt: Attempt, show_gold_code: bool) -> str | None:
+def attempt_patch_download(*, attempt: Attempt, access: GoldAccess) -> str | None:
     """The attempt's whole final patch (its own, else its trajectory's) for the plain-text
-    download, or None when it holds gold code this viewer may not see."""
+    download, or None when it holds gold code this viewer may not see; lines quoting a gold body
+    withheld as on the page (such a patch no longer applies: it is for reading)."""
     patch, trajectory_patch, header_agent = Attempt.objects.values_list(
         "final_patch", KT("trajectory__final_patch"), KT("trajectory__header__agent")
     ).get(pk=attempt.pk)
-    if not show_gold_code and (attempt.run.agent in GOLD_CODE_AGENTS or header_agent in GOLD_CODE_AGENTS):
+    if not access.code and (attempt.run.agent in GOLD_CODE_AGENTS or header_agent in GOLD_CODE_AGENTS):
         return None
-    return patch or trajectory_patch or ""
+    text = patch or trajectory_patch or ""
+    if access.code and access.numbers:
+        return text
+    redaction = gold_redaction_for(access=access, paper=attempt.sample.paper, suite=attempt.run.suite)
+    return "".join(line[:1] + redaction.text(line[1:]) if line[:1] in ("+", "-", " ") and not line.startswith(("+++ ", "--- "))
+                   else line for line in text.splitlines(keepends=True))
 
 
 @dataclass(frozen=True)
@@ -1067,7 +1135,7 @@ class Comparison:
         return self.pager.errors[0] if self.pager.errors else None
 
 
-def attempts_compare(*, left: Attempt, right: Attempt, show_gold_code: bool, page: int = 1) -> Comparison:
+def attempts_compare(*, left: Attempt, right: Attempt, access: GoldAccess, page: int = 1) -> Comparison:
     """Two attempts at the same sample, steps aligned by position, one page of them. Raises
     ComparisonError when the samples differ (their steps and scores would not be about the same
     task) and ReplayPageError for a page neither trajectory reaches."""
@@ -1079,8 +1147,8 @@ def attempts_compare(*, left: Attempt, right: Attempt, show_gold_code: bool, pag
     prefix = f"?a={left.pk}&b={right.pk}&page="
     # Half an attempt page's steps from each side: a comparison costs what one attempt's page does.
     per_page = max(1, replay_bounds().steps_per_page // 2)
-    a = _replay(attempt=left, show_gold_code=show_gold_code, page=page, prefix=prefix, per_page=per_page)
-    b = _replay(attempt=right, show_gold_code=show_gold_code, page=page, prefix=prefix, per_page=per_page)
+    a = _replay(attempt=left, access=access, page=page, prefix=prefix, per_page=per_page)
+    b = _replay(attempt=right, access=access, page=page, prefix=prefix, per_page=per_page)
     pager = Pager(page=page, per_page=a.pager.per_page, total=max(a.step_count, b.step_count), prefix=prefix,
                   errors=sorted(set(a.pager.errors) | set(b.pager.errors)))
     pager.check()

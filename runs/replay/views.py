@@ -1,6 +1,6 @@
-"""Trajectory replay pages. Public (the leaderboard links here); gold code is shown only to those
-runs.visibility.user_may_see_gold_code allows for the replayed run's suite (`_may_see_gold_code`, at
-every view). Thin: runs.replay.presenters and runs.replay.functions build the data, templates escape all of it.
+"""Trajectory replay pages. Public (the leaderboard links here); of the replayed run's suite's gold,
+each view shows only what runs.visibility.gold_access allows the viewer (`_gold_access`, at every
+view; runs.replay.presenters applies it). Thin: runs.replay.presenters and runs.replay.functions build the data, templates escape all of it.
 
 Steps come a page at a time (`?page=N`, runs.limits.replay_bounds), so one request's work is
 bounded whatever was uploaded; the page renders the bodies of its first screen of steps and lists
@@ -31,7 +31,7 @@ from runs.replay.presenters import (
     attempt_trajectory_source,
     attempts_compare,
 )
-from runs.visibility import user_may_see_gold_code
+from runs.visibility import GoldAccess, gold_access, run_can_manage
 
 
 class _BadPage(ValueError):
@@ -59,9 +59,15 @@ def _page_error(request, message: str, status: int, first_page: str = "?page=1")
     return render(request, "replay/page_error.html", {"message": message, "first_page": first_page}, status=status)
 
 
-def _may_see_gold_code(request, attempt: Attempt) -> bool:
+def _gold_access(request, attempt: Attempt) -> GoldAccess:
     # The suite comes with the attempt (attempt_get_for_replay): no query.
-    return user_may_see_gold_code(user=request.user, suite=attempt.run.suite)
+    return gold_access(user=request.user, suite=attempt.run.suite)
+
+
+def _source_allowed(request, attempt: Attempt, access: GoldAccess) -> bool:
+    # The file is the uploader's as uploaded: it may quote gold that the page withholds, so on a
+    # private suite it goes back to its uploader (who has it) and to staff alone.
+    return (access.code and access.numbers) or run_can_manage(run=attempt.run, user=request.user)
 
 
 def _attempt_or_404(pk, user) -> Attempt:
@@ -74,19 +80,19 @@ def _attempt_or_404(pk, user) -> Attempt:
 @require_GET
 def attempt_detail(request, pk: int):
     attempt = _attempt_or_404(pk, request.user)
-    show_gold_code = _may_see_gold_code(request, attempt)
+    access = _gold_access(request, attempt)
     try:
-        replay = attempt_replay(attempt=attempt, show_gold_code=show_gold_code, page=_page(request))
+        replay = attempt_replay(attempt=attempt, access=access, page=_page(request))
     except _BadPage as error:
         return _page_error(request, str(error), HttpResponseBadRequest.status_code)
     except ReplayPageError as error:
         return _page_error(request, f"Attempt {pk}: {error}.", 404)
     return render(request, "replay/attempt.html", {
         "replay": replay, "siblings": attempt_siblings(attempt=attempt, user=request.user), "notice": GOLD_CODE_NOTICE,
-        "source": attempt_trajectory_source(attempt=attempt),
-        "verdicts": attempt_function_verdicts(attempt=attempt),
+        "source": attempt_trajectory_source(attempt=attempt) if _source_allowed(request, attempt, access) else None,
+        "verdicts": attempt_function_verdicts(attempt=attempt, access=access),
         # The gold bodies themselves: by the same rule as the gold agents' diffs above.
-        "implementations": attempt_implementations(attempt=attempt) if show_gold_code else None,
+        "implementations": attempt_implementations(attempt=attempt) if access.code else None,
     })
 
 
@@ -121,8 +127,7 @@ def attempt_steps(request, pk: int):
         first, last = _step_range(request)
     except _BadPage as error:
         return _plain_bad_request(str(error))
-    steps, problem = attempt_step_bodies(attempt=attempt, show_gold_code=_may_see_gold_code(request, attempt),
-                                         first=first, last=last)
+    steps, problem = attempt_step_bodies(attempt=attempt, access=_gold_access(request, attempt), first=first, last=last)
     return render(request, "replay/steps_fragment.html", {"steps": steps, "problem": problem, "notice": GOLD_CODE_NOTICE})
 
 
@@ -141,8 +146,7 @@ def attempt_search(request, pk: int):
             first, last = _step_range(request)
         except _BadPage as error:
             return _plain_bad_request(str(error))
-    found = attempt_step_search(attempt=attempt, query=query, show_gold_code=_may_see_gold_code(request, attempt),
-                                first=first, last=last)
+    found = attempt_step_search(attempt=attempt, query=query, access=_gold_access(request, attempt), first=first, last=last)
     return JsonResponse({"steps": found.steps, "indexed": found.indexed, "truncated": found.truncated})
 
 
@@ -161,8 +165,10 @@ def attempt_compare(request):
     left, right = (_attempt_or_404(pk, request.user) for pk in ids)
     try:
         # Attempts at one sample are of one suite; should their runs' suites ever differ, both must allow it.
-        show_gold_code = _may_see_gold_code(request, left) and _may_see_gold_code(request, right)
-        comparison = attempts_compare(left=left, right=right, show_gold_code=show_gold_code, page=_page(request))
+        first, second = _gold_access(request, left), _gold_access(request, right)
+        access = GoldAccess(code=first.code and second.code, numbers=first.numbers and second.numbers,
+                            staff=first.staff and second.staff)
+        comparison = attempts_compare(left=left, right=right, access=access, page=_page(request))
     except ComparisonError as error:
         return _bad_request(request, f"These attempts cannot be compared: {error}.")
     except (_BadPage, ReplayPageError) as error:
@@ -176,7 +182,7 @@ def attempt_compare(request):
 def attempt_patch(request, pk: int):
     """The whole final patch as plain text (the page shows its head)."""
     attempt = _attempt_or_404(pk, request.user)
-    patch = attempt_patch_download(attempt=attempt, show_gold_code=_may_see_gold_code(request, attempt))
+    patch = attempt_patch_download(attempt=attempt, access=_gold_access(request, attempt))
     if patch is None:
         return HttpResponse(GOLD_CODE_NOTICE, status=403, content_type="text/plain; charset=utf-8")
     response = HttpResponse(patch, content_type="text/plain; charset=utf-8")
@@ -192,8 +198,12 @@ _UNSAFE_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 @require_GET
 def attempt_source(request, pk: int):
     """The file another tool wrote, as uploaded, that the attempt's trajectory was converted from:
-    an attachment, never rendered, visible exactly as the replay page is."""
+    an attachment, never rendered, visible as the replay page is; on a suite whose gold the viewer
+    may not see, to its uploader and staff only (it is not redacted)."""
     attempt = _attempt_or_404(pk, request.user)
+    if not _source_allowed(request, attempt, _gold_access(request, attempt)):
+        return HttpResponse(f"{GOLD_CODE_NOTICE} The original trajectory file of an attempt at this suite may quote it: "
+                            "it is given to its uploader and staff only.", status=403, content_type="text/plain; charset=utf-8")
     source = attempt_source_download(attempt=attempt)
     if source is None:
         raise Http404(f"attempt {pk} has no original trajectory file")

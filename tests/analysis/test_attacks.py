@@ -10,7 +10,7 @@ from runs.analysis.services import attempt_analysis_record
 from runs.analysis.trajectories import exceptions_in, message_pattern, program_output, trajectory_facts
 from runs.evaluation.services import run_create
 from runs.limits import DEFAULT_MAX_TEXT_BYTES
-from runs.models import Attempt, AttemptAnalysis, AttemptException, Sample, StepText
+from runs.models import Attempt, AttemptAnalysis, AttemptException, Sample, StepText, Suite
 from runs.submissions.services import submission_create, submission_reexecute_sync
 from tests.analysis.test_trajectories import TRACEBACK, python, step, trajectory
 from tests.replay.factories import make_user
@@ -177,6 +177,8 @@ def test_a_gold_baselines_errors_and_exceptions_never_quote_the_code_its_public_
         python("import run", TRACEBACK, exit_code=1),
     ))
 
+    # A suite whose gold numbers are public: a private suite's gold baseline shows none of its output (runs.analysis.public).
+    Suite.objects.filter(pk=attempt.run.suite_id).update(gold_public=True)
     attempt_analysis_record([attempt.pk])
 
     analysis = AttemptAnalysis.objects.get(attempt=attempt)

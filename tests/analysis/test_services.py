@@ -11,7 +11,7 @@ from django.db import connection
 from runs.analysis.links import step_url_maker
 from runs.analysis.services import RULES_VERSION, attempt_analysis_record
 from runs.evaluation.services import run_create
-from runs.models import Attempt, AttemptAnalysis, AttemptException, Run, StepText
+from runs.models import Attempt, AttemptAnalysis, AttemptException, Run, StepText, Suite
 from tests.analysis.test_trajectories import TRACEBACK, python, step, trajectory
 
 GOLD_BODY = "return sum(v * w for v, w in zip(values, weights)) / sum(weights)  # gold-secret-body"
@@ -88,6 +88,8 @@ def test_the_search_text_of_a_gold_agent_leaves_its_gold_code_out(attempts, gold
         document["header"]["agent"] = "mutant"  # an upload that says it is a gold-bearing baseline
     store(attempt, document)
 
+    # A suite whose gold numbers are public: a private suite's gold baseline shows none of its output (runs.analysis.public).
+    Suite.objects.filter(pk=attempt.run.suite_id).update(gold_public=True)
     attempt_analysis_record([attempt.pk])
 
     texts = dict(StepText.objects.filter(attempt=attempt).values_list("step", "text"))

@@ -8,6 +8,7 @@ from tests.replay.factories import (
     XSS_PAYLOADS,
     make_attempt,
     make_long_attempt,
+    make_user,
     make_xss_attempt,
 )
 
@@ -155,12 +156,12 @@ def test_comparison_page_runs_nothing_and_steps_by_row(page, browser_events):
     browser_events.assert_clean()
 
 
-def test_signed_in_users_see_gold_code_anonymous_users_do_not(page, login, browser_events):
+def test_staff_see_a_private_suites_gold_code_anonymous_users_do_not(page, login, browser_events):
     attempt = make_attempt(agent="gold", model="")
     open_attempt(page, attempt)
-    assert page.get_by_text("Code changes that contain the reference implementation are shown").first.is_visible()
+    assert page.get_by_text("The reference implementation of this suite, and what it printed, are shown").first.is_visible()
     assert "the gold line" not in page.content()
-    login()
+    login(make_user(is_staff=True))
     open_attempt(page, attempt)
     page.locator("#final-patch").scroll_into_view_if_needed()
     assert page.locator("#final-patch .dl-add").first.is_visible()

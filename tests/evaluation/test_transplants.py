@@ -219,8 +219,89 @@ def test_judge_blames_a_helper_the_agent_added_and_keeps_no_message(tmp_path):
     assert judge(timed_out, function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
         Transplant.NOT_DECIDABLE, "Experiment 1: timed out after 60 s"
     )
-    refused = Reexecution(score=None, passed=False, error="the final patch is refused: not a diff", applied=False)
-    assert judge(refused, function_file="scale.py", function_name="scale_a", code_dir=tmp_path)[0] == Transplant.NOT_DECIDABLE
+    # The agent's patch is the agent's text: the reason names the refusal in the harness's words only.
+    refused = Reexecution(score=None, passed=False, error="the final patch is refused: not a diff near 'SECRET'", applied=False)
+    assert judge(refused, function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
+        Transplant.NOT_DECIDABLE, "the agent's code could not be transplanted: its final patch is refused or does not apply"
+    )
+    # An exit without a traceback (os._exit, sys.exit) is the function's doing; its status is the agent's to choose.
+    verdict, reason = judge(crashed("partial output\n"), function_file="scale.py", function_name="scale_a", code_dir=tmp_path)
+    assert verdict == Transplant.WRONG and reason == "Experiment 1: ended without a result and without a traceback with scale_a transplanted"
+    # A traceback whose exception is not a builtin's: named by the harness, not by the status or the output.
+    custom = in_gold.replace("ValueError: the secret 42", "SecretError42: the secret 42")
+    assert judge(crashed(custom), function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
+        Transplant.NOT_DECIDABLE, "Experiment 1: an exception in scale_b, outside scale_a"
+    )
+
+
+def _replay_text(client, attempt: Attempt, section_id: str) -> str:
+    from django.urls import reverse
+
+    html = client.get(reverse("replay:attempt", args=[attempt.pk])).content.decode()
+    start = html.index(f'<section id="{section_id}"')
+    return html[start : html.index("</section>", start)]
+
+
+# Run next to the gold scale_b in its transplant, the agent's scale_a reads it and prints seven of its
+# bytes as the experiment's number; its own scale_b ("x * 3.5") is wrong, so it is not the gold one.
+BYTES_AS_NUMBER = {
+    "scale_a": (
+        "import json\nsource = open('scale.py').read()\nchunk = source[source.rindex('x * 3'):][:7].encode()\n"
+        "print(json.dumps({'value': float(int.from_bytes(chunk, 'big'))}))\nraise SystemExit(0)"
+    ),
+    "scale_b": "return x * 3.5",
+}
+
+
+@pytest.mark.slow
+def test_a_transplants_numbers_are_for_staff_alone(pair_suite, workspace_root, client):
+    """The byte leak: a transplant's printed numbers carried the gold code's bytes to every visitor."""
+    from tests.replay.factories import make_user
+
+    attempt = _single_attempt_run(pair_suite, agent="planted_gold", agent_config={"bodies": BYTES_AS_NUMBER})
+    attempt_execute(attempt_id=attempt.pk, requeue=False)
+    transplants_execute_sync(attempt_id=attempt.pk)
+    attempt.refresh_from_db()
+    leaked = float(int.from_bytes(b"x * 3.0", "big"))  # the gold scale_b's bytes
+    transplant = attempt.transplants.get(function__name="scale_a")
+    assert transplant.score["experiments"][0]["numbers"][0]["predicted"] == leaked  # the attack worked
+    spellings = [repr(leaked), f"{leaked:.6g}", str(int(leaked))]  # stored as JSON, it reads back as an integer
+    anonymous = _replay_text(client, attempt, "functions")
+    assert "Wrong" in anonymous and not [spelling for spelling in spellings if spelling in anonymous]
+    client.force_login(make_user())
+    assert not [spelling for spelling in spellings if spelling in _replay_text(client, attempt, "functions")]
+    client.force_login(make_user(username="staff-member", is_staff=True))
+    staff = _replay_text(client, attempt, "functions")
+    assert str(int(leaked)) in staff
+
+
+@pytest.mark.slow
+def test_functions_that_exit_the_process_are_wrong_and_their_status_is_not_shown(pair_suite, workspace_root, client):
+    exiting = "import os\nos._exit(42)"
+    attempt = _single_attempt_run(pair_suite, agent="planted_gold", agent_config={"bodies": {"scale_a": exiting, "scale_b": exiting}})
+    attempt_execute(attempt_id=attempt.pk, requeue=False)
+    transplants_execute_sync(attempt_id=attempt.pk)
+    attempt.refresh_from_db()
+    assert _verdicts(attempt) == {"scale_a": Transplant.WRONG, "scale_b": Transplant.WRONG}
+    assert attempt.function_diagnosis == Attempt.SEVERAL_WRONG
+    reasons = [t.reason for t in attempt.transplants.order_by("function__func_id")]
+    assert reasons == [f"Experiment 1: ended without a result and without a traceback with {name} transplanted"
+                       for name in ("scale_a", "scale_b")]
+    assert "42" not in _replay_text(client, attempt, "functions")
+
+
+def test_a_given_up_transplant_keeps_only_the_kind_of_its_failure():
+    """The rest of an infrastructure failure may name what the agent's code left in the workspace."""
+    from runs.evaluation.transplants import TRANSPLANT
+
+    failure = "re-execution sandbox failed: PermissionError: [Errno 13] '/workspace/code/return_x___3_0'"
+    assert TRANSPLANT.released_fields(None, failure, False)["reason"] == (
+        "the transplant could not run (infrastructure failure): re-execution sandbox failed"
+    )
+    assert TRANSPLANT.released_fields(None, "'/workspace/x * 3.0': gone", False)["reason"] == (
+        "the transplant could not run (infrastructure failure)"
+    )
+    assert TRANSPLANT.released_fields(None, failure, True) == {"status": Transplant.QUEUED}
 
 
 def test_diagnosis_of_verdicts():

@@ -1,5 +1,6 @@
 """The public benchmark pages (suite, paper, function, experiment, samples) and their JSON: gold
-hidden from everybody but staff, hidden runs' attempts from those who may not see them."""
+hidden from everybody but staff unless the suite's gold is public (runs.visibility.gold_access, the
+replay's rule too), hidden runs' attempts from those who may not see them."""
 import ast
 import json
 from pathlib import Path
@@ -10,7 +11,7 @@ from django.utils.html import escape
 
 from leaderboard.benchmark import code_tree
 from runs.benchmark.masking import function_body_source
-from runs.models import Experiment, Function, HeldOutCheck, Sample
+from runs.models import Experiment, Function, HeldOutCheck, Sample, Suite
 from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
 from tests.replay.factories import make_user
 from tests.support import standings_refreshed
@@ -128,6 +129,7 @@ def test_code_tree_skips_history_and_caches_never_follows_links_and_is_capped(tm
 
 
 def test_function_page_shows_the_masked_stub_to_all_and_the_gold_body_to_staff_only(attempts, client):
+    Suite.objects.filter(name="builtin").update(gold_public=False)  # a private suite
     function = attempts["function"]
     secret = gold_body_line(function)
     assert len(secret) > 20
@@ -155,8 +157,14 @@ def test_function_page_shows_the_masked_stub_to_all_and_the_gold_body_to_staff_o
     assert escape(secret) in staff_html
     assert secret in json_of(client, url("function", PAPER, 0))["gold_body"]
 
+    # A suite whose gold is public shows it to everyone, as its replays do.
+    client.logout()
+    Suite.objects.filter(name="builtin").update(gold_public=True)
+    assert secret in json_of(client, url("function", PAPER, 0))["gold_body"]
+
 
 def test_experiment_page_hides_gold_numbers_from_all_but_staff(attempts, client):
+    Suite.objects.filter(name="builtin").update(gold_public=False)  # a private suite
     experiment = Experiment.objects.filter(paper__paper_id=PAPER, dependencies=attempts["function"]).order_by("exp_id").first()
     gold_number = repr(next(iter(experiment.gold_result.values())))
     address = url("experiment", PAPER, experiment.exp_id)
@@ -174,6 +182,11 @@ def test_experiment_page_hides_gold_numbers_from_all_but_staff(attempts, client)
     assert json_of(client, address)["gold_result"] == experiment.gold_result
     staff_html = client.get(address).content.decode()
     assert 'id="gold-result"' in staff_html and gold_number in staff_html
+
+    # A suite whose gold is public shows its numbers to everyone, as its replays do.
+    client.logout()
+    Suite.objects.filter(name="builtin").update(gold_public=True)
+    assert json_of(client, address)["gold_result"] == experiment.gold_result
 
 
 def test_samples_page_links_visible_attempts_only(attempts, client, django_assert_max_num_queries):

@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from leaderboard.explorer import COUNT_CAP, PAGE_SIZE, split_marked, substring_snippet
 from leaderboard.selectors import runs_frame
-from runs.models import Attempt, AttemptAnalysis, AttemptException, StepText
+from runs.models import Attempt, AttemptAnalysis, AttemptException, StepText, Suite
 from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
 from tests.replay.factories import make_user
 
@@ -297,6 +297,8 @@ def test_a_search_never_finds_the_code_a_gold_agent_wrote(client, db):
     from tests.replay.factories import make_sample
 
     gold = make_replay_attempt(sample=make_sample(), agent="gold", model="")
+    # A suite whose gold numbers are public: a private suite's gold baseline shows none of its output (runs.analysis.public).
+    Suite.objects.filter(pk=gold.run.suite_id).update(gold_public=True)
     services.attempt_analysis_record([gold.pk])
     assert StepText.objects.filter(attempt=gold).exists()
     assert listed(client, q="Implement weighted_mean") == []  # the thought of the step that writes the gold code

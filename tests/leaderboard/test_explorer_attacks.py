@@ -10,7 +10,7 @@ import pytest
 from leaderboard.explorer import MAX_PAGE
 from leaderboard.selectors import canonical_config, system_slug
 from runs.analysis.services import attempt_analysis_record
-from runs.models import Attempt, Run, StepText
+from runs.models import Attempt, Run, StepText, Suite
 from tests.analysis.test_trajectories import python, step, trajectory
 from tests.leaderboard.factories import PASS, make_attempt, make_run
 from tests.leaderboard.test_explorer import URL, index_steps, listed, slug_of
@@ -123,6 +123,8 @@ def test_the_gold_code_a_baseline_wrote_or_read_is_never_found(client, board_dat
         step("inspect_file_lines", {"path": "code/m.py"}, f"1: {gold}"),
         python("import run", "plainvisibleoutput"),
     ))
+    # A suite whose gold numbers are public: a private suite's gold baseline shows none of its output (runs.analysis.public).
+    Suite.objects.filter(pk=run.suite_id).update(gold_public=True)
     attempt_analysis_record([attempt.pk])
 
     assert client.get(URL, {"q": GOLD_SECRET}).context["result"].rows == []

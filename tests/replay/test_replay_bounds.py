@@ -42,7 +42,9 @@ def get(client, attempt, **query):
 
 def test_a_huge_stored_trajectory_is_served_one_bounded_page(client, django_assert_num_queries):
     attempt = huge_attempt()
-    with django_assert_num_queries(4):  # the attempt, the page of its trajectory, its error steps, the compare links
+    # The attempt, the page of its trajectory, its error steps, the compare links, and the paper's gold
+    # numbers (read once a while for a viewer of a private suite: runs.analysis.gold_text).
+    with django_assert_num_queries(5):
         response = get(client, attempt)
     assert response.status_code == 200
     html = response.content.decode()
@@ -92,7 +94,9 @@ def test_the_whole_patch_is_a_plain_text_download(client):
     gold = make_attempt(agent="gold", model="")
     url = reverse("replay:patch", args=[gold.pk])
     assert client.get(url).status_code == 403  # the reference implementation, as on the page
-    client.force_login(make_user())
+    client.force_login(make_user())  # a member sees no more of a private suite's gold (runs.visibility.gold_access)
+    assert client.get(url).status_code == 403
+    client.force_login(make_user(username="staff-member", is_staff=True))
     assert "the gold line" in client.get(url).content.decode()
 
 

@@ -154,16 +154,19 @@ def test_gold_code_is_hidden_from_anonymous_users(client, agent):
     html = page(client, attempt)
     assert "the gold line" not in html and "total / sum(weights)" not in html
     assert "def weighted_mean(values, weights): ..." not in html  # the write_file content
-    assert "Code changes that contain the reference implementation are shown to members only" in html
+    assert "The reference implementation of this suite, and what it printed, are shown to staff only" in html
     assert 'id="final-patch"' in html and "code/stats.py" in html  # which files changed is not secret
     compare = client.get(f"/attempts/compare/?a={attempt.pk}&b={other.pk}").content.decode()
     step_2 = compare[compare.index('id="step-2"') : compare.index('id="step-3"')]
     assert "the gold line" not in step_2.split('class="column"')[1]
 
+    # A signed-in member of a private suite sees no more (sign-up open or not: runs.visibility.gold_access); staff do.
     client.force_login(make_user())
+    assert "the gold line" not in page(client, attempt)
+    client.force_login(make_user(username="staff-member", is_staff=True))
     html = page(client, attempt)
     assert "the gold line" in html and "def weighted_mean(values, weights): ..." in html
-    assert "Code changes that contain the reference implementation are shown" not in html
+    assert "The reference implementation of this suite, and what it printed, are shown" not in html
 
 
 def test_with_open_sign_up_only_staff_see_gold_code(client, settings):
@@ -179,7 +182,7 @@ def test_with_open_sign_up_only_staff_see_gold_code(client, settings):
 
 def test_other_agents_show_their_code_to_everyone(client):
     html = page(client, make_attempt(agent="react"))
-    assert "the gold line" in html and "Code changes that contain the reference implementation are shown" not in html
+    assert "the gold line" in html and "The reference implementation of this suite, and what it printed, are shown" not in html
 
 
 # --- comparison ----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from runs.replay.presenters import (
     score_table,
     step_error_kind,
 )
+from runs.visibility import GoldAccess
 from tests.replay.factories import (
     FUNCTION_DIFF,
     TRACEBACK_OUTPUT,
@@ -33,6 +34,10 @@ from tests.replay.factories import (
     make_step,
     synthetic_trajectory,
 )
+
+# A viewer who may see none of a private suite's gold, and one who may see all of it (runs.visibility.gold_access).
+ANONYMOUS = GoldAccess(code=False, numbers=False, staff=False)
+STAFF = GoldAccess(code=True, numbers=True, staff=True)
 
 
 @pytest.mark.parametrize(
@@ -166,7 +171,7 @@ def test_score_table_puts_both_verdicts_side_by_side():
 @pytest.mark.django_db
 def test_replay_of_default_attempt():
     attempt = attempt_get_for_replay(pk=make_attempt().pk)
-    replay = attempt_replay(attempt=attempt, show_gold_code=False)
+    replay = attempt_replay(attempt=attempt, access=ANONYMOUS)
     assert replay.step_count == 4
     assert replay.first_error == 3 and replay.error_count == 1
     assert replay.steps[1].files[0].additions == 2
@@ -177,12 +182,12 @@ def test_replay_of_default_attempt():
 @pytest.mark.django_db
 def test_gold_agents_hide_code_from_anonymous_viewers():
     attempt = attempt_get_for_replay(pk=make_attempt(agent="gold", model="").pk)
-    hidden = attempt_replay(attempt=attempt, show_gold_code=False)
+    hidden = attempt_replay(attempt=attempt, access=ANONYMOUS)
     assert hidden.gold_code_hidden and hidden.patch_hidden and hidden.final_patch == []
     write = hidden.steps[1]
     assert write.redacted and "def weighted_mean" not in write.arguments
     assert write.files[0].hidden and write.files[0].lines == [] and write.files[0].additions == 2
-    shown = attempt_replay(attempt=attempt, show_gold_code=True)
+    shown = attempt_replay(attempt=attempt, access=STAFF)
     assert not shown.gold_code_hidden and shown.steps[1].files[0].lines
     assert "def weighted_mean" in shown.steps[1].arguments
 
@@ -190,10 +195,10 @@ def test_gold_agents_hide_code_from_anonymous_viewers():
 @pytest.mark.django_db
 def test_missing_or_unreadable_trajectory():
     queued = make_attempt(trajectory=None, status="queued", answer=None)
-    replay = attempt_replay(attempt=attempt_get_for_replay(pk=queued.pk), show_gold_code=True)
+    replay = attempt_replay(attempt=attempt_get_for_replay(pk=queued.pk), access=STAFF)
     assert replay.steps == [] and "not finished" in replay.trajectory_problem
     broken = make_attempt(trajectory={"format": "autoexperiment.trajectory/99", "steps": []})
-    replay = attempt_replay(attempt=attempt_get_for_replay(pk=broken.pk), show_gold_code=True)
+    replay = attempt_replay(attempt=attempt_get_for_replay(pk=broken.pk), access=STAFF)
     assert "cannot be read" in replay.trajectory_problem and replay.experiments
 
 
@@ -201,9 +206,9 @@ def test_missing_or_unreadable_trajectory():
 def test_compare_refuses_different_samples():
     a, b = make_attempt(), make_attempt()
     with pytest.raises(ComparisonError, match="same sample"):
-        attempts_compare(left=a, right=b, show_gold_code=True)
+        attempts_compare(left=a, right=b, access=STAFF)
     c = make_attempt(sample=a.sample, steps=[make_step(1)])
-    comparison = attempts_compare(left=a, right=c, show_gold_code=True)
+    comparison = attempts_compare(left=a, right=c, access=STAFF)
     assert len(comparison.pairs) == 4 and comparison.pairs[1].right is None
     assert comparison.first_error == 3
 

@@ -1,6 +1,7 @@
 """The replay page's view of the masked functions one by one (runs.replay.functions): each judged
-alone (its transplant) for everyone who may see the attempt, and each final implementation beside
-the gold body only for those the gold-code rule allows (runs.visibility.user_may_see_gold_code)."""
+alone (its transplant: the verdict and its reason for everyone who may see the attempt, its numbers
+and time for staff only), and each final implementation beside the gold body only for those the
+gold rule allows (runs.visibility.gold_access)."""
 from __future__ import annotations
 
 import html as html_module
@@ -18,7 +19,7 @@ from runs.evaluation.harness import attempt_execute
 from runs.evaluation.services import run_create
 from runs.evaluation.transplants import transplant_execute
 from runs.models import Attempt, Suite, Transplant
-from runs.visibility import user_may_see_gold_code
+from runs.visibility import gold_access, user_may_see_gold_code
 from tests.evaluation.conftest import PAIR_EACH_FOUR_PERCENT_HIGH, PAIR_PAPER, PAIR_RUN, PAIR_SCALE, suite_imported
 from tests.replay.factories import XSS, XSS_PAYLOADS, make_attempt, make_sample, make_user
 from tests.support import require_backend
@@ -86,7 +87,8 @@ def interaction_failure(tmp_path, workspace_root, redis_queue, transactional_db)
 def test_an_interaction_failure_anonymous_staff_and_a_public_gold_suite(interaction_failure, client):
     attempt = interaction_failure
 
-    # (a) Anonymous, gold not public: the diagnosis and both verdicts with their numbers...
+    # (a) Anonymous, gold not public: the diagnosis and both verdicts with their reasons, no numbers
+    # or times (the agent's code printed them beside the gold code)...
     html = page(client, attempt)
     verdicts = section(html, "functions")
     assert "Interaction failure: every function right alone" in verdicts
@@ -95,22 +97,28 @@ def test_an_interaction_failure_anonymous_staff_and_a_public_gold_suite(interact
     for row in rows:
         shown = text_of(row)
         assert "Right alone" in shown and "passes with the gold bodies of the other masked functions" in shown
-        # 10 doubled then tripled is 60; one function 4% high gives 62.4, within the 5% tolerance.
-        assert "60" in shown and "62.4" in shown and "4.00%" in shown and "pass" in shown
-        assert re.search(r"\d+\.\d s", shown)  # its sandbox time
-    assert "of sandbox time, not counted in the attempt's time" in verdicts
-    # ... and the attempt's own numbers stay where they were: 8.16% off together.
-    assert "8.16%" in section(html, "final-answer")
+        assert "62.4" not in shown and "4.00%" not in shown and not re.search(r"\d+\.\d s", shown)
+    assert "of sandbox time" not in verdicts and "shown to staff only" in verdicts
+    # ... and the attempt's own verdicts stay where they were: 8.16% off together, the gold number withheld.
+    final = section(html, "final-answer")
+    assert "8.16%" in final and "withheld" in final and "60.0" not in final
     # No gold body anywhere: not in the page, not in what its script fetches, not in the patch.
     assert 'id="implementations"' not in html and "side-by-side" not in html
     fetched = everything_anonymous_can_fetch(attempt)
     assert not PAIR_GOLD_LINE.search(fetched) and not PAIR_GOLD_LINE.search(text_of(fetched))
     assert "return x * 2.0 * 1.04" in text_of(fetched)  # the agent's own code is public (not a gold agent)
 
-    # (b) Staff: the same verdicts, and each implementation beside its gold body.
+    # (b) Staff: the same verdicts with their numbers and times, and each implementation beside its gold body.
     client.force_login(make_user(is_staff=True))
     html = page(client, attempt)
-    assert "Interaction failure: every function right alone" in section(html, "functions")
+    verdicts = section(html, "functions")
+    assert "Interaction failure: every function right alone" in verdicts
+    for row in verdicts.split('<tr class="function-verdict">')[1:]:
+        shown = text_of(row)
+        # 10 doubled then tripled is 60; one function 4% high gives 62.4, within the 5% tolerance.
+        assert "60" in shown and "62.4" in shown and "4.00%" in shown and "pass" in shown
+        assert re.search(r"\d+\.\d s", shown)  # its sandbox time
+    assert "of sandbox time, not counted in the attempt's time" in verdicts
     implementations = section(html, "implementations")
     assert re.findall(r'<code class="path">(.*?)</code>', implementations) == ["scale.py:scale_a", "scale.py:scale_b"]
     # The agent's bodies lost the docstring (planted_gold writes the body whole); the return lines pair up.
@@ -260,6 +268,9 @@ def test_transplants_not_done_show_their_state(client):
     labels = re.findall(r'<span class="verdict verdict-other">(.*?)</span>', verdicts)
     assert labels == ["queued", "running", "given up"]
     assert "worker died" in verdicts
+    assert "No numbers recorded for this run." not in verdicts  # numbers are staff's
+    client.force_login(make_user(is_staff=True))
+    verdicts = section(page(client, attempt), "functions")
     assert "No numbers recorded for this run." in verdicts
     assert "of sandbox time" not in verdicts  # none of them ran
 
@@ -308,13 +319,18 @@ def test_the_page_makes_as_many_queries_whatever_the_number_of_transplants(clien
 
 
 @pytest.mark.django_db
-def test_the_gold_code_rule(settings):
+@pytest.mark.parametrize("signup", [False, True])
+def test_the_gold_rule(settings, signup):
+    settings.SIGNUP_ENABLED = signup  # an account vouches for nobody, whether sign-up is open or not
     private, public = Suite(name="private"), Suite(name="public", gold_public=True)
     member, staff = make_user(), make_user(is_staff=True)
-    assert [user_may_see_gold_code(user=user, suite=private) for user in (None, member, staff)] == [False, True, True]
-    assert [user_may_see_gold_code(user=user, suite=public) for user in (None, member, staff)] == [True, True, True]
-    settings.SIGNUP_ENABLED = True  # an account vouches for nobody then
-    assert [user_may_see_gold_code(user=user, suite=private) for user in (None, member, staff)] == [False, False, True]
+    viewers = (None, member, staff)
+    assert [user_may_see_gold_code(user=user, suite=private) for user in viewers] == [False, False, True]
+    assert [gold_access(user=user, suite=private).numbers for user in viewers] == [False, False, True]
+    assert [user_may_see_gold_code(user=user, suite=public) for user in viewers] == [True, True, True]
+    assert [gold_access(user=user, suite=public).numbers for user in viewers] == [True, True, True]
+    # Held-out variants and transplants' numbers are staff's whatever the suite declares.
+    assert [gold_access(user=user, suite=public).staff for user in viewers] == [False, False, True]
     assert user_may_see_gold_code(user=None, suite=public) and not user_may_see_gold_code(user=None)
 
 

@@ -77,6 +77,25 @@ def test_a_hidden_runs_source_is_downloadable_by_its_owner_and_staff_only(builti
     assert client.get(url).content == fixture("swe_agent.traj")
 
 
+def test_on_a_private_suite_the_source_goes_to_its_uploader_and_staff_only(builtin, user):
+    """The file is kept as uploaded, so it may quote gold lines the replay withholds (runs.visibility.gold_access)."""
+    from runs.models import Suite
+
+    Suite.objects.filter(pk=builtin.pk).update(gold_public=False)
+    members = {"results.jsonl": jsonl(record(SAMPLE, 0, trajectory_file="trajectories/run.traj")),
+               "trajectories/run.traj": fixture("swe_agent.traj")}
+    attempt = submission_create(data=zip_bytes(members), filename="results.zip", uploader=user).run.attempts.get()
+    url, page = reverse("replay:source", args=[attempt.pk]), reverse("replay:attempt", args=[attempt.pk])
+    client = Client()
+    assert client.get(url).status_code == 403 and "Original trajectory" not in client.get(page).content.decode()
+    client.force_login(make_user())
+    assert client.get(url).status_code == 403
+    client.force_login(user)
+    assert client.get(url).content == fixture("swe_agent.traj")
+    client.force_login(make_user(is_staff=True))
+    assert client.get(url).status_code == 200 and "Original trajectory" in client.get(page).content.decode()
+
+
 def test_an_inline_foreign_trajectory_is_kept_and_ours_keeps_none(builtin, user):
     inline = json.loads(fixture("mini_v1.traj.json"))
     ours = trajectory()
