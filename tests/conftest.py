@@ -56,6 +56,15 @@ def workspace_root(tmp_path, settings) -> Path:
 
 
 @pytest.fixture
+def claims_in_the_test_transaction(settings):
+    """Work claimed inside a (non-transactional) test's transaction: the heartbeat thread's own
+    database connection cannot see the test's uncommitted rows, so a beat during a long piece of
+    work (a re-execution that also runs hidden variants, on a loaded machine) would take the claim
+    for lost. No beat comes while the work runs."""
+    settings.ATTEMPT_HEARTBEAT_SECONDS = 600
+
+
+@pytest.fixture
 def builtin(db):
     """The built-in suite (4 papers, 28 functions) with its n=1 samples."""
     return import_builtin_suite()

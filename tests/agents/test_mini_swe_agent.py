@@ -131,7 +131,7 @@ def submit_what_ran(request: dict) -> FakeTurn:
 
 
 @pytest.mark.slow  # ~5 s: an export, a real agent run of the experiments, a bubblewrap re-execution
-def test_mini_swe_agent_solves_an_exported_task_and_its_diff_is_verified(builtin, fake_llm, tmp_path, settings, monkeypatch, client):
+def test_mini_swe_agent_solves_an_exported_task_and_its_diff_is_verified(builtin, fake_llm, tmp_path, settings, monkeypatch, client, claims_in_the_test_transaction):
     require_backend("bubblewrap")
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
     settings.SANDBOX_BACKEND = "bubblewrap"

@@ -193,7 +193,7 @@ def test_a_gold_baselines_errors_and_exceptions_never_quote_the_code_its_public_
 
 
 @pytest.mark.django_db
-def test_re_executing_an_upload_refreshes_its_outcome_and_analysis(builtin, workspace_root):
+def test_re_executing_an_upload_refreshes_its_outcome_and_analysis(builtin, workspace_root, claims_in_the_test_transaction):
     """A cheat (the gold numbers reported, nothing implemented) is scored "passed" on upload; the
     real re-execution (bubblewrap) crashes, and the outcome and the re-execution's exceptions follow."""
     require_backend("bubblewrap")
@@ -215,7 +215,9 @@ def test_re_executing_an_upload_refreshes_its_outcome_and_analysis(builtin, work
 
 
 @pytest.mark.django_db
-def test_re_executing_an_upload_without_an_answer_keeps_its_outcome_in_step_with_its_verdict(builtin, workspace_root, tmp_path):
+def test_re_executing_an_upload_without_an_answer_keeps_its_outcome_in_step_with_its_verdict(
+    builtin, workspace_root, tmp_path, claims_in_the_test_transaction
+):
     require_backend("bubblewrap")
     patch = gold_patch(Sample.objects.get(sample_id=SAMPLE), tmp_path)
     data = jsonl(record(SAMPLE, 0, final_answer=None, final_patch=patch))

@@ -107,7 +107,7 @@ def _forged_script_patch(sample: Sample, scratch: Path) -> str:
     return unified_diff(f"code/{EXPERIMENT_SCRIPT}", original, forged)
 
 
-def test_an_edited_experiment_script_is_accepted_then_dropped_by_the_reexecution(builtin, user, tmp_path):
+def test_an_edited_experiment_script_is_accepted_then_dropped_by_the_reexecution(builtin, user, tmp_path, claims_in_the_test_transaction):
     require_backend("bubblewrap")
     sample = Sample.objects.get(sample_id=SAMPLE)
     patch = _forged_script_patch(sample, tmp_path)
@@ -131,14 +131,11 @@ def test_an_edited_experiment_script_is_accepted_then_dropped_by_the_reexecution
 
 
 @pytest.mark.slow
-def test_an_uploaded_stub_whose_new_code_runs_at_import_is_not_reproduced(builtin, user, tmp_path, settings):
+def test_an_uploaded_stub_whose_new_code_runs_at_import_is_not_reproduced(builtin, user, tmp_path, claims_in_the_test_transaction):
     """A non-staff upload whose patch leaves the masked bodies as stubs and adds, to a file with masked
     functions, code that prints each experiment's gold numbers at import (every form of
     tests/benchmark/forging.py): re-executed, it does not pass."""
     require_backend("bubblewrap")
-    # The heartbeat's own connection cannot see this test's uncommitted rows: one beat would call
-    # the claim lost. No beat falls within a re-execution, however loaded the machine.
-    settings.ATTEMPT_HEARTBEAT_SECONDS = settings.ATTEMPT_STALE_SECONDS - 1
     sample = Sample.objects.get(sample_id=SAMPLE)
     assert not user.is_staff
     function = sample.functions.order_by("func_id").first()

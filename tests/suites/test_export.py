@@ -129,7 +129,7 @@ def restore_gold_bodies(sample: Sample, workspace: Path) -> None:
         path.write_text(replace_function_body(path.read_text(encoding="utf-8"), function.name, body), encoding="utf-8")
 
 
-def test_a_submitters_round_trip_is_verified(builtin, tmp_path, settings):
+def test_a_submitters_round_trip_is_verified(builtin, tmp_path, settings, claims_in_the_test_transaction):
     """Export, unpack, implement, `diff -ruN` and `git diff --no-index`, upload, re-execute in bubblewrap."""
     require_backend("bubblewrap")
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
