@@ -25,6 +25,7 @@ from leaderboard.benchmark import (
 )
 from leaderboard.views import _json, query_with
 from runs.models import Suite
+from runs.visibility import gold_access
 
 FORMATS = ("html", "json")
 
@@ -58,6 +59,8 @@ def suite(request, suite: str):
     overview = suite_overview(name=suite)
     if overview is None:
         raise Http404(f"no suite {suite}")
+    if not gold_access(user=request.user, suite=overview.suite).code:
+        overview.downloads = []  # a sample's task holds the gold bodies of every function it leaves unmasked
     stability = overview.gold_stability
     if output == "json":
         return _json({

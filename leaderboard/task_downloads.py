@@ -11,6 +11,7 @@ from runs.benchmark.workspace import CONTEXT_CONDITIONS
 from runs.models import Suite
 from runs.submissions.format_text import upload_format_markdown
 from runs.suites.export import ExportError, task_archive_cached
+from runs.visibility import gold_access
 
 
 @require_GET
@@ -24,6 +25,9 @@ def task_download(request, suite: str, n: int, context: str):
     found = Suite.objects.filter(name=suite).first()
     if found is None:
         raise Http404(f"no suite named {suite!r}")
+    if not gold_access(user=request.user, suite=found).code:
+        # The tasks of n=1 alone hold every gold body of a paper with two functions or more.
+        raise Http404(f"the tasks of suite {suite!r} hold its private gold code: staff only")
     try:
         path = task_archive_cached(
             suite=found, n=n, context=context, cache_root=settings.TASK_EXPORT_ROOT, upload_format=upload_format_markdown()

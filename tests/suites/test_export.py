@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 from django.urls import reverse
 
 from runs.benchmark.masking import function_body_source, replace_function_body
@@ -200,3 +201,25 @@ def test_task_download_is_built_once_and_served_from_the_cache(builtin, client, 
 def test_task_download_404s_for_an_unknown_suite_n_or_context(builtin, client, tmp_path, settings, path):
     settings.TASK_EXPORT_ROOT = tmp_path / "cache"
     assert client.get(f"/benchmark/{path}").status_code == 404
+
+
+def test_a_private_suites_tasks_are_for_staff_only(builtin, client, tmp_path, settings):
+    """A task holds the gold bodies of the functions its sample leaves unmasked: at n=1, every other
+    function of the paper. A suite whose gold is private gives its tasks to staff alone."""
+    settings.TASK_EXPORT_ROOT = tmp_path / "cache"
+    settings.SIGNUP_ENABLED = True
+    builtin.gold_public = False
+    builtin.save(update_fields=["gold_public"])
+    url = reverse("leaderboard:task_download", args=["builtin", 1, "full"])
+    suite_page = reverse("leaderboard:benchmark_suite", args=["builtin"])
+
+    member = Client()
+    member.force_login(make_user())
+    for visitor in (client, member):
+        assert visitor.get(url).status_code == 404
+        page = visitor.get(suite_page).content.decode()
+        assert url not in page and 'id="task-downloads-private"' in page
+        assert visitor.get(suite_page, {"format": "json"}).json()["task_downloads"] == []
+    staff = Client()
+    staff.force_login(make_user(is_staff=True))
+    assert staff.get(url).status_code == 200 and url in staff.get(suite_page).content.decode()
