@@ -62,7 +62,10 @@ def _csv_rows(client, **params) -> dict[str, dict]:
     return {row["model"]: row for row in csv.DictReader(io.StringIO(response.content.decode())) if row["reference"] == "false"}
 
 
+# Transactional: the re-execution's heartbeat thread writes on a connection of its own, which must
+# see the uploaded attempts.
 @pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
 def test_an_upload_never_reexecuted_counts_only_when_asked_for_and_marked(uploads, client):
     # By default: the unverified upload is nowhere; the re-executed one counts by its re-execution.
     html = client.get("/").content.decode()
