@@ -241,19 +241,28 @@ def _file_change(path: str, change: str, old: _Entry | None, new: _Entry | None,
     return FileChange(path, change, None, f"{reason}: no diff recorded")
 
 
-def _bounded(changes: list[FileChange]) -> list[FileChange]:
+def _step_changes(before: Snapshot, after: Snapshot) -> list[FileChange]:
     """One step's changes within MAX_STEP_FILE_CHANGES files and MAX_STEP_DIFF_CHARS of diffs;
-    what is left out is said in a last entry (the final patch still holds every text change)."""
+    what is left out is said in a last entry (the final patch holds the text changes, within its
+    own limits). A file whose diff could not fit what is left of the step's budget is not diffed
+    at all: a step that writes a hundred large files costs the diffs it keeps, not a hundred."""
+    paths = [path for path in sorted(set(before) | set(after)) if not _unchanged(before.get(path), after.get(path))]
     kept, budget = [], MAX_STEP_DIFF_CHARS
-    for change in changes[:MAX_STEP_FILE_CHANGES]:
+    for path in paths[:MAX_STEP_FILE_CHANGES]:
+        old, new = before.get(path), after.get(path)
+        kind = "added" if old is None else "deleted" if new is None else "modified"
+        if fs.plain_name(path) and min(_diff_size_at_least(old, new), MAX_DIFF_CHARS) > budget:
+            kept.append(FileChange(path, kind, None, "diff not recorded: this step's diffs are too long"))
+            continue
+        change = _file_change(path, kind, old, new, MAX_DIFF_CHARS)
         if change.diff is not None:
             if len(change.diff) > budget:
                 change = FileChange(change.path, change.change, None, "diff not recorded: this step's diffs are too long")
             else:
                 budget -= len(change.diff)
         kept.append(change)
-    if len(changes) > MAX_STEP_FILE_CHANGES:
-        left = len(changes) - MAX_STEP_FILE_CHANGES
+    if len(paths) > MAX_STEP_FILE_CHANGES:
+        left = len(paths) - MAX_STEP_FILE_CHANGES
         kept.append(FileChange(".", "modified", None, f"{left:,} more files changed in this step: not listed"))
     return kept
 
@@ -413,7 +422,7 @@ class TrajectoryWriter:
         if self.workspace is None:
             return []
         current = snapshot(self.workspace, self._snapshot)
-        changes = _bounded(diff_snapshots(self._snapshot, current))
+        changes = _step_changes(self._snapshot, current)
         if current.incomplete and current.incomplete != self._snapshot.incomplete:
             changes.append(FileChange(".", "modified", None, f"workspace not fully recorded: {current.incomplete}"))
         self._snapshot = current
