@@ -61,9 +61,10 @@ def test_chart_renders_and_a_filter_changes_table_and_url(board, page, browser_e
 
 
 def test_a_shared_url_reproduces_the_view(board, page, browser_events):
-    page.goto("/?context=full&sort=name")
-    assert rows(page) == 2
+    page.goto("/?context=full&sort=name&unverified=1")
+    assert rows(page) == 2  # A, and B's unverified uploads, asked for
     assert page.locator("select[name=context]").input_value() == "full"
+    assert page.is_checked("input[name=unverified]")
     page.wait_for_selector("#leaderboard-figure svg.main-svg")
     # A system's page, from its row.
     page.locator("#leaderboard-rows a.lb-system-name").first.click()
@@ -89,9 +90,9 @@ def test_the_leaderboard_sorts_by_pass1_at_a_chosen_tolerance(board, page, brows
 
 
 def test_bad_filter_shows_a_message(board, page, browser_events):
-    response = page.goto("/?n_min=0&agent=react")
+    response = page.goto("/?n_min=0&agent=react&unverified=1")
     assert response.status == 400
     assert "Some filters were not understood" in page.locator("#filter-problems").inner_text()
-    assert rows(page) == 2  # agent=react still applies
+    assert rows(page) == 2  # agent=react and unverified=1 still apply
     browser_events.console_errors.clear()  # the 400 status itself is reported by Chromium
     browser_events.assert_clean()
