@@ -59,7 +59,6 @@ def test_a_final_patch_over_the_limits_is_counted_failed_cut_and_not_reexecuted(
     assert attempt.reexecution_passed is False and attempt.reexecution_output == "", why
     assert "not re-executed" in attempt.reexecution_error and "over the limits" in attempt.reexecution_error
     assert attempt.failure_detail == attempt.reexecution_error
-    assert attempt.function_diagnosis == ""  # no transplant of code that never ran
     # Stored cut, with a note, within the limit; the files kept are whole and still read as a patch.
     stored = attempt.final_patch
     assert len(stored.encode()) <= LIMIT
@@ -143,3 +142,18 @@ def test_a_refused_patch_is_the_outcome_before_the_answer(label, outcome):
         reexecution_passed=False, reexecution_error=refused.error, reexecution_score={"error": refused.error},
         out_of_scope_edits=[],
     ) == Attempt.REEXECUTION_FAILED
+
+
+def test_an_attempt_refused_as_too_large_gets_no_transplants_and_a_failed_one_does(db):
+    """At n >= 2 a failed attempt's functions are judged one by one from its stored patch; a patch over
+    the limits never ran and is stored cut, so it has nothing to judge them by."""
+    from runs.evaluation.transplants import transplants_plan
+    from runs.evaluation.verdicts import patch_refused_reexecution
+    from tests.leaderboard.factories import FAIL, build_board_data, make_attempt
+
+    data = build_board_data()
+    refused = patch_refused_reexecution(over_limits="is over the limits", experiments=[])
+    too_large = make_attempt(data.run_a, data.samples["s01"], 7, {**FAIL, "reexecution_score": refused.score})
+    failed = make_attempt(data.run_a, data.samples["s01"], 8, FAIL)
+    assert transplants_plan(attempt_id=too_large.pk, enqueue_jobs=False) == []
+    assert len(transplants_plan(attempt_id=failed.pk, enqueue_jobs=False)) == 2
