@@ -370,7 +370,7 @@ class SampleAttempt:
     run_id: int
     index: int
     status: str
-    passes: bool | None  # the leaderboard's verdict; None unless done
+    passes: bool | None  # the leaderboard's verdict; None unless done and re-executed
     system: str  # "model · agent"
     url: str | None
 
@@ -425,10 +425,12 @@ def samples_page(*, suite: Suite, n: int | None, page: str | None, user) -> Samp
         Attempt.objects.filter(runs_visible_q(user=user, prefix="run__"), sample_id__in=list(by_pk))
         .annotate(verdict=ExpressionWrapper(passes_q(), output_field=BooleanField()))
         .order_by("run_id", "index")
-        .values_list("pk", "run_id", "index", "status", "verdict", "sample_id", "run__agent", "run__model")
+        .values_list("pk", "run_id", "index", "status", "verdict", "sample_id", "run__agent", "run__model",
+                     "reexecution_passed")
     )
-    for pk, run_id, index, status, verdict, sample_pk, agent, model in attempts:
-        passes = bool(verdict) if status == Attempt.DONE else None
+    for pk, run_id, index, status, verdict, sample_pk, agent, model, reexecuted in attempts:
+        # Not re-executed (an upload's reported numbers): no verdict, as on the default leaderboard.
+        passes = bool(verdict) if status == Attempt.DONE and reexecuted is not None else None
         by_pk[sample_pk].attempts.append(
             SampleAttempt(pk, run_id, index, status, passes, f"{model or 'baseline'} · {agent}", attempt_url(pk))
         )

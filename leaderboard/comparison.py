@@ -41,7 +41,7 @@ from leaderboard.selectors import (
     SystemLabels,
     attempt_url_maker,
     counted_q,
-    passes_q,
+    filters_passes_q,
     runs_frame,
     system_case,
 )
@@ -229,9 +229,9 @@ def _per_sample_rows(runs: pd.DataFrame, filters: LeaderboardFilters, n: int | N
         .values("system_no", "sample_id", "n", "sample__sample_id", "sample__paper__paper_id")
         .annotate(
             m=Count("id"),
-            c=Count("id", filter=passes_q()),
-            passing=Min("id", filter=passes_q()),
-            failing=Min("id", filter=~passes_q()),
+            c=Count("id", filter=filters_passes_q(filters)),
+            passing=Min("id", filter=filters_passes_q(filters)),
+            failing=Min("id", filter=~filters_passes_q(filters)),
         )
         .values_list("system_no", "sample_id", "n", "sample__sample_id", "sample__paper__paper_id", "m", "c",
                      "passing", "failing")
@@ -264,8 +264,9 @@ def _replay_url_maker():
     return lambda left, right: f"{base}?a={left}&b={right}"
 
 
-def systems_compare(*, slug_a: str, slug_b: str, verified_only: bool = False, n: int | None = None) -> Comparison:
-    """Systems `slug_a` and `slug_b` compared sample by sample, per n (every n, or `n` alone).
+def systems_compare(*, slug_a: str, slug_b: str, verified_only: bool = True, n: int | None = None) -> Comparison:
+    """Systems `slug_a` and `slug_b` compared sample by sample, per n (every n, or `n` alone), over
+    their re-executed attempts (`verified_only=False`: unverified ones too, by their reported verdict).
 
     Raises UnknownSystem when a slug has no public run. Two queries, plus the bootstrap when its
     input was not seen before.

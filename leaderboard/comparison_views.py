@@ -25,7 +25,8 @@ FORMATS = ("html", "json")
 
 RULES = [
     "Systems, counted attempts and verdicts are the leaderboard's: public runs only, attempts with status done "
-    "(re-executed ones alone with “verified only”), a system's runs pooled per sample.",
+    "and re-executed by the harness (with “include unverified”, uploads' reported numbers, not re-executed, too), "
+    "a system's runs pooled per sample.",
     "Only samples both systems attempted (at least one counted attempt each) are compared, separately at each n.",
     "A system's score at a sample is c/m, c of its m counted attempts passing. The difference is Pass@1 of A minus "
     "Pass@1 of B on the shared samples, with a paired percentile bootstrap over samples (10,000 resamples, seed 0): "
@@ -41,7 +42,7 @@ class ComparisonForm(forms.Form):
     a = forms.SlugField(required=False, max_length=64)
     b = forms.SlugField(required=False, max_length=64)
     n = forms.IntegerField(required=False, min_value=1, max_value=MAX_N)
-    verified = FlagField(required=False)
+    unverified = FlagField(required=False)
     format = forms.ChoiceField(required=False, choices=[(value, value) for value in FORMATS])
 
     def problems(self) -> list[str]:
@@ -73,14 +74,14 @@ def compare(request):
     if not valid:
         return _problem(request, "; ".join(form.problems()), status=400, output=output,
                         a=data.get("a") or "", b=data.get("b") or "")
-    verified = data["verified"]
+    unverified = data["unverified"]
 
     picked = list(dict.fromkeys(slug.strip() for slug in request.GET.getlist("pick") if slug.strip()))
     if "pick" in request.GET:
         if len(picked) != 2:
             return _problem(request, f"pick: tick exactly two systems to compare (you ticked {len(picked)}).",
                             status=400, output=output, a=picked[0] if picked else "")
-        return HttpResponseRedirect(_address(a=picked[0], b=picked[1], verified="1" if verified else None,
+        return HttpResponseRedirect(_address(a=picked[0], b=picked[1], unverified="1" if unverified else None,
                                              format=data.get("format")))
 
     slug_a, slug_b = data.get("a") or "", data.get("b") or ""
@@ -98,7 +99,7 @@ def compare(request):
         return _problem(request, f"a and b are the same system ({slug_a!r}): choose two different systems.",
                         status=400, output=output, a=slug_a)
     try:
-        comparison = systems_compare(slug_a=slug_a, slug_b=slug_b, verified_only=verified, n=data.get("n"))
+        comparison = systems_compare(slug_a=slug_a, slug_b=slug_b, verified_only=not unverified, n=data.get("n"))
     except UnknownSystem as error:
         return _problem(request, str(error), status=404, output=output,
                         a="" if error.parameter == "a" else slug_a, b="" if error.parameter == "b" else slug_b)
@@ -117,7 +118,7 @@ def compare(request):
             "differing_samples_limit": DIFFERENCES_LIMIT,
         }, json_dumps_params={"indent": 1})
 
-    here = {"a": slug_a, "b": slug_b, "n": data.get("n"), "verified": "1" if verified else None}
+    here = {"a": slug_a, "b": slug_b, "n": data.get("n"), "unverified": "1" if unverified else None}
     return render(request, "leaderboard/compare.html", {
         "comparison": comparison,
         "figure": comparison_figure_payload(comparison),
@@ -125,7 +126,7 @@ def compare(request):
         "limit": DIFFERENCES_LIMIT,
         "json_url": _address(**here, format="json"),
         "swap_url": _address(**{**here, "a": slug_b, "b": slug_a}),
-        "verified_url": _address(**{**here, "verified": None if verified else "1"}),
+        "unverified_url": _address(**{**here, "unverified": None if unverified else "1"}),
         "all_n_url": _address(**{**here, "n": None}) if data.get("n") else None,
         "by_n": [{"row": row, "url": _address(**{**here, "n": row.n})} for row in comparison.by_n],
         "change_url": _address(**{"with": slug_a}),

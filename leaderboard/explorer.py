@@ -151,7 +151,7 @@ def attempts_q(filters: ExplorerFilters, *, user, prefix: str = "") -> Q:
     q &= _flag(Q(**{p("mismatch"): True}), filters.mismatch)
     near = (
         Q(**{p("status"): Attempt.DONE, p("tolerance_ratio__gt"): 1, p("tolerance_ratio__lte"): NEAR_MISS_FACTOR})
-        & ~passes_q(prefix)
+        & ~passes_q(prefix, reported=True)  # the explorer lists unverified attempts too, by their reported verdict
     )
     q &= _flag(near, filters.near_miss)
     if filters.crashed_first is not None:

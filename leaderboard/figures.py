@@ -37,7 +37,9 @@ def _rgba(hex_color: str, alpha: float) -> str:
 
 
 def _system_label(row) -> str:
-    return f"{row.name} · {row.context}" + (f" · {row.config_label}" if row.config_label else "")
+    label = f"{row.name} · {row.context}" + (f" · {row.config_label}" if row.config_label else "")
+    # Only in the view that includes them (?unverified=1): said on the chart as on the table.
+    return label if row.verified else f"{label} · unverified (reported numbers, not re-executed)"
 
 
 def _figure_input(board: Leaderboard, reference: list[ReferenceRow]) -> tuple:

@@ -38,7 +38,7 @@ def _is_on(value) -> bool:
 
 
 class _FlagInput(forms.CheckboxInput):
-    """A checkbox sending verified=1, whose raw value reaches the field so "verified=banana" can be refused."""
+    """A checkbox sending <name>=1, whose raw value reaches the field so "unverified=banana" can be refused."""
 
     def __init__(self, attrs=None):
         super().__init__(attrs, check_test=_is_on)
@@ -71,7 +71,9 @@ class LeaderboardFilterForm(forms.Form):
     suite = forms.ChoiceField(required=False)
     agent = forms.ChoiceField(required=False, label="Agent")
     context = forms.ChoiceField(required=False, choices=[("", "Any context")] + Run.CONTEXT_CHOICES)
-    verified = FlagField(required=False, label="Verified only")
+    # Off by default: the leaderboard counts re-executed attempts alone; on, uploads' reported
+    # numbers (not re-executed) count too, and their systems are marked unverified.
+    unverified = FlagField(required=False, label="Include unverified uploads (reported numbers, not re-executed)")
     n_min = forms.IntegerField(required=False, min_value=1, max_value=MAX_N, label="n from")
     n_max = forms.IntegerField(required=False, min_value=1, max_value=MAX_N, label="to")
     sort = forms.CharField(required=False, max_length=40, widget=forms.HiddenInput)
@@ -138,7 +140,7 @@ class LeaderboardFilterForm(forms.Form):
             suite=data.get("suite") or None,
             agent=data.get("agent") or None,
             context=data.get("context") or None,
-            verified_only=bool(data.get("verified")),
+            verified_only=not data.get("unverified"),
             n_min=data.get("n_min"),
             n_max=data.get("n_max"),
             sort=data.get("sort") or "",

@@ -15,10 +15,14 @@ The rules (also shown on the page, "How to read this"):
   one sample.
 - Only attempts with status `done` count. Status `error` (sandbox, worker or model provider
   failure) never counts for or against the model; its count is shown.
-- An attempt is *verified* when the harness re-executed its code (`reexecution_passed` is set);
-  its verdict is then `passed` (reported answer AND re-execution pass). An unverified attempt
-  (uploaded results not yet re-executed) is judged by `reported_passed`. A system is verified
-  when every counted attempt is; "verified only" keeps verified attempts alone.
+- An attempt is *verified* when the harness re-executed its code (`reexecution_passed` is set,
+  for a run's attempts and an upload's alike); its verdict is then `passed` (reported answer AND
+  re-execution pass). By default (`LeaderboardFilters.verified_only`) only verified attempts
+  count: an upload never re-executed is not on the leaderboard, whatever numbers it reports. A
+  visitor who asks for them (`?unverified=1`) sees unverified attempts counted too, judged by
+  their reported verdict (`reported_passed`), and every system with one marked as unverified
+  ("reported numbers, not re-executed"). Both views are computed and stored by
+  leaderboard.standings, so neither is computed in a request.
 - Per sample, c of m counted attempts pass. Pass@1 is the mean over samples of c/m (the unbiased
   pass@1 estimator) with a seeded percentile bootstrap interval over samples. Pass@k (k: the
   largest attempts-per-sample among the system's runs) is the mean of the unbiased per-sample
@@ -112,7 +116,9 @@ class LeaderboardFilters:
     suite: str | None = None
     agent: str | None = None
     context: str | None = None
-    verified_only: bool = False
+    # True (the default view): re-executed attempts alone count. False: `?unverified=1`, uploads'
+    # reported numbers, not re-executed, count too (leaderboard.forms).
+    verified_only: bool = True
     n_min: int | None = None
     n_max: int | None = None
     sort: str = ""
@@ -178,15 +184,24 @@ def counted_q(filters: LeaderboardFilters, prefix: str = "") -> Q:
     return q
 
 
-def passes_q(prefix: str = "") -> Q:
-    """An attempt's verdict: `passed` once re-executed, its reported verdict until then."""
-    return Q(**{f"{prefix}reexecution_passed__isnull": False, f"{prefix}passed": True}) | Q(
-        **{f"{prefix}reexecution_passed__isnull": True, f"{prefix}reported_passed": True}
-    )
+def passes_q(prefix: str = "", *, reported: bool = False) -> Q:
+    """An attempt's verdict: `passed`, which only a re-executed attempt can be. With `reported`
+    (the view that counts unverified attempts, `not filters.verified_only`), an attempt not
+    re-executed passes by its reported verdict."""
+    q = Q(**{f"{prefix}reexecution_passed__isnull": False, f"{prefix}passed": True})
+    if reported:
+        q |= Q(**{f"{prefix}reexecution_passed__isnull": True, f"{prefix}reported_passed": True})
+    return q
+
+
+def filters_passes_q(filters: LeaderboardFilters, prefix: str = "") -> Q:
+    """`passes_q` under the counting rule `filters` asks for."""
+    return passes_q(prefix, reported=not filters.verified_only)
 
 
 def attempt_verdict(attempt: Attempt) -> bool:
-    """The leaderboard's verdict of one attempt (same rule as `passes_q`)."""
+    """One attempt's verdict as the view with unverified attempts judges it (`passes_q(reported=True)`):
+    what the oracle verifier picks by. A re-executed pass is what the default view counts."""
     return bool(attempt.passed) if attempt.reexecution_passed is not None else bool(attempt.reported_passed)
 
 
@@ -260,7 +275,7 @@ def _per_sample(
         .values("system_no", "sample_id", "n")
         .annotate(
             m=Count("id", filter=counted),
-            c=Count("id", filter=counted & passes_q()),
+            c=Count("id", filter=counted & filters_passes_q(filters)),
             verified_m=Count("id", filter=counted & Q(reexecution_passed__isnull=False)),
             errors=Count("id", filter=Q(status=Attempt.ERROR)),
             cost_sum=Sum("cost", filter=counted),
@@ -309,7 +324,7 @@ def _verifier_frame(runs: pd.DataFrame, filters: LeaderboardFilters) -> pd.DataF
     columns = ["system_no", "n", "verifier", "score", "samples"]
     if runs.empty:
         return pd.DataFrame(columns=columns)
-    ok = Case(When(passes_q("attempt__"), then=Value(1.0)), default=Value(0.0), output_field=FloatField())
+    ok = Case(When(filters_passes_q(filters, "attempt__"), then=Value(1.0)), default=Value(0.0), output_field=FloatField())
     per_sample = (
         VerifierSelection.objects.filter(
             Q(run_id__in=[int(pk) for pk in runs["run_id"]]) & counted_q(filters, "attempt__") & _n_filter(filters, "sample__")
@@ -329,7 +344,7 @@ def _diagnosis_counts(runs: pd.DataFrame, filters: LeaderboardFilters) -> dict[t
         return {}
     rows = (
         Attempt.objects.filter(
-            counted_q(filters) & ~passes_q() & Q(sample__n__gte=2) & _n_filter(filters, "sample__"),
+            counted_q(filters) & ~filters_passes_q(filters) & Q(sample__n__gte=2) & _n_filter(filters, "sample__"),
             run_id__in=[int(pk) for pk in runs["run_id"]],
         )
         .annotate(system_no=system_case(runs), n=F("sample__n"))
@@ -530,6 +545,18 @@ class SystemRow(SystemLabels):
     def verified(self) -> bool:
         return self.attempts > 0 and self.verified_attempts == self.attempts
 
+    @property
+    def unverified_attempts(self) -> int:
+        """Counted attempts judged by their reported numbers, not re-executed (none by default)."""
+        return self.attempts - self.verified_attempts
+
+    @property
+    def verification_note(self) -> str:
+        """What marks a row counting unverified attempts, in the exports ("" for a verified row)."""
+        if not self.unverified_attempts:
+            return ""
+        return f"unverified: reported numbers, not re-executed ({self.unverified_attempts} of {self.attempts} attempts)"
+
     def metric(self, key: str, n: int | None = None):
         """The value a sort key names (see SORT_FIELDS and SORT_FIELDS_BY_N); None when absent."""
         if n is None:
@@ -560,6 +587,8 @@ class SystemRow(SystemLabels):
             "verified": self.verified,
             "attempts": self.attempts,
             "verified_attempts": self.verified_attempts,
+            "unverified_attempts": self.unverified_attempts,
+            "note": self.verification_note,
             "errors": self.errors,
             "samples": self.samples,
             "cost_mean": self.cost_mean,
@@ -933,7 +962,7 @@ def leaderboard_flat_rows(board: Leaderboard, reference: list) -> list[dict]:
                 "cost_unknown": metrics.cost_unknown,
                 "seconds_mean": metrics.seconds_mean,
                 "date": row.date.isoformat() if row.date else "",
-                "note": "",
+                "note": row.verification_note,
             })
     for ref in reference:
         data = ref.as_dict()
@@ -1125,7 +1154,7 @@ def _transplant_verdicts(runs: pd.DataFrame, filters: LeaderboardFilters) -> dic
     a pass already says right, whatever a transplant of an earlier verdict said."""
     rows = (
         Transplant.objects.filter(
-            counted_q(filters, "attempt__") & ~passes_q("attempt__") & Q(attempt__sample__n__gte=2)
+            counted_q(filters, "attempt__") & ~filters_passes_q(filters, "attempt__") & Q(attempt__sample__n__gte=2)
             & _n_filter(filters, "attempt__sample__"),
             attempt__run_id__in=[int(pk) for pk in runs["run_id"]],
             verdict__in=[Transplant.RIGHT, Transplant.WRONG],
@@ -1237,6 +1266,7 @@ class SystemDetail:
     out_of_scope_attempts: int = 0  # attempts whose final patch edited outside the task (dropped)
     near_misses: list[NearMiss] = field(default_factory=list)  # nearest first, at most NEAR_MISS_LIMIT
     near_miss_total: int = 0
+    not_reexecuted: int = 0  # done attempts the harness has not re-executed (counted only with ?unverified=1)
 
     @property
     def tolerance_rows(self) -> list[ToleranceRow]:
@@ -1283,7 +1313,7 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
     counts: dict[int, dict[str, int]] = {pk: {} for pk in run_ids}
     verified_runs: dict[int, bool] = dict.fromkeys(run_ids, True)
     attempt_url = attempt_url_maker()
-    out_of_scope_attempts = 0
+    out_of_scope_attempts = not_reexecuted = 0
     near_misses: list[NearMiss] = []
     for (pk, run_id, index, status, passed, reported, reexecuted, sample_pk, sample_id, paper, n, out_of_scope,
          ratio) in attempt_rows:
@@ -1292,6 +1322,7 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         verified = reexecuted is not None
         if status == Attempt.DONE and not verified:
             verified_runs[run_id] = False
+            not_reexecuted += 1
         counted = status == Attempt.DONE and (verified or not filters.verified_only)
         verdict = (bool(passed) if verified else bool(reported)) if counted else None
         result = samples.setdefault(sample_pk, SampleResult(sample_pk=sample_pk, sample_id=sample_id, paper=paper, n=n))
@@ -1317,7 +1348,7 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
     near_misses.sort(key=lambda miss: (miss.tolerance_ratio, miss.n, miss.sample_id, miss.pk))
     return SystemDetail(system=system, runs=run_summaries, samples=ordered, n_values=sorted(system.by_n),
                         out_of_scope_attempts=out_of_scope_attempts, near_misses=near_misses[:NEAR_MISS_LIMIT],
-                        near_miss_total=len(near_misses))
+                        near_miss_total=len(near_misses), not_reexecuted=not_reexecuted)
 
 
 def _url_maker(name: str, marker):

@@ -85,9 +85,11 @@ def run_select_with_verifier(*, run: Run, verifier: str, replace: bool = False) 
             continue
         sample = candidates[0].sample
         if model is None:
-            choice = select_oracle(
-                candidates=[_candidate(a) for a in candidates], passed=[attempt_verdict(a) for a in candidates]
-            )
+            # A re-executed pass first: the default leaderboard counts no other (an upload's reported
+            # pass is chosen only where no attempt passed re-executed, for the view that shows them).
+            reexecuted = [a.reexecution_passed is not None and bool(a.passed) for a in candidates]
+            passed = reexecuted if any(reexecuted) else [attempt_verdict(a) for a in candidates]
+            choice = select_oracle(candidates=[_candidate(a) for a in candidates], passed=passed)
         else:
             task, paper = _task(sample, run.context)
             choice = select_with_model(model=model, task=task, candidates=[_candidate(a) for a in candidates], paper=paper)

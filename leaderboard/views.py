@@ -43,8 +43,10 @@ RULES = [
         "for or against a model and are shown separately."
     ),
     (
-        "Verified attempts were re-executed by the harness and pass only if the reported answer and the re-run "
-        "both pass; unverified (uploaded, not yet re-executed) attempts are judged by their reported answer."
+        "Only attempts the harness re-executed count (a run's and an upload's alike): one passes only if the reported "
+        "answer and the re-run both pass. An upload that is never re-executed is not on the leaderboard unless you "
+        "ask for it (“include unverified uploads”, ?unverified=1): its attempts are then judged by their reported "
+        "numbers, not re-executed, and its system is marked unverified."
     ),
     (
         "Pass@1 is the mean over samples of c/m (c of m attempts passed), with a 95% percentile bootstrap "
@@ -143,12 +145,24 @@ def _parse_request(request):
     return output, form, form.filters(), 400 if form.errors else 200
 
 
+COUNTING = {
+    True: "re-executed attempts only",
+    False: "unverified included: uploads' reported numbers, not re-executed, count too (rows with verified false)",
+}
+
+
 def _filters_payload(form, filters) -> dict:
     return {
         "suite": filters.suite, "agent": filters.agent, "context": filters.context,
-        "verified_only": filters.verified_only, "n_min": filters.n_min, "n_max": filters.n_max,
-        "tolerance": filters.tolerance, "errors": form.problems(),
+        "verified_only": filters.verified_only, "unverified": not filters.verified_only, "n_min": filters.n_min,
+        "n_max": filters.n_max, "tolerance": filters.tolerance, "counting": COUNTING[filters.verified_only],
+        "errors": form.problems(),
     }
+
+
+def _counting_urls(request) -> dict:
+    """The same view counting re-executed attempts only, and with unverified uploads included."""
+    return {"verified_url": query_with(request, unverified=None), "unverified_url": query_with(request, unverified="1")}
 
 
 @require_GET
@@ -237,6 +251,7 @@ def home(request):
         "tolerance_label": tolerance_label(filters.tolerance) if filters.tolerance is not None else None,
         "per_n_columns": per_n_columns,
         "column_count": 1 + per_n_columns * len(display_n) + 6,
+        **_counting_urls(request),
     }
     return render(request, "leaderboard/home.html", context, status=status)
 
@@ -300,6 +315,7 @@ def system(request, slug: str):
             ],
             "samples": [sample.as_dict() for sample in detail.samples],
             "out_of_scope_attempts": detail.out_of_scope_attempts,
+            "not_reexecuted_attempts": detail.not_reexecuted,
             "tolerances": list(TOLERANCES),
             "near_misses": [miss.as_dict() for miss in detail.near_misses],
             "near_miss_total": detail.near_miss_total,
@@ -349,6 +365,8 @@ def system(request, slug: str):
         "problems": problems,
         "json_url": query_with(request, format="json", samples_page=None),
         "csv_urls": {table: query_with(request, format="csv", table=table, samples_page=None) for table in ("samples", "runs", "by_n")},
+        "verified_only": filters.verified_only,
+        **_counting_urls(request),
     }, status=400 if problem else status)
 
 

@@ -257,6 +257,7 @@ def main() -> None:
         pages = [  # URLs as functions, called just before their page is timed
             ("leaderboard", lambda: reverse("leaderboard:home")),
             ("leaderboard after a change", after_a_change),
+            ("  with unverified uploads", lambda: reverse("leaderboard:home") + "?unverified=1"),
             ("leaderboard JSON export", lambda: reverse("leaderboard:home") + "?format=json"),
             ("leaderboard CSV export", lambda: reverse("leaderboard:home") + "?format=csv"),
             ("one system's page", first_system),

@@ -30,7 +30,7 @@ from typing import Any
 from runs.benchmark.patches import unified_diff
 from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from runs.benchmark.workspace import CODE_DIR, EXCLUDED_DIRS
-from runs.limits import cut_text, line_count, step_bytes, text_bytes, trajectory_limits
+from runs.limits import cut_text, line_count, sized, step_bytes, text_bytes, trajectory_limits
 from sandbox import fs
 
 from .tools import ToolContext, ToolResult, run_tool, truncate
@@ -241,19 +241,28 @@ def _file_change(path: str, change: str, old: _Entry | None, new: _Entry | None,
     return FileChange(path, change, None, f"{reason}: no diff recorded")
 
 
-def _bounded(changes: list[FileChange]) -> list[FileChange]:
+def _step_changes(before: Snapshot, after: Snapshot) -> list[FileChange]:
     """One step's changes within MAX_STEP_FILE_CHANGES files and MAX_STEP_DIFF_CHARS of diffs;
-    what is left out is said in a last entry (the final patch still holds every text change)."""
+    what is left out is said in a last entry (the final patch holds the text changes, within its
+    own limits). A file whose diff could not fit what is left of the step's budget is not diffed
+    at all: a step that writes a hundred large files costs the diffs it keeps, not a hundred."""
+    paths = [path for path in sorted(set(before) | set(after)) if not _unchanged(before.get(path), after.get(path))]
     kept, budget = [], MAX_STEP_DIFF_CHARS
-    for change in changes[:MAX_STEP_FILE_CHANGES]:
+    for path in paths[:MAX_STEP_FILE_CHANGES]:
+        old, new = before.get(path), after.get(path)
+        kind = "added" if old is None else "deleted" if new is None else "modified"
+        if fs.plain_name(path) and min(_diff_size_at_least(old, new), MAX_DIFF_CHARS) > budget:
+            kept.append(FileChange(path, kind, None, "diff not recorded: this step's diffs are too long"))
+            continue
+        change = _file_change(path, kind, old, new, MAX_DIFF_CHARS)
         if change.diff is not None:
             if len(change.diff) > budget:
                 change = FileChange(change.path, change.change, None, "diff not recorded: this step's diffs are too long")
             else:
                 budget -= len(change.diff)
         kept.append(change)
-    if len(changes) > MAX_STEP_FILE_CHANGES:
-        left = len(changes) - MAX_STEP_FILE_CHANGES
+    if len(paths) > MAX_STEP_FILE_CHANGES:
+        left = len(paths) - MAX_STEP_FILE_CHANGES
         kept.append(FileChange(".", "modified", None, f"{left:,} more files changed in this step: not listed"))
     return kept
 
@@ -284,6 +293,86 @@ def patch_between(before: Snapshot, after: Snapshot) -> str:
     files are in scope.
     """
     return "".join(change.diff for change in diff_snapshots(before, after, max_chars=None) if change.diff is not None)
+
+
+# The trajectory's key (beside "final_patch") saying why the final patch was cut; the harness reads
+# it (runs.evaluation.harness) and fails the attempt with outcome patch_too_large, unexecuted.
+FINAL_PATCH_OVER_LIMITS = "final_patch_over_limits"
+# Kept free in a cut final patch for the note that says so.
+_CUT_NOTE_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class FinalPatch:
+    """An agent's final patch as stored: whole when within the limits; else `over_limits` says
+    why, and `text` is a note followed by the diffs of the files that fit (whole files, in path
+    order), within the limits itself."""
+
+    text: str
+    over_limits: str | None = None
+
+
+def _diff_size_at_least(old: _Entry | None, new: _Entry | None) -> int:
+    """A lower bound of the characters of a file's diff, known before diffing: the whole text of a
+    file added or deleted, what one side has more than the other of a file modified (0 when either
+    side is not text: no diff is made)."""
+    sides = [entry for entry in (old, new) if entry is not None]
+    if any(entry.kind != "text" for entry in sides):
+        return 0
+    if len(sides) == 1:
+        return len(sides[0].text)
+    return abs(len(new.text) - len(old.text))
+
+
+def bounded_patch_between(before: Snapshot, after: Snapshot, *, max_bytes: int, max_lines: int) -> FinalPatch:
+    """`patch_between`, held to the final patch limits (SUBMISSION_MAX_PATCH_BYTES and _LINES, as an
+    upload is): files are diffed one at a time in path order, and diffing stops at the first file
+    that would take the patch over a limit, so the worker never holds more than the limit plus one
+    file's diff (a file over MAX_DIFF_FILE_BYTES is never diffed), however many files the agent wrote.
+
+    The note of a cut patch stands before the first file header, where a unified diff allows free
+    text (runs.benchmark.patches ignores it), so the kept files still read as a patch."""
+    paths = [path for path in sorted(set(before) | set(after)) if not _unchanged(before.get(path), after.get(path))]
+    room_bytes, room_lines = max_bytes - _CUT_NOTE_BYTES, max_lines - 4
+    parts: list[str] = []
+    size = lines = 0
+    stopped_at = None
+    for number, path in enumerate(paths):
+        old, new = before.get(path), after.get(path)
+        if size + _diff_size_at_least(old, new) > max_bytes:
+            stopped_at = number
+            break
+        change = _file_change(path, "added" if old is None else "deleted" if new is None else "modified", old, new, None)
+        if change.diff is None:
+            continue
+        diff_bytes, diff_lines = len(change.diff.encode("utf-8", errors="surrogatepass")), line_count(change.diff)
+        if size + diff_bytes > max_bytes or lines + diff_lines > max_lines:
+            stopped_at = number
+            break
+        parts.append(change.diff)
+        size += diff_bytes
+        lines += diff_lines
+    if stopped_at is None:
+        return FinalPatch("".join(parts))
+    # Over the limits: keep the whole files that fit with room for the note.
+    kept, size, lines = [], 0, 0
+    for part in parts:
+        part_bytes, part_lines = len(part.encode("utf-8", errors="surrogatepass")), line_count(part)
+        if size + part_bytes > room_bytes or lines + part_lines > room_lines:
+            break
+        kept.append(part)
+        size += part_bytes
+        lines += part_lines
+    over = (
+        f"is over the limits of a final patch ({sized(max_bytes)}, {max_lines:,} lines; SUBMISSION_MAX_PATCH_BYTES "
+        f"and SUBMISSION_MAX_PATCH_LINES): {len(paths):,} files changed under {CODE_DIR}/, and diffing stopped at "
+        f"file {stopped_at + 1:,} of them"
+    )
+    note = (
+        f"# Final patch cut by the harness: it {over}.\n"
+        f"# Kept below: the diffs of the first {len(kept):,} files, whole. The attempt is failed (not re-executed).\n"
+    )
+    return FinalPatch(note + "".join(kept), over)
 
 
 # --- the writer ----------------------------------------------------------------------------------
@@ -333,7 +422,7 @@ class TrajectoryWriter:
         if self.workspace is None:
             return []
         current = snapshot(self.workspace, self._snapshot)
-        changes = _bounded(diff_snapshots(self._snapshot, current))
+        changes = _step_changes(self._snapshot, current)
         if current.incomplete and current.incomplete != self._snapshot.incomplete:
             changes.append(FileChange(".", "modified", None, f"workspace not fully recorded: {current.incomplete}"))
         self._snapshot = current
@@ -481,12 +570,14 @@ class TrajectoryWriter:
             step.charge(result.usage, result.cost)
         step.files_changed = self.changes_since_last()
 
-    def final_patch(self) -> str | None:
-        """`code/` now against `code/` as built, as one unified diff (None without a workspace)."""
+    def final_patch(self) -> FinalPatch | None:
+        """`code/` now against `code/` as built, as one unified diff held to the final patch limits
+        (None without a workspace)."""
         if self.workspace is None:
             return None
         current = snapshot(self.workspace, self._snapshot, under=CODE_DIR)
-        return patch_between(self._baseline, current)
+        return bounded_patch_between(self._baseline, current, max_bytes=self.limits.patch_bytes,
+                                     max_lines=self.limits.patch_lines)
 
     def finish(
         self,
@@ -506,7 +597,10 @@ class TrajectoryWriter:
         elif final_answer_raw is not None:
             self.trajectory.final_answer = FinalAnswer.from_parsed(final_answer_raw, parse_answer(final_answer_raw))
         try:
-            self.trajectory.final_patch = self.final_patch()
+            patch = self.final_patch()
+            self.trajectory.final_patch = None if patch is None else patch.text
+            if patch is not None and patch.over_limits:
+                self.trajectory.extra[FINAL_PATCH_OVER_LIMITS] = patch.over_limits
         finally:
             self.save()
         return self.trajectory

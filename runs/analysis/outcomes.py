@@ -38,7 +38,8 @@ def attempt_outcome(
 
     The verdict is the leaderboard's (leaderboard.selectors.passes_q): `passed` once re-executed,
     the reported verdict until then. A failed attempt's outcome is, first match wins: a provider or
-    infrastructure failure label; the budget ran out, no answer, an unparseable answer; a
+    infrastructure failure label; a final patch over the limits, which the harness refused to
+    re-execute (`patch_refused_as_too_large`); the budget ran out, no answer, an unparseable answer; a
     hard-coded gold number in the implementation; the public experiments passed but the held-out
     check did not; edits outside the task dropped by re-execution (the code that ran was not the agent's whole
     change); re-execution failed (the patch did not apply, or an experiment crashed, timed out or
@@ -53,7 +54,13 @@ def attempt_outcome(
     if verdict:
         return Attempt.PASSED
     label = failure_label or ""
-    if label in _NOT_THE_MODELS or label in _NO_USABLE_ANSWER:
+    if label in _NOT_THE_MODELS:
+        return label
+    # Before what the answer was: the harness refused to run code this large, so whatever was
+    # answered, nothing of the code was checked (and a right answer is no excuse).
+    if reexecuted and patch_refused_as_too_large(reexecution_score):
+        return Attempt.PATCH_TOO_LARGE
+    if label in _NO_USABLE_ANSWER:
         return label
     if reexecuted and isinstance(gold_literals, list) and gold_literals:
         return Attempt.GOLD_LITERAL
@@ -64,6 +71,17 @@ def attempt_outcome(
     if reexecuted and (bool((reexecution_error or "").strip()) or reexecution_crashed(reexecution_score)):
         return Attempt.REEXECUTION_FAILED
     return Attempt.WRONG_ANSWER
+
+
+# The key of a re-execution score (runs.evaluation.verdicts.patch_refused_reexecution) that says
+# the harness refused the final patch as over the limits and ran nothing: written by the harness
+# alone, never from an agent's or an uploader's text.
+REFUSED_KEY = "refused"
+
+
+def patch_refused_as_too_large(score: Any) -> bool:
+    """Whether a stored re-execution score says the final patch was over the limits, not run."""
+    return isinstance(score, dict) and score.get(REFUSED_KEY) == Attempt.PATCH_TOO_LARGE
 
 
 def reexecution_crashed(score: Any) -> bool:

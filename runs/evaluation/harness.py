@@ -35,6 +35,7 @@ from runs.agents.base import (
     MODEL_ERROR,
 )
 from runs.agents.llm import ModelError, model_from_name
+from runs.agents.recorder import FINAL_PATCH_OVER_LIMITS
 from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from runs.benchmark.text import json_safe, storable_text
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError
@@ -196,6 +197,8 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
     timings["scoring"] = time.monotonic() - started
 
     patch = trajectory.final_patch or ""
+    # Set by the recorder when the agent's patch was over the limits: `patch` is then the cut one.
+    over_limits = trajectory.extra.get(FINAL_PATCH_OVER_LIMITS) or None
     header = trajectory.header
     fields = {
         "exit_status": result.exit_status,
@@ -230,6 +233,7 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
         name=attempt_sandbox_name(attempt.pk, attempt.tries) + "-reexecution",
         task=prepared,
         built=reexecution_built,
+        over_limits=over_limits,
     )
     heartbeat.check()
     fields["reexecution_seconds"] = time.monotonic() - started
@@ -241,7 +245,8 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
         **reexecution.stored_fields(),
         status=Attempt.DONE,
         passed=passed,
-        mismatch=reported_passed and not reexecution.passed,
+        # Code never run (a patch over the limits) says nothing of whether it produces the numbers.
+        mismatch=reported_passed and not reexecution.passed and not reexecution.too_large,
         failure_label=failure_label(
             exit_status=result.exit_status,
             final_answer_raw=raw,

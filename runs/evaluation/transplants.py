@@ -51,6 +51,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runs.agents import gold_bodies_for
+from runs.analysis.outcomes import patch_refused_as_too_large
 from runs.benchmark.masking import MaskingError, list_functions, replace_function_body
 from runs.benchmark.text import storable_text
 from runs.benchmark.workspace import CODE_DIR, experiment_label
@@ -133,6 +134,8 @@ def transplants_plan(*, attempt_id: int, enqueue_jobs: bool = True) -> list[Tran
             and attempt.status == Attempt.DONE
             and attempt.reexecution_passed is False
             and attempt.sample.n >= 2
+            # Nothing of a patch over the limits ran (its stored copy is cut): nothing to judge it by.
+            and not patch_refused_as_too_large(attempt.reexecution_score)
         )
         diagnosis = Attempt.PENDING if wanted else ""
         if attempt.function_diagnosis != diagnosis:

@@ -33,7 +33,7 @@ from runs.agents.base import (
     STEP_LIMIT,
     TIME_LIMIT,
 )
-from runs.analysis.outcomes import outcome_from
+from runs.analysis.outcomes import REFUSED_KEY, outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
 from runs.benchmark.gold_literals import gold_literals_in, gold_numbers_of, implementations_of
 from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
@@ -43,6 +43,7 @@ from runs.benchmark.text import json_safe, storable_text
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError, experiment_label
 from runs.evaluation.claims import InfrastructureFailure
 from runs.evaluation.workdirs import remove_tree
+from runs.limits import patch_problem, trajectory_limits
 from runs.models import Attempt, Experiment, HeldOutCheck, Sample, Suite
 from runs.suites.gold import scoring_tolerances
 from runs.suites.selectors import SampleTask, experiment_spec, held_out_spec, sample_held_out_checks, sample_task
@@ -171,6 +172,7 @@ class Reexecution:
     # What the harness left out of the final patch as outside the task (runs.benchmark.scope), as JSON.
     out_of_scope_edits: list = field(default_factory=list)
     applied: bool = True  # False: the code was refused (a patch that does not apply), nothing ran
+    too_large: bool = False  # the final patch was over the limits: refused before anything was read of it
     outcomes: list[ExperimentOutcome] = field(default_factory=list)  # each experiment's run, unbounded (not stored)
     # None: the sample has no hidden variants, or its public experiments failed (then none run).
     held_out_passed: bool | None = None
@@ -191,8 +193,10 @@ class Reexecution:
         }
 
     def failure_detail(self, *, reported_passed: bool) -> str:
-        """Why reported numbers that pass did not make a pass, in the harness's words (nothing of
-        the held-out check's numbers or commands)."""
+        """Why reported numbers that pass did not make a pass (or why the code was not run at all),
+        in the harness's words (nothing of the held-out check's numbers or commands)."""
+        if self.too_large:
+            return self.error
         if not reported_passed or self.passed:
             return ""
         if self.gold_literals:
@@ -337,9 +341,20 @@ def reexecution_workspace_build(*, sample: Sample, dest: Path, context: str, tas
         raise InfrastructureFailure(f"re-execution workspace could not be built: {error}") from error
 
 
+def patch_refused_reexecution(*, over_limits: str, experiments: list[Experiment]) -> Reexecution:
+    """The verdict on a final patch over the limits (SUBMISSION_MAX_PATCH_BYTES / _LINES): nothing
+    of it is applied or run, and it fails, its score marked so that its outcome is patch_too_large
+    (runs.analysis.outcomes.patch_refused_as_too_large)."""
+    error = f"the final patch is not re-executed: it {over_limits}"
+    data = score_dict(score_answer(experiments=experiments, answer={}), experiments)
+    data["error"], data[REFUSED_KEY] = error, Attempt.PATCH_TOO_LARGE
+    return Reexecution(score=data, passed=False, error=error, applied=False, too_large=True)
+
+
 def reexecute(
     *, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str, task: SampleTask | None = None,
     adjust: Callable[[Path], None] | None = None, built: Future | None = None, held_out: bool = True,
+    over_limits: str | None = None,
 ) -> Reexecution:
     """Apply `patch` to a fresh masked workspace of `sample`, run its experiments in a fresh sandbox
     and score what they print (`task`: the sample as read already, runs.suites.selectors.sample_task;
@@ -350,10 +365,15 @@ def reexecute(
     `adjust(workspace)` changes the scoped code before it runs (a transplant puts gold bodies back,
     runs.evaluation.transplants); a ValueError it raises refuses the code like a patch that does not apply.
     Raises InfrastructureFailure when the workspace or sandbox breaks; what the code does (crash,
-    timeout, wrong numbers, a patch that does not apply) is the verdict."""
+    timeout, wrong numbers, a patch that does not apply) is the verdict. A patch over the final
+    patch limits (`over_limits`: why the agent's was cut when it was recorded; else checked here,
+    for a stored upload and limits lowered since) is refused unread: failed, nothing run."""
     timings: dict[str, float] = {}
     task = task or sample_task(sample=sample, context=context)
     experiments = task.experiments
+    over_limits = over_limits or patch_problem(patch, trajectory_limits())
+    if over_limits:
+        return patch_refused_reexecution(over_limits=over_limits, experiments=experiments)
     variants = sample_held_out_checks(experiments=experiments) if held_out else []
     started = time.monotonic()
     if built is not None:

@@ -109,7 +109,7 @@ def _verdict_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
     heartbeat.check()
     reported_passed = bool(attempt.reported_passed)
     passed = reported_passed and result.passed
-    mismatch = reported_passed and not result.passed
+    mismatch = reported_passed and not result.passed and not result.too_large
     timings = dict(attempt.timings or {})
     timings.update({f"reexecution_{key}": value for key, value in result.timings.items()})
     return with_tolerance_ratio({

@@ -23,9 +23,10 @@ def test_chart_renders_and_a_filter_changes_table_and_url(board, page, browser_e
     page.goto("/")
     # plotly.js (served from the plotly package) drew the figure as SVG, with a band per system.
     page.wait_for_selector("#leaderboard-figure svg.main-svg")
-    assert page.locator("#leaderboard-figure .scatterlayer .trace").count() >= 9  # 3 systems x (low, band, line)
+    # By default re-executed attempts alone count: system B (uploaded, never re-executed) is not shown.
+    assert page.locator("#leaderboard-figure .scatterlayer .trace").count() >= 6  # 2 systems x (low, band, line)
     assert page.locator("#leaderboard-figure .legend").count() == 1
-    assert rows(page) == 3
+    assert rows(page) == 2
     assert page.locator("#leaderboard-reference tr.lb-reference-row").count() == 7
 
     # Choosing an agent applies at once (no Apply click) and puts the filter in the URL.
@@ -36,12 +37,13 @@ def test_chart_renders_and_a_filter_changes_table_and_url(board, page, browser_e
     assert query(page) == {"agent": ["agentless"]}  # empty filters stay out of the URL
     page.wait_for_selector("#leaderboard-figure svg.main-svg")
 
-    # The verified-only checkbox too.
+    # The checkbox that includes unverified uploads too, marked as such.
     page.goto("/")
-    page.check("input[name=verified]")
-    page.wait_for_url("**verified=1**")
-    assert rows(page) == 2
-    assert page.is_checked("input[name=verified]")
+    page.check("input[name=unverified]")
+    page.wait_for_url("**unverified=1**")
+    assert rows(page) == 3
+    assert page.is_checked("input[name=unverified]")
+    assert "reported numbers, not re-executed" in page.locator("#leaderboard-rows").inner_text()
 
     # n range with the Apply button; sorting by a column heading keeps the filters.
     page.fill("input[name=n_min]", "2")
@@ -50,7 +52,7 @@ def test_chart_renders_and_a_filter_changes_table_and_url(board, page, browser_e
     assert rows(page) == 1
     page.click("#leaderboard-table thead >> text=Cost / attempt")
     page.wait_for_url("**sort=cost**")
-    assert query(page) == {"verified": ["1"], "n_min": ["2"], "sort": ["cost"]}
+    assert query(page) == {"unverified": ["1"], "n_min": ["2"], "sort": ["cost"]}
     assert rows(page) == 1
     page.click("#leaderboard-table thead >> text=Cost / attempt")  # again: reversed
     page.wait_for_url("**sort=-cost**")
@@ -59,9 +61,10 @@ def test_chart_renders_and_a_filter_changes_table_and_url(board, page, browser_e
 
 
 def test_a_shared_url_reproduces_the_view(board, page, browser_events):
-    page.goto("/?context=full&sort=name")
-    assert rows(page) == 2
+    page.goto("/?context=full&sort=name&unverified=1")
+    assert rows(page) == 2  # A, and B's unverified uploads, asked for
     assert page.locator("select[name=context]").input_value() == "full"
+    assert page.is_checked("input[name=unverified]")
     page.wait_for_selector("#leaderboard-figure svg.main-svg")
     # A system's page, from its row.
     page.locator("#leaderboard-rows a.lb-system-name").first.click()
@@ -87,9 +90,9 @@ def test_the_leaderboard_sorts_by_pass1_at_a_chosen_tolerance(board, page, brows
 
 
 def test_bad_filter_shows_a_message(board, page, browser_events):
-    response = page.goto("/?n_min=0&agent=react")
+    response = page.goto("/?n_min=0&agent=react&unverified=1")
     assert response.status == 400
     assert "Some filters were not understood" in page.locator("#filter-problems").inner_text()
-    assert rows(page) == 2  # agent=react still applies
+    assert rows(page) == 2  # agent=react and unverified=1 still apply
     browser_events.console_errors.clear()  # the 400 status itself is reported by Chromium
     browser_events.assert_clean()

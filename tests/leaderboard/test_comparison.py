@@ -39,6 +39,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
+def client(unverified_view_client):
+    """This module's numbers are over every counted attempt, unverified uploads included (?unverified=1)."""
+    return unverified_view_client
+
+
+@pytest.fixture
 def pair(db):
     suite = Suite.objects.create(name="cmp", version="1", gold_root="/nonexistent")
     paper = Paper.objects.create(suite=suite, paper_id="q", title="Q", text="The method.")
@@ -63,12 +69,12 @@ def pair(db):
             for index, outcome in enumerate(outcomes):
                 attempts[(system, name, index)] = make_attempt(run, samples[name], index, outcome)
     standings_refreshed()
-    slugs = {row.agent: row.slug for row in leaderboard_get(filters=LeaderboardFilters(suite="cmp")).rows}
+    slugs = {row.agent: row.slug for row in leaderboard_get(filters=LeaderboardFilters(verified_only=False, suite="cmp")).rows}
     return {"a": slugs["react"], "b": slugs["agentless"], "samples": samples, "attempts": attempts, "hidden": hidden_b}
 
 
 def test_outcome_table_and_difference_by_n(pair):
-    comparison = systems_compare(slug_a=pair["a"], slug_b=pair["b"])
+    comparison = systems_compare(slug_a=pair["a"], slug_b=pair["b"], verified_only=False)
     one, two = comparison.by_n
     assert (one.n, one.samples_a, one.samples_b, one.shared) == (1, 5, 5, 4)
     assert (one.attempts_a, one.attempts_b) == (4, 7)
@@ -83,7 +89,7 @@ def test_outcome_table_and_difference_by_n(pair):
 
 def test_interval_and_p_value_are_paired_bootstraps(pair):
     samples = pair["samples"]
-    one = systems_compare(slug_a=pair["a"], slug_b=pair["b"]).by_n[0]
+    one = systems_compare(slug_a=pair["a"], slug_b=pair["b"], verified_only=False).by_n[0]
     expected = paired_bootstrap(
         {samples["x1"].pk: 1.0, samples["x2"].pk: 1.0, samples["x3"].pk: 0.0, samples["x4"].pk: 0.0},
         {samples["x1"].pk: 1.0, samples["x2"].pk: 0.0, samples["x3"].pk: 0.5, samples["x4"].pk: 0.0},
@@ -100,19 +106,19 @@ def test_verified_only_drops_reported_attempts_and_the_samples_left_unshared(pai
 
 
 def test_one_n_only(pair):
-    comparison = systems_compare(slug_a=pair["a"], slug_b=pair["b"], n=2)
+    comparison = systems_compare(slug_a=pair["a"], slug_b=pair["b"], n=2, verified_only=False)
     assert [row.n for row in comparison.by_n] == [2]
     assert [d.sample_id for d in comparison.differences] == ["q_y1"]
 
 
 def test_a_constant_number_of_queries(pair, django_assert_num_queries):
     with django_assert_num_queries(2):  # the public runs, the counted attempts grouped per (system, sample)
-        systems_compare(slug_a=pair["a"], slug_b=pair["b"])
+        systems_compare(slug_a=pair["a"], slug_b=pair["b"], verified_only=False)
 
 
 def test_differing_sample_links_to_the_side_by_side_replay(pair, client):
     attempts = pair["attempts"]
-    comparison = systems_compare(slug_a=pair["a"], slug_b=pair["b"])
+    comparison = systems_compare(slug_a=pair["a"], slug_b=pair["b"], verified_only=False)
     x2, x3, y1 = comparison.differences
     # The better system's passing attempt beside the other's failing one.
     assert (x2.attempt_a, x2.attempt_b) == (attempts[("A", "x2", 0)].pk, attempts[("B", "x2", 0)].pk)
@@ -153,7 +159,7 @@ def test_hidden_run_alone_is_no_system(pair, client):
     pair["hidden"].agent = "secret"
     pair["hidden"].save(update_fields=["agent"])
     # Moving the hidden run to its own system removes nothing from B's numbers: it never counted.
-    assert systems_compare(slug_a=pair["a"], slug_b=pair["b"]).by_n[0].shared == 4
+    assert systems_compare(slug_a=pair["a"], slug_b=pair["b"], verified_only=False).by_n[0].shared == 4
     hidden_slug = system_slug(suite="cmp", agent="secret", model="openai:gpt-4o", config_json=canonical_config({}),
                               context="full")
     response = client.get("/compare/", {"a": pair["a"], "b": hidden_slug})
@@ -167,7 +173,7 @@ def test_hidden_run_alone_is_no_system(pair, client):
     ({"a": "A", "b": "A"}, 400, "a and b are the same system"),
     ({"a": "A", "b": "000000000000"}, 404, "b=&#x27;000000000000&#x27;: no system on the leaderboard"),
     ({"a": "A", "b": "B", "n": "two"}, 400, "n=&#x27;two&#x27;: Enter a whole number."),
-    ({"a": "A", "b": "B", "verified": "maybe"}, 400, "verified=&#x27;maybe&#x27;: must be 1 or 0"),
+    ({"a": "A", "b": "B", "unverified": "maybe"}, 400, "unverified=&#x27;maybe&#x27;: must be 1 or 0"),
     ({"a": "A", "b": "B", "format": "xml"}, 400, "format=&#x27;xml&#x27;"),
     ({"a": "no such/slug", "b": "B"}, 400, "a=&#x27;no such/slug&#x27;"),
     ({"pick": "A"}, 400, "tick exactly two systems to compare (you ticked 1)"),
@@ -195,17 +201,18 @@ def test_no_parameters_is_the_picking_form(pair, client):
 
 
 def test_leaderboard_form_leads_to_the_page(pair, client):
-    html = client.get("/", {"verified": "1"}).content.decode()
+    html = client.get("/", {"unverified": "0"}).content.decode()
     form = re.search(r'<form method="get" action="([^"]+)" id="compare-form"', html)
     assert form and form.group(1) == "/compare/"
-    assert '<input type="hidden" name="verified" value="1">' in html
+    assert 'name="unverified"' not in html.split('id="compare-form"')[1].split("</form>")[0]
+    assert '<input type="hidden" name="unverified" value="1">' in client.get("/", {"unverified": "1"}).content.decode()
     picks = re.findall(r'<input type="checkbox" name="pick" value="(\w+)" form="compare-form"', html)
     assert set(picks) >= {pair["a"], pair["b"]}
     # What the browser sends when the two rows are ticked (the checkboxes belong to the form).
-    response = client.get("/compare/", {"verified": "1", "pick": [pair["a"], pair["b"]]})
+    response = client.get("/compare/", {"unverified": "0", "pick": [pair["a"], pair["b"]]})
     assert response.status_code == 302
-    assert response["Location"] == f"/compare/?a={pair['a']}&b={pair['b']}&verified=1"
-    page = client.get(response["Location"])
+    assert response["Location"] == f"/compare/?a={pair['a']}&b={pair['b']}"
+    page = client.get(response["Location"] + "&unverified=0")
     assert page.status_code == 200 and page.context["comparison"].verified_only
     assert page.context["comparison"].by_n[0].shared == 3
 
@@ -221,7 +228,7 @@ def test_no_shared_sample_says_so(pair, client):
     sample = Sample.objects.create(paper=paper, sample_id="z_1", n=1)
     make_attempt(make_run(suite, agent="lonely"), sample, 0, PASS)
     standings_refreshed()
-    slug = next(row.slug for row in leaderboard_get(filters=LeaderboardFilters(suite="other")).rows)
+    slug = next(row.slug for row in leaderboard_get(filters=LeaderboardFilters(verified_only=False, suite="other")).rows)
     response = client.get("/compare/", {"a": pair["a"], "b": slug})
     assert response.status_code == 200
     assert "no sample that both attempted" in response.content.decode()
@@ -230,7 +237,7 @@ def test_no_shared_sample_says_so(pair, client):
 
 def test_without_the_shared_cache_the_page_is_slower_not_broken(pair, client, settings):
     """Redis down (a port nothing listens on): the bootstrap is computed in the process, same numbers."""
-    expected = systems_compare(slug_a=pair["a"], slug_b=pair["b"]).by_n[0]
+    expected = systems_compare(slug_a=pair["a"], slug_b=pair["b"], verified_only=False).by_n[0]
     _bootstrap.cache_clear()
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                                    "LOCATION": "redis://127.0.0.1:1/0"}}

@@ -51,6 +51,12 @@ NOT_A_FLOAT = "ValueError: could not convert string to float: 'abc'"
 # --- trajectories -------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def client(unverified_view_client):
+    """This module's numbers are over every counted attempt, unverified uploads included (?unverified=1)."""
+    return unverified_view_client
+
+
 def step(tool, arguments, observation, *, exit_code=None, duration=10, cost=0.125, cost_unknown=False):
     data = {"index": 0, "tool": tool, "arguments": arguments, "observation": observation, "duration": duration,
             "cost": cost, "cost_unknown": cost_unknown, "thought": "", "truncated": False, "error": None, "traceback": None}
@@ -153,11 +159,11 @@ def data() -> Data:
 
 
 def _analysis(data: Data, **filters):
-    return failure_analysis(slug=data.slug, run_ids=[data.run.pk], filters=LeaderboardFilters(**filters))
+    return failure_analysis(slug=data.slug, run_ids=[data.run.pk], filters=LeaderboardFilters(**{"verified_only": False, **filters}))
 
 
 def _taxonomy(data: Data, **filters):
-    return error_taxonomy(slug=data.slug, run_ids=[data.run.pk], filters=LeaderboardFilters(**filters))
+    return error_taxonomy(slug=data.slug, run_ids=[data.run.pk], filters=LeaderboardFilters(**{"verified_only": False, **filters}))
 
 
 def _explore(data: Data, **params) -> str:
@@ -421,7 +427,7 @@ def test_system_with_no_attempt(client):
     suite, _ = _samples()
     run = make_run(suite, model="openai:o3")
     slug = runs_frame(Q(pk=run.pk)).iloc[0]["slug"]
-    analysis = failure_analysis(slug=slug, run_ids=[run.pk], filters=LeaderboardFilters())
+    analysis = failure_analysis(slug=slug, run_ids=[run.pk], filters=LeaderboardFilters(verified_only=False))
     assert (analysis.n_values, analysis.counted_total, analysis.trajectories) == ([], 0, [])
     assert failure_figure_payload(analysis) is None
     page = client.get(reverse("leaderboard:system", args=[slug])).content.decode()

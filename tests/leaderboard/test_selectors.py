@@ -39,7 +39,7 @@ def rows_by_system(board):
 
 def board(**filters):
     standings_refreshed()  # the tests below change attempts with the ORM
-    return leaderboard_get(filters=LeaderboardFilters(**filters))
+    return leaderboard_get(filters=LeaderboardFilters(**{"verified_only": False, **filters}))
 
 
 def test_pass_at_1_is_the_mean_over_samples_of_c_over_m(board_data):
@@ -97,7 +97,7 @@ def test_unverified_attempts_are_judged_by_their_reported_verdict(board_data):
 
 def test_mismatch_counts_as_a_failure_for_a_verified_attempt(board_data):
     # s0 of A: one pass and one attempt whose reported numbers pass but the re-run does not.
-    detail = system_detail(slug=rows_by_system(board())["A"].slug, filters=LeaderboardFilters())
+    detail = system_detail(slug=rows_by_system(board())["A"].slug, filters=LeaderboardFilters(verified_only=False))
     s0 = next(sample for sample in detail.samples if sample.sample_id == "p_0")
     assert (s0.counted, s0.passes) == (2, 1)
 
@@ -198,15 +198,15 @@ def test_reference_rows_are_data_apart_from_measured_rows(board_data):
 
 
 def test_function_difficulty_by_hand(board_data):
-    rows = {row.name: row for row in function_difficulty(filters=LeaderboardFilters())}
+    rows = {row.name: row for row in function_difficulty(filters=LeaderboardFilters(verified_only=False))}
     f0, f1, f2 = rows["f0"], rows["f1"], rows["f2"]
     # f0: s0 (A 1/2, B 1/2, C 1/1) and s01 (A 1/2).
     assert (f0.attempts, f0.passes, f0.attempts_n1, f0.passes_n1, f0.systems) == (7, 4, 5, 3, 3)
     assert (f1.attempts, f1.passes, f1.attempts_n1, f1.passes_n1, f1.systems) == (8, 4, 4, 3, 3)
     assert (f2.attempts, f2.passes, f2.attempts_n1, f2.passes_n1, f2.systems) == (5, 1, 3, 1, 3)
     assert f2.pass_rate == pytest.approx(0.2)
-    assert function_difficulty(filters=LeaderboardFilters())[0].name == "f2"  # hardest first
-    only_c = {row.name: row for row in function_difficulty(filters=LeaderboardFilters(agent="agentless"))}
+    assert function_difficulty(filters=LeaderboardFilters(verified_only=False))[0].name == "f2"  # hardest first
+    only_c = {row.name: row for row in function_difficulty(filters=LeaderboardFilters(verified_only=False, agent="agentless"))}
     assert (only_c["f2"].attempts, only_c["f2"].passes, only_c["f2"].systems) == (1, 0, 1)
 
 
@@ -214,13 +214,13 @@ def test_function_difficulty_lists_unattempted_functions_last(board_data):
     from runs.models import Function
 
     Function.objects.create(paper=board_data.paper, func_id=9, file="m.py", name="never")
-    rows = function_difficulty(filters=LeaderboardFilters())
+    rows = function_difficulty(filters=LeaderboardFilters(verified_only=False))
     assert rows[-1].name == "never" and rows[-1].attempts == 0 and rows[-1].pass_rate is None
 
 
 def test_system_detail_lists_runs_and_samples_with_attempt_links(board_data):
     a = rows_by_system(board())["A"]
-    detail = system_detail(slug=a.slug, filters=LeaderboardFilters())
+    detail = system_detail(slug=a.slug, filters=LeaderboardFilters(verified_only=False))
     assert [run.pk for run in detail.runs] == [board_data.run_a.pk]
     assert detail.runs[0].counts == {"done": 9, "error": 1, "queued": 1, "cancelled": 1}
     assert detail.runs[0].verified
@@ -230,12 +230,12 @@ def test_system_detail_lists_runs_and_samples_with_attempt_links(board_data):
     assert (s2.counted, s2.passes, s2.errors) == (1, 0, 1)
     first = board_data.attempts[("A", "s2", 0)]
     assert s2.attempts[0].pk == first.pk and s2.attempts[0].url == f"/attempts/{first.pk}/"
-    assert system_detail(slug="000000000000", filters=LeaderboardFilters()) is None
+    assert system_detail(slug="000000000000", filters=LeaderboardFilters(verified_only=False)) is None
 
 
 def test_query_count_does_not_grow_with_systems(board_data, django_assert_max_num_queries):
     with django_assert_max_num_queries(2):
-        leaderboard_get(filters=LeaderboardFilters())
+        leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     # Twenty more systems, each with a run of two attempts.
     for number in range(20):
         run = make_run(board_data.suite, model=f"openai:model-{number}", k=2)
@@ -246,4 +246,4 @@ def test_query_count_does_not_grow_with_systems(board_data, django_assert_max_nu
         result = leaderboard_get(filters=LeaderboardFilters(verified_only=True, n_min=1))
     assert len(result.rows) == 22
     with django_assert_max_num_queries(3):
-        function_difficulty(filters=LeaderboardFilters())
+        function_difficulty(filters=LeaderboardFilters(verified_only=False))

@@ -28,8 +28,14 @@ from tests.leaderboard.factories import PASS, make_attempt, make_run
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def client(unverified_view_client):
+    """This module's numbers are over every counted attempt, unverified uploads included (?unverified=1)."""
+    return unverified_view_client
+
+
 def rows(**filters):
-    return {row.model: row for row in leaderboard_get(filters=LeaderboardFilters(**filters)).rows}
+    return {row.model: row for row in leaderboard_get(filters=LeaderboardFilters(**{"verified_only": False, **filters})).rows}
 
 
 def claude(**filters):
@@ -60,7 +66,7 @@ def test_a_change_shows_the_last_numbers_marked_stale_until_the_refresh(board_da
 def test_data_changed_behind_the_applications_back_is_not_seen_until_a_full_refresh(board_data):
     """Nothing is computed in a request: a write that announces nothing changes no number shown."""
     def f0_passes():  # the per-function table reads stored counts too
-        return next(row.passes for row in function_difficulty(filters=LeaderboardFilters()) if row.name == "f0")
+        return next(row.passes for row in function_difficulty(filters=LeaderboardFilters(verified_only=False)) if row.name == "f0")
 
     assert f0_passes() == 4
     Attempt.objects.filter(run=board_data.run_c).update(passed=False, reexecution_passed=False)
@@ -93,12 +99,12 @@ def test_a_new_system_is_counted_as_being_computed_not_shown_half_done(board_dat
     run = make_run(board_data.suite, model="openai:new-model")
     make_attempt(run, board_data.samples["s0"], 0, PASS)
     results_changed_send(run_ids=[run.pk])
-    board = leaderboard_get(filters=LeaderboardFilters())
+    board = leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     assert "openai:new-model" not in {row.model for row in board.rows} and board.computing == 1
     assert 'id="lb-computing"' in client.get("/").content.decode()
     assert client.get("/", {"format": "json"}).json()["computing"] == 1
     standings_refresh()
-    assert rows()["openai:new-model"].by_n[1].pass1 == 1.0 and leaderboard_get(filters=LeaderboardFilters()).computing == 0
+    assert rows()["openai:new-model"].by_n[1].pass1 == 1.0 and leaderboard_get(filters=LeaderboardFilters(verified_only=False)).computing == 0
 
 
 def test_a_hidden_runs_system_is_not_even_counted(board_data):
@@ -108,7 +114,7 @@ def test_a_hidden_runs_system_is_not_even_counted(board_data):
     run.save(update_fields=["hidden"])
     make_attempt(run, board_data.samples["s0"], 0, PASS)
     results_changed_send(run_ids=[run.pk])
-    assert leaderboard_get(filters=LeaderboardFilters()).computing == 0
+    assert leaderboard_get(filters=LeaderboardFilters(verified_only=False)).computing == 0
     assert not SystemStanding.objects.filter(model="openai:secret-model").exists()
 
 
@@ -119,7 +125,7 @@ def test_filters_read_the_variant_and_n_range_they_ask_for(board_data):
     a = rows(n_min=2)["openai:gpt-4o"]
     assert list(a.by_n) == [2] and a.attempts == 4  # totals over the n shown only
     assert rows(tolerance=0.01)["anthropic:claude-3-5-sonnet"].by_n[1].pass1_at.keys() == {0.01}
-    detail = system_detail(slug=claude().slug, filters=LeaderboardFilters())
+    detail = system_detail(slug=claude().slug, filters=LeaderboardFilters(verified_only=False))
     assert len(detail.system.by_n[1].pass1_at) == 6  # the system page's sensitivity table: every tolerance
 
 
@@ -199,9 +205,9 @@ def test_the_refresh_job_builds_the_first_opened_views_figures_ahead_of_its_firs
     results_changed_send(run_ids=[board_data.run_c.pk])
     figures._memoised.cache_clear()  # the job's work horse has built nothing before
     assert standings_refresh_queued() == 1
-    board = leaderboard_get(filters=LeaderboardFilters())
+    board = leaderboard_get(filters=LeaderboardFilters())  # the first opened view: re-executed attempts only
     key = figure_cache_key("pass-rate", _figure_input(board, reference_rows()))
     stored = cache.get(key)
     assert stored is not None and any(trace.get("y") == [1.0] for trace in stored["data"])  # system C's new Pass@1
     figures._memoised.cache_clear()  # a web process that has built nothing itself
-    assert client.get("/").context["figure"] == stored
+    assert client.get("/", {"unverified": "0"}).context["figure"] == stored

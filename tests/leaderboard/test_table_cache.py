@@ -23,6 +23,12 @@ pytestmark = pytest.mark.django_db
 ROW_TEMPLATE = "leaderboard/_row.html"
 
 
+@pytest.fixture
+def client(unverified_view_client):
+    """This module's numbers are over every counted attempt, unverified uploads included (?unverified=1)."""
+    return unverified_view_client
+
+
 @pytest.fixture(autouse=True)
 def _nothing_built_in_this_process():
     """Each test starts as a web process that has built nothing (its cache is the test's own: tests/conftest.py)."""
@@ -41,9 +47,9 @@ def test_rows_are_rendered_once_and_again_only_for_the_system_that_changed(board
     assert rows_rendered(client)[0] == 3
     assert rows_rendered(client)[0] == 0
     assert rows_rendered(client, sort="name")[0] == 0  # another order, the same rows
-    assert rows_rendered(client, verified="1")[0] == 2  # other numbers (A and C; B has none re-executed)
+    assert rows_rendered(client, unverified="0")[0] == 2  # the default view: other numbers (A and C; B has none re-executed)
 
-    c = systems(leaderboard_get(filters=LeaderboardFilters()))["C"]
+    c = systems(leaderboard_get(filters=LeaderboardFilters(verified_only=False)))["C"]
     Attempt.objects.filter(run=board_data.run_c, sample=board_data.samples["s2"]).update(passed=True, reexecution_passed=True)
     results_changed_send(run_ids=[board_data.run_c.pk])
     rendered, page = rows_rendered(client)
@@ -55,7 +61,7 @@ def test_rows_are_rendered_once_and_again_only_for_the_system_that_changed(board
 
 def test_a_row_whose_own_numbers_did_not_change_still_loses_or_gains_its_pareto_badge(board_data, client):
     """At n = 1 C dominates B. Hiding C's run changes nothing of B's numbers, but puts B on the frontier."""
-    b = systems(leaderboard_get(filters=LeaderboardFilters()))["B"]
+    b = systems(leaderboard_get(filters=LeaderboardFilters(verified_only=False)))["B"]
     assert "lb-frontier" not in row_html(rows_rendered(client)[1], b.slug)
     runs_set_hidden(runs=[board_data.run_c], hidden=True)
     standings_refresh()
@@ -67,7 +73,7 @@ def test_the_refresh_job_renders_the_first_opened_views_rows_ahead_of_its_first_
     results_changed_send(run_ids=[board_data.run_c.pk])
     assert standings_refresh_queued() == 1
     selectors._leaderboard_built.cache_clear()  # a web process that has built nothing itself
-    rendered, page = rows_rendered(client)
+    rendered, page = rows_rendered(client, unverified="0")  # the first opened view: re-executed attempts only
     assert rendered == 0 and "100.0%" in page
 
 
@@ -84,22 +90,22 @@ def test_rows_rendered_under_another_address_prefix_are_not_reused(board_data, c
 
 
 def test_the_board_is_read_with_one_query_while_the_standings_are_unchanged(board_data):
-    first = leaderboard_get(filters=LeaderboardFilters())
+    first = leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     with CaptureQueriesContext(connection) as queries:
-        again = leaderboard_get(filters=LeaderboardFilters())
+        again = leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     assert again is first and len(queries) == 1
     results_changed_send(run_ids=[board_data.run_c.pk])
-    marked = leaderboard_get(filters=LeaderboardFilters())
+    marked = leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     assert marked is not first and sum(row.stale for row in marked.rows) == 1
     standings_refresh()
-    assert not any(row.stale for row in leaderboard_get(filters=LeaderboardFilters()).rows)
+    assert not any(row.stale for row in leaderboard_get(filters=LeaderboardFilters(verified_only=False)).rows)
 
 
 def test_a_figures_script_text_is_what_json_script_writes_even_for_hostile_labels(board_data, client):
     """A model name is the uploader's text: it cannot close the <script> element it is embedded in."""
     Run.objects.filter(pk=board_data.run_c.pk).update(model="</script><script>alert(1)</script>&")
     standings_refresh(everything=True)
-    board = leaderboard_get(filters=LeaderboardFilters())
+    board = leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     figure = figures.cost_figure_payload(board)
     assert isinstance(figure, FigurePayload)
     assert figure_script(figure, "cost-figure-data") == json_script(dict(figure), "cost-figure-data")

@@ -7,7 +7,9 @@ from leaderboard.selectors import LeaderboardFilters, leaderboard_get
 from leaderboard.services import run_select_with_verifier
 from leaderboard.standings import standings_refresh
 from runs.agents.verifier import CHOOSE_TOOL
+from runs.models import Attempt
 from tests.fakes.fake_llm_server import FakeTurn
+from tests.leaderboard.factories import REPORTED_PASS, make_attempt
 
 pytestmark = pytest.mark.django_db
 
@@ -25,6 +27,17 @@ def test_oracle_picks_a_passing_attempt_where_there_is_one(board_data):
     assert chosen["p_0"] == board_data.attempts[("A", "s0", 0)]  # the pass, not the mismatch
     assert chosen["p_1,2"] == board_data.attempts[("A", "s12", 0)]  # none passes: the first
     assert all(s.candidates == 2 and s.verifier == "oracle" for s in VerifierSelection.objects.all())
+
+
+def test_oracle_prefers_a_re_executed_pass_to_an_uploads_reported_one(board_data):
+    """The default leaderboard counts re-executed attempts only: an unverified reported pass ahead of a
+    re-executed one must not take the oracle's choice (and with it the sample out of its Pass@1)."""
+    s0 = board_data.samples["s0"]
+    Attempt.objects.filter(pk=board_data.attempts[("A", "s0", 0)].pk).update(index=5)
+    claimed = make_attempt(board_data.run_a, s0, 0, REPORTED_PASS)
+    run_select_with_verifier(run=board_data.run_a, verifier="oracle")
+    chosen = VerifierSelection.objects.get(sample=s0).attempt
+    assert chosen == board_data.attempts[("A", "s0", 0)] and chosen != claimed
 
 
 def test_leaderboard_shows_verifier_selected_pass_at_1(board_data):

@@ -14,8 +14,14 @@ from runs.models import Attempt
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def client(unverified_view_client):
+    """This module's numbers are over every counted attempt, unverified uploads included (?unverified=1)."""
+    return unverified_view_client
+
+
 def slug_of(agent="react", config=None):
-    for row in leaderboard_get(filters=LeaderboardFilters()).rows:
+    for row in leaderboard_get(filters=LeaderboardFilters(verified_only=False)).rows:
         if row.agent == agent and (config is None or row.config == config):
             return row.slug
     raise AssertionError("no such system")
@@ -64,10 +70,14 @@ def test_filters_change_the_table_and_keep_the_url(board_data, client):
     assert html.count('class="lb-reference-row"') == 2
 
 
-def test_verified_only_filter_hides_unverified_systems(board_data, client):
-    html = client.get("/", {"verified": "1"}).content.decode()
-    assert html.count('class="lb-row"') == 2
-    assert 'name="verified" value="1"' in html and "checked" in html
+def test_the_default_view_hides_unverified_systems_and_the_option_shows_them_marked(board_data, client):
+    html = client.get("/", {"unverified": "0"}).content.decode()  # the default: re-executed attempts only
+    marked = '>unverified</span> <span class="lb-ci">reported numbers, not re-executed</span>'
+    assert html.count('class="lb-row"') == 2 and marked not in html
+    assert 'name="unverified" value="1"' in html and "checked" not in html.split('name="unverified"')[1].split(">")[0]
+    html = client.get("/", {"unverified": "1"}).content.decode()
+    assert html.count('class="lb-row"') == 3 and html.count(marked) == 1  # B, uploaded and never re-executed
+    assert 'name="unverified" value="1"' in html and "checked" in html.split('name="unverified"')[1].split(">")[0]
 
 
 @pytest.mark.parametrize(
@@ -76,7 +86,7 @@ def test_verified_only_filter_hides_unverified_systems(board_data, client):
         ({"n_min": "-1"}, "n_min='-1': Ensure this value is greater than or equal to 1."),
         ({"n_min": "two"}, "n_min='two': Enter a whole number."),
         ({"n_min": "3", "n_max": "1"}, "the n range is empty: n from 3 is more than n to 1"),
-        ({"verified": "maybe"}, "verified='maybe': must be 1 or 0"),
+        ({"unverified": "maybe"}, "unverified='maybe': must be 1 or 0"),
         ({"suite": "nope"}, "suite='nope': Select a valid choice."),
         ({"context": "paper"}, "context='paper': Select a valid choice."),
         ({"sort": "pass1"}, "'pass1' is not a sort key"),
@@ -89,7 +99,8 @@ def test_bad_filters_get_a_message_not_a_500(board_data, client, query, message)
     html = response.content.decode()
     assert "Some filters were not understood and are ignored" in html
     assert message.replace("'", "&#x27;") in html
-    assert html.count('class="lb-row"') == 3  # the valid part still applies: here nothing is filtered
+    # The valid part still applies: here nothing is filtered (a bad `unverified` leaves the default view).
+    assert html.count('class="lb-row"') == (2 if "unverified" in query else 3)
     data = client.get("/", {**query, "format": "json"})
     assert data.status_code == 400
     assert any(message in error for error in data.json()["filters"]["errors"])
