@@ -454,7 +454,8 @@ class ValidationReport:
             rows.append(f"  mutants caught by the variants: {caught}/{tried}: {self.held_out_total('mutants_crash')} crash, "
                         f"{self.held_out_total('mutants_wrong')} print wrong numbers, "
                         f"{self.held_out_total('survivors')} survive; "
-                        f"{self.held_out_total('caught_only_here')} of them survive the public experiments")
+                        f"{self.held_out_total('caught_only_here')} caught by the variants alone "
+                        f"(the public experiments let them through)")
             rows.extend(f"  NOOP PASSES THE VARIANTS: {check.label}" for check in checked if not check.held_out.mask_breaks)
         if self.stability:
             repeats = max(item.repeats for item in self.stability)
