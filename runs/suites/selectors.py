@@ -116,10 +116,13 @@ def held_out_spec(variant: HeldOutCheck) -> ExperimentSpec:
 
 
 def sample_held_out_checks(*, experiments: list[Experiment]) -> list[HeldOutCheck]:
-    """The hidden variants of a sample's experiments (as sample_experiments read them), in the
-    experiments' order, each with its experiment (and that experiment's paper and suite) attached."""
+    """The hidden variants of a sample's experiments (as sample_experiments read them) that have
+    gold, in the experiments' order, each with its experiment (and that experiment's paper and
+    suite) attached. A variant declared since the last make_gold checks nothing until it has gold."""
     by_id = {experiment.pk: experiment for experiment in experiments}
-    variants = list(HeldOutCheck.objects.filter(experiment_id__in=by_id).order_by("experiment__exp_id", "variant_id"))
+    variants = list(
+        HeldOutCheck.objects.filter(experiment_id__in=by_id, gold_result__isnull=False).order_by("experiment__exp_id", "variant_id")
+    )
     for variant in variants:
         variant.experiment = by_id[variant.experiment_id]
     return variants
