@@ -24,6 +24,7 @@ from django.urls import reverse
 from runs.models import Attempt, HeldOutCheck, Suite
 from runs.replay.presenters import format_number
 from runs.suites.export import tasks_export
+from runs.suites.selectors import sample_held_out_checks, sample_task
 from runs.suites.services import workspace_build
 from tests.evaluation.test_hostile_agents import baseline_attempt, final, page_text, react_attack, replay_html, turn
 from tests.support import require_backend
@@ -227,3 +228,11 @@ def test_without_hidden_variants_a_body_holding_a_gold_number_fails_shown_with_t
     # The control: the gold code's own numbers are no gold number, and it passes.
     gold = baseline_attempt(suite, "gold", "bubblewrap")
     assert gold.passed is True and gold.gold_literals == [] and gold.held_out_passed is None
+
+
+def test_a_variant_declared_since_the_last_make_gold_checks_nothing_until_it_has_gold(held_out_suite):
+    sample = held_out_suite.suite.papers.get().samples.get()
+    experiments = sample_task(sample=sample).experiments
+    assert [v.command for v in sample_held_out_checks(experiments=experiments)] == [f"python3 run.py --seed {HIDDEN_SEED}"]
+    HeldOutCheck.objects.update(gold_result=None)
+    assert sample_held_out_checks(experiments=experiments) == []
