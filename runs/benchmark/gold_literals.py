@@ -12,16 +12,16 @@ What counts as a literal of a body:
   after a minus sign counts with either sign (`-0.8123` and `0 - 0.8123` are both found);
 - a number written inside a string or bytes literal, f-strings included (`'{"score": 0.8123}'`),
   with its sign;
-- not a number in a comment (it never runs), nor one the masked stub already holds (the gold
-  docstring kept in the workspace is not the agent's).
+- not a number in a comment (it never runs), nor one the stub already holds (the gold docstring
+  kept in the workspace is not the agent's; a caller may add the paper's text), nor one that
+  spells a well-known constant (pi, e, ln 2, sqrt 2, sqrt(2/pi), Euler's gamma...).
 
-Significant digits are counted as written, mantissa only: leading zeros never count (0.001234 has
-4), trailing zeros of a number without a decimal point do not (1200 has 2; 1200.0 has 5); the
-exponent and the sign never count. Hexadecimal, octal and binary literals are read digit by digit
-as decimals and practically never qualify.
+Significant digits are counted as written, mantissa only: leading and trailing zeros never count
+(0.001234 has 4; 1200, 1200.0 and 1.200 have 2), nor do the exponent and the sign. Hexadecimal,
+octal and binary literals are read digit by digit as decimals and practically never qualify.
 
-The check is a heuristic: arithmetic (`0.8 + 0.0123`), encodings or numbers read from elsewhere
-evade it. Work is bounded: the body is split into code, strings and comments by one regular
+The check is a heuristic: arithmetic (`0.8 + 0.0123`), encodings, numbers read from elsewhere and
+numbers rounded to three digits (within 5% of the gold all the same) evade it. Work is bounded: the body is split into code, strings and comments by one regular
 expression, numbers are found by another (C speed), each distinct number is judged once (gold
 numbers searched by bisection), and only the occurrences of those that match are then located;
 at most `MAX_FOUND` records come back. Bodies beyond `MAX_BODY_CHARS` characters (the scope rule
@@ -31,6 +31,7 @@ Pure Python: no Django here.
 """
 from __future__ import annotations
 
+import ast
 import bisect
 import itertools
 import math
@@ -51,6 +52,7 @@ __all__ = [
     "Implementation",
     "gold_literals_in",
     "gold_numbers_of",
+    "enclosing_definition",
     "implementations_of",
     "significant_digits",
 ]
@@ -126,10 +128,22 @@ def significant_digits(literal: str) -> int:
     """Significant digits of a number as written (see the module's docstring for the convention)."""
     text = literal.lstrip("+-").rstrip("jJ").replace("_", "").lower()
     mantissa = text.partition("e")[0]
-    digits = mantissa.replace(".", "").lstrip("0")
-    if "." not in mantissa:
-        digits = digits.rstrip("0")
-    return len(digits)
+    return len(mantissa.replace(".", "").strip("0"))
+
+
+# Constants honest code writes out (pi, e, logs and roots of small numbers, Euler's gamma, the golden
+# ratio, GELU's sqrt(2/pi)): a literal that spells one of them is not taken for a gold number.
+_WELL_KNOWN = tuple(
+    value
+    for base in (math.pi, math.e, math.log(2), math.log(10), 1 / math.log(2), 1 / math.log(10), math.sqrt(2),
+                 math.sqrt(3), 1 / math.sqrt(2), math.sqrt(math.pi), math.sqrt(2 * math.pi), math.sqrt(2 / math.pi),
+                 0.5772156649015329, (1 + math.sqrt(5)) / 2)
+    for value in (base, 2 * base, base / 2)
+)
+
+
+def _well_known(value: float) -> bool:
+    return any(abs(abs(value) - constant) <= 5e-4 * constant for constant in _WELL_KNOWN)
 
 
 def gold_numbers_of(
@@ -275,7 +289,7 @@ def _judge(written: str, matcher: _GoldMatcher) -> tuple[bool, bool] | None:
         value = float(written.rstrip("jJ").replace("_", ""))
     except ValueError:  # the regular expressions only give numbers; defensive
         return None
-    if not math.isfinite(value):
+    if not math.isfinite(value) or _well_known(value):
         return None
     signs = (matcher.matches(-value), matcher.matches(value))
     return signs if any(signs) else None
@@ -317,3 +331,21 @@ def _numbers(body: str, parts: list, wanted: set[str]) -> Iterable[tuple[int, st
                 continue
             before = before.rstrip(" \t")
         yield offset, number, before.endswith("-")
+
+
+def enclosing_definition(text: str, line: int) -> str:
+    """The qualified name of the innermost function or class of `text` holding `line` ("" at
+    module level or when the text does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    names: list[str] = []
+    body = tree.body
+    while True:
+        inside = next((node for node in body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                       and node.lineno <= line <= (node.end_lineno or node.lineno)), None)
+        if inside is None:
+            return ".".join(names)
+        names.append(inside.name)
+        body = inside.body

@@ -35,19 +35,24 @@ builtin behaviour, a library's or the gold code's: an agent class can define non
 (`__class_getitem__`, `__init_subclass__`, ...) that would make them call the agent's code. So a
 new definition is kept only when
 
-- its decorators are only `@staticmethod`, `@classmethod` and `@property`, names nothing rebinds
-  (applying any other decorator calls it);
+- it has at most one decorator, `@staticmethod`, `@classmethod` or `@property`, a name nothing
+  rebinds (applying any other decorator calls it; `@classmethod` over `@property` runs the body
+  whenever the class attribute is read, say in a default value);
 - its default values and annotations (always checked, `from __future__ import annotations` or
   not) are whitelisted expressions;
 - a class's bases are names or dotted names, none an enum (creating an enum calls the class's own
-  `__init__` and `__new__`), and it has no keywords (`metaclass=`);
+  `__init__` and `__new__`), and it has no keywords (`metaclass=`); a class with a base other
+  than `object`, a builtin class or such a class of the masked file (`plain_classes`) gets methods
+  only, no attributes, since that base's metaclass may act on them: an enum reached under another
+  name (`re.enum.Enum`) makes each attribute a member and calls the class's `__init__`. The same
+  holds for new members of a class of the masked file that holds a masked method;
 - a class body holds only nested definitions (the same rule, recursively), assignments of
   literals, docstrings and `pass`; its dunder methods are ordinary instance methods (`__init__`,
   `__call__`, `__len__`, ... `_DUNDER_METHODS`), never one Python calls while classes are made;
 - a new top-level assignment assigns literals, or lambdas (whose defaults obey the rule above).
 
 Known limit: a base class from a library or the gold code whose creation calls an ordinary method
-of the new class (as enums do with `__init__`) would run it; the standard library has none but enum.
+of a new class with no attributes would run it; the standard library has none.
 
 A new import is kept unless it imports a module that acts when imported (`_ACTING_MODULES`, any
 `__main__` module), one of the workspace's own modules or scripts that the masked file does not
@@ -582,6 +587,29 @@ class _Merge:
             if derived <= self.calling_bases:
                 break
             self.calling_bases |= derived
+        # Classes whose creation runs nothing of their attributes: bases only `object`, builtin
+        # classes and such classes of the masked file. Any other base may bring a metaclass that acts
+        # on them, reachable under any name (an enum as `re.enum.Enum` makes each attribute a member
+        # and calls the class's own methods), so a class on one gets no new attributes.
+        self.plain_classes: set[str] = set()
+        while True:
+            plain = {c.name for c in classes if all(self._plain_base(base) for base in c.bases)} - self.calling_bases
+            if plain <= self.plain_classes:
+                break
+            self.plain_classes |= plain
+
+    def _class_at(self, scope: tuple[str, ...]) -> ast.ClassDef:
+        """The masked file's class at this path of class names (one that holds a masked method)."""
+        body, found = self.masked_tree.body, None
+        for name in scope:
+            found = next(node for node in body if isinstance(node, ast.ClassDef) and node.name == name)
+            body = found.body
+        return found
+
+    def _plain_base(self, base: ast.expr) -> bool:
+        if not isinstance(base, ast.Name) or base.id in self.rebound - self.plain_classes:
+            return False
+        return base.id in self.plain_classes or isinstance(getattr(builtins, base.id, None), type)
 
     def run(self) -> tuple[str, list[str]]:
         self._analyse_masked()
@@ -778,7 +806,10 @@ class _Merge:
                 self.reasons.append(f"`{snippet}` ({line}) {problem}; it is left out")
                 return
         else:
-            problem = self._runs_at_import(node, in_class=in_class)
+            problem = self._runs_at_import(node, in_class=in_class) or (
+                self._attributes_on_foreign_base([node], self._class_at(scope).bases, f"class `{'.'.join(scope)}`")
+                if in_class else None
+            )
             if problem:
                 self.reasons.append(f"`{snippet}` ({line}) would run code at import: {problem}; it is left out")
                 return
@@ -862,6 +893,9 @@ class _Merge:
             if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
                 if getattr(node, "type_params", None):
                     return f"the type parameters of `{node.name}` ({line})"
+                if len(node.decorator_list) > 1:
+                    # `@classmethod` over `@property` runs the body when the class attribute is read.
+                    return f"`{node.name}` ({line}) stacks decorators; one of {', '.join('@' + name for name in _DECORATORS)} is kept"
                 for decorator in node.decorator_list:
                     if not (isinstance(decorator, ast.Name) and decorator.id in _DECORATORS and decorator.id not in self.rebound):
                         return (
@@ -888,6 +922,9 @@ class _Merge:
                         return f"the base `{self._text(base)}` (line {base.lineno}) is an enum, whose creation calls the class's own methods"
                 for keyword in node.keywords:
                     return f"the class keyword `{keyword.arg or '**'}=` (line {keyword.lineno})"
+                problem = self._attributes_on_foreign_base(node.body, node.bases, f"class `{node.name}`")
+                if problem:
+                    return problem
                 stack.extend((member, True) for member in reversed(node.body))
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 if not self._plain_targets(node):
@@ -906,6 +943,16 @@ class _Merge:
             else:
                 return f"its class body has `{self._text(node)}` ({line}); only definitions and literal assignments are kept"
         return None
+
+    def _attributes_on_foreign_base(self, members: list[ast.stmt], bases: list[ast.expr], what: str) -> str | None:
+        """Why attributes among `members` may not be kept in a class on `bases` (see `plain_classes`)."""
+        foreign = next((base for base in bases if not self._plain_base(base)), None)
+        attribute = next((m for m in members if isinstance(m, (ast.Assign, ast.AnnAssign))), None)
+        if foreign is None or attribute is None:
+            return None
+        return (f"{what} has the attribute `{self._text(attribute)}` (line {attribute.lineno}) on the base "
+                f"`{self._text(foreign)}`, whose metaclass may act on it (an enum makes it a member and calls the "
+                f"class's methods); such a class gets methods only")
 
     def _evaluated(self, value: ast.expr, what: str, *, names: bool, lambdas: bool = True) -> str | None:
         part = _inert(value, names=names, lambdas=lambdas)

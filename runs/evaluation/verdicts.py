@@ -35,7 +35,7 @@ from runs.agents.base import (
 )
 from runs.analysis.outcomes import REFUSED_KEY, outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
-from runs.benchmark.gold_literals import gold_literals_in, gold_numbers_of, implementations_of
+from runs.benchmark.gold_literals import Implementation, enclosing_definition, gold_literals_in, gold_numbers_of
 from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
 from runs.benchmark.scope import OutOfScopeEdit, ScopedCode, restrict_to_scope
 from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_experiment, score_sample
@@ -253,11 +253,12 @@ def final_code_scope(*, patch: str, workspace: Path) -> tuple[str | None, Scoped
     return None, ScopedFinalCode(scoped=scoped, masked=masked, functions=functions)
 
 
-def hard_coded_gold(*, written: ScopedFinalCode, experiments: list[Experiment]) -> list[dict]:
-    """The numeric literals of the scoped implementations (the masked bodies re-execution runs) that
-    lie within tolerance of one of the sample's gold numbers, each judged with the tolerance its
-    number is scored with (runs.benchmark.gold_literals): what a sample without hidden variants has
-    in place of a held-out check."""
+def hard_coded_gold(*, written: ScopedFinalCode, experiments: list[Experiment], paper_text: str = "") -> list[dict]:
+    """The numeric literals of the agent's code that re-execution runs (the masked bodies and every
+    addition kept beside them) that lie within tolerance of one of the sample's gold numbers, each
+    judged with the tolerance its number is scored with (runs.benchmark.gold_literals): what a
+    sample without hidden variants has in place of a held-out check. Numbers the masked file or the
+    paper already holds are not the agent's."""
     gold = [
         number
         for experiment in experiments
@@ -266,9 +267,16 @@ def hard_coded_gold(*, written: ScopedFinalCode, experiments: list[Experiment]) 
             gold_result=experiment.gold_result, **dict(zip(("rtol", "atol", "number_tolerances"), scoring_tolerances(experiment)))
         )
     ]
-    changed = {path: text for path, text in written.scoped.files.items() if path in written.functions}
-    implementations = implementations_of(files=changed, functions=written.functions, stubs=written.masked)
-    return [found.as_dict() for found in gold_literals_in(implementations=implementations, gold=gold)]
+    # Whole files: a masked body may return a constant the agent defined beside it.
+    files = [
+        Implementation(path=path, function="", body=text, stub=f"{written.masked.get(path, '')}\n{paper_text}")
+        for path, text in written.scoped.files.items()
+        if path in written.functions
+    ]
+    return [
+        {**found.as_dict(), "function": enclosing_definition(written.scoped.files[found.path], found.line)}
+        for found in gold_literals_in(implementations=files, gold=gold)
+    ]
 
 
 def code_modules(*, code_dir: Path, files: list[str]) -> set[str]:
@@ -386,7 +394,12 @@ def reexecute(
     error, written = final_code_scope(patch=patch, workspace=dest)
     out_of_scope_edits = json_safe([dataclasses.asdict(edit) for edit in written.scoped.out_of_scope]) if written else []
     # A sample without hidden variants gets the next best check: no gold number written into the code.
-    gold_literals = hard_coded_gold(written=written, experiments=experiments) if held_out and written and not variants else []
+    # (Every experiment needs a variant for that: one without could be hard-coded freely.)
+    unchecked = {experiment.pk for experiment in experiments} - {variant.experiment_id for variant in variants}
+    gold_literals = (
+        hard_coded_gold(written=written, experiments=experiments, paper_text=task.spec.paper_text)
+        if held_out and written and unchecked else []
+    )
     if not error and adjust is not None:
         try:
             adjust(dest)

@@ -34,6 +34,9 @@ FORGING_FORMS = [
     ("atexit", "import atexit\n_r = atexit.register(_forge)", "`_r = atexit.register(_forge)`", "the value holds a call"),
     ("sys-modules", "import types\n_m = sys.modules.__setitem__(__name__, types.SimpleNamespace({function}=_forge))",
      "`_m = sys.modules.__setitem__(", "the value holds a call"),
+    # An enum reached through another module: each member's creation calls the class's __init__.
+    ("enum-via-a-module", "import re\n\n\nclass _Members(re.enum.Enum):\n    A = 1\n\n    def __init__(self, *args):\n        _forge()",
+     "`class _Members(re.enum.Enum):`", "on the base `re.enum.Enum`, whose metaclass may act on it"),
 ]
 # An import that acts when imported (it prints): dropped, though alone it forges nothing.
 ACTING_IMPORT = ("import this", "`import this`", "imports `this`, which acts when imported")

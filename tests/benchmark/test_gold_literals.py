@@ -104,6 +104,8 @@ def test_hard_coded_gold_numbers_are_found(body, literals):
         "# the paper reports 0.8123\nreturn sum(values)  # not -41.52\n",
         "return x1234\n",
         "return 0x4D2\n",  # 1234 in hexadecimal: read as written
+        "return 0.7978845608 * x + 3.14159 + 0.6931\n",  # well-known constants (sqrt(2/pi), pi, ln 2)
+        "return x * 1.000 + 100.0\n",  # trailing zeros are no precision
     ],
 )
 def test_honest_bodies_and_near_misses_are_not_reported(body):
@@ -137,7 +139,7 @@ def test_a_function_that_cannot_be_found_has_nothing_to_check():
 
 @pytest.mark.parametrize(
     "literal, digits",
-    [("0.001234", 4), ("1200", 2), ("1200.", 4), ("1200.0", 5), ("1.5e-3", 2), ("8123E-4", 4), ("1_234", 4),
+    [("0.001234", 4), ("1200", 2), ("1200.", 2), ("1200.0", 2), ("1.000", 1), ("0.7978845608", 10), ("1.5e-3", 2), ("8123E-4", 4), ("1_234", 4),
      ("0.8123j", 4), ("-0.8123", 4), ("0", 0), ("000120", 2), (".5", 1)],
 )
 def test_significant_digits_as_written(literal, digits):

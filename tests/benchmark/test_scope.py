@@ -720,6 +720,26 @@ def test_a_stub_with_code_that_runs_at_import_forges_and_is_dropped(tmp_path, fo
     assert scoped.returncode == 1 and FORGED_LINE not in scoped.stdout and "NotImplementedError" in scoped.stderr
 
 
+def test_stacked_decorators_are_dropped_a_classmethod_over_a_property_runs_when_read():
+    agent = TOY_MASKED + (
+        "\n\nclass _Lazy:\n    @classmethod\n    @property\n    def p(cls):\n        return print('forged')\n"
+    )
+    text, [edit] = scope_one(TOY_MASKED, ["score"], agent, path="code/model.py")
+    assert "class _Lazy" not in text and "`p` (line 13) stacks decorators" in edit.reason, edit.reason
+
+
+def test_a_class_holding_a_masked_method_on_a_foreign_base_gets_no_new_attributes():
+    """New members of an enum holding a masked method would be new enum members (each one's
+    creation calls the class's methods); any base from elsewhere may act so."""
+    masked = ("import enum\nimport re\n\n\nclass Mode(re.enum.Enum):\n    FAST = 1\n\n"
+              "    def speed(self):\n        raise NotImplementedError\n")
+    agent = masked.replace("    FAST = 1\n", "    FAST = 1\n    SLOW = 2\n").replace(
+        "        raise NotImplementedError", "        return self.value\n\n    def helper(self):\n        return 1")
+    text, [edit] = scope_one(masked, ["Mode.speed"], agent, path="code/mode.py")
+    assert "SLOW" not in text and "def helper(self)" in text and "return self.value" in text
+    assert "`SLOW = 2`" in edit.reason and "gets methods only" in edit.reason, edit.reason
+
+
 def test_every_form_in_one_file_is_listed():
     agent = with_every_form(TOY_MASKED, function="score", output=repr(FORGED_LINE))
     text, [edit] = scope_one(TOY_MASKED, ["score"], agent, path="code/model.py")
