@@ -211,9 +211,9 @@ def _verdict_fields(transplant: Transplant, heartbeat: Heartbeat) -> dict:
         adjust=lambda workspace: gold_restored_except(
             workspace, code_dir=Path(attempt.sample.paper.code_dir), kept=kept, functions=task.spec.masked
         ),
-        # A transplant says which function broke the public experiments; the attempt's own verdict
-        # already holds the held-out check.
-        held_out=False,
+        # The held-out check too: else a body that prints the public numbers would be judged right
+        # alone. Not the gold-literal check, which reads every function of the file, not this one.
+        literals=False,
     )
     heartbeat.check()
     verdict, reason = judge(result, function_file=kept.file, function_name=kept.name, code_dir=Path(attempt.sample.paper.code_dir))
@@ -281,6 +281,8 @@ def judge(result: Reexecution, *, function_file: str, function_name: str, code_d
         return Transplant.NOT_DECIDABLE, f"the agent's code could not be transplanted: {cause}"
     if result.passed:
         return Transplant.RIGHT, "passes with the gold bodies of the other masked functions"
+    if result.held_out_passed is False:  # the experiments passed, so the variants ran
+        return Transplant.WRONG, "passes the experiments but not their held-out check, with the gold bodies of the other masked functions"
     failed = {item["experiment_id"] for item in (result.score or {}).get("experiments", []) if not item.get("passed")}
     own_name = function_name.rsplit(".", 1)[-1]
     gold_names = _gold_function_names(code_dir / function_file)

@@ -362,14 +362,14 @@ def patch_refused_reexecution(*, over_limits: str, experiments: list[Experiment]
 def reexecute(
     *, sample: Sample, patch: str, context: str, backend: str, dest: Path, name: str, task: SampleTask | None = None,
     adjust: Callable[[Path], None] | None = None, built: Future | None = None, held_out: bool = True,
-    over_limits: str | None = None,
+    literals: bool = True, over_limits: str | None = None,
 ) -> Reexecution:
     """Apply `patch` to a fresh masked workspace of `sample`, run its experiments in a fresh sandbox
     and score what they print (`task`: the sample as read already, runs.suites.selectors.sample_task;
     `built`: `reexecution_workspace_build` into `dest` started already, whose end is awaited).
-    With `held_out` (a verdict, not a transplant's diagnosis): when the experiments pass, their hidden
-    variants run next in the same sandbox and the verdict needs them too (`held_out_check`); a
-    sample without variants fails instead when its code holds a gold number (`hard_coded_gold`).
+    With `held_out`, when the experiments pass, their hidden variants run next in the same sandbox
+    and the verdict needs them too (`held_out_check`); with `literals`, a sample with an experiment
+    that has no variant fails instead when its code holds a gold number (`hard_coded_gold`).
     `adjust(workspace)` changes the scoped code before it runs (a transplant puts gold bodies back,
     runs.evaluation.transplants); a ValueError it raises refuses the code like a patch that does not apply.
     Raises InfrastructureFailure when the workspace or sandbox breaks; what the code does (crash,
@@ -398,7 +398,7 @@ def reexecute(
     unchecked = {experiment.pk for experiment in experiments} - {variant.experiment_id for variant in variants}
     gold_literals = (
         hard_coded_gold(written=written, experiments=experiments, paper_text=task.spec.paper_text)
-        if held_out and written and unchecked else []
+        if literals and written and unchecked else []
     )
     if not error and adjust is not None:
         try:

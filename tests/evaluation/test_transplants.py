@@ -232,6 +232,14 @@ def test_judge_blames_a_helper_the_agent_added_and_keeps_no_message(tmp_path):
     assert judge(crashed(custom), function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
         Transplant.NOT_DECIDABLE, "Experiment 1: an exception in scale_b, outside scale_a"
     )
+    # A body that prints the public numbers passes the experiments beside the gold bodies; the
+    # hidden variants it fails make it wrong, not right alone.
+    public_only = Reexecution(score={"passed": True, "experiments": [{"experiment_id": "Experiment 1", "passed": True}]},
+                              passed=False, held_out_passed=False,
+                              outcomes=[ExperimentOutcome(0, {"score": 1.0}, None, "", 0, False, 0.1)])
+    assert judge(public_only, function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
+        Transplant.WRONG, "passes the experiments but not their held-out check, with the gold bodies of the other masked functions"
+    )
 
 
 def _replay_text(client, attempt: Attempt, section_id: str) -> str:
