@@ -200,6 +200,7 @@ class Sandbox(ABC):
         self.uid, self.gid = sandbox_identity()
         _check_identity_is_not_a_host_account(self.uid)
         self._lock = threading.Lock()
+        self._left_over_quota = False  # the last command ended with the workspace over its disk cap
         self._closed = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -265,10 +266,15 @@ class Sandbox(ABC):
         workspace is over its limits, or "").
 
         Polling the workspace size bounds how far a command can overshoot disk_mb to what it writes
-        in one interval; RLIMIT_FSIZE bounds each single file meanwhile.
+        in one interval; RLIMIT_FSIZE bounds each single file meanwhile. When the last command left the
+        workspace over its cap, this one is measured exactly from its start, and not killed while it
+        shrinks the workspace (it may be freeing space, as `rm` of a large tree on a slow disk is);
+        the check when it ends judges it all the same.
         """
         deadline = started + timeout
         next_check = time.monotonic() + _DISK_CHECK_INTERVAL
+        exact = self._left_over_quota
+        last_bytes = self._disk_check(exact=True)[1] if exact else None
         while True:
             now = time.monotonic()
             if finished(max(0.0, min(deadline, next_check) - now)):
@@ -279,11 +285,13 @@ class Sandbox(ABC):
                 return True, ""
             if now >= next_check:
                 scan_started = time.monotonic()
-                over = self._over_disk_quota()
+                over, measured = self._disk_check(exact=exact)
                 # A huge workspace takes a while to scan: scan it less often.
                 interval = max(_DISK_CHECK_INTERVAL, 10 * (time.monotonic() - scan_started))
                 next_check = time.monotonic() + interval
-                if over:
+                shrinking = last_bytes is not None and measured < last_bytes
+                last_bytes = measured
+                if over and not shrinking:
                     kill()
                     return False, over
 
@@ -301,6 +309,7 @@ class Sandbox(ABC):
         if timed_out:
             exit_code = TIMEOUT_EXIT_CODE  # whatever the dying process tree happened to report
         over = over_quota or self._over_disk_quota()
+        self._left_over_quota = bool(over)
         if over:
             text += f"\n[sandbox] disk quota exceeded: {over}\n"
             exit_code = DISK_QUOTA_EXIT_CODE
@@ -314,17 +323,22 @@ class Sandbox(ABC):
 
     def _over_disk_quota(self) -> str:
         """Why the workspace is over its limits ("" when it is not)."""
+        return self._disk_check()[0]
+
+    def _disk_check(self, *, exact: bool = False) -> tuple[str, int]:
+        """Why the workspace is over its limits ("" when it is not), and the bytes counted (unless
+        `exact`, the walk stops a little above the cap)."""
         cap = self.limits.disk_mb * 2**20
-        usage = fs.disk_usage(self.workspace, stop_above=cap, max_depth=MAX_WORKSPACE_DEPTH)
+        usage = fs.disk_usage(self.workspace, stop_above=None if exact else cap, max_depth=MAX_WORKSPACE_DEPTH)
         if usage.bytes > cap:
-            return f"the workspace is over its {self.limits.disk_mb} MB limit"
+            return f"the workspace is over its {self.limits.disk_mb} MB limit", usage.bytes
         if usage.too_deep:
-            return f"the workspace nests directories deeper than {MAX_WORKSPACE_DEPTH} levels"
+            return f"the workspace nests directories deeper than {MAX_WORKSPACE_DEPTH} levels", usage.bytes
         if usage.unreadable:
             # Only a command racing the walk (taking permissions away as fast as they are given
             # back) gets here: a tree that cannot be measured is over its limits.
-            return f"the workspace holds {fs.display_name(usage.unreadable)}, which the sandbox cannot read to measure it"
-        return ""
+            return f"the workspace holds {fs.display_name(usage.unreadable)}, which the sandbox cannot read to measure it", usage.bytes
+        return "", usage.bytes
 
     # -- files --------------------------------------------------------------------------------
     # All of them go through sandbox.fs: no link is followed at any path component, special files
