@@ -762,9 +762,13 @@ def test_an_edited_experiment_script_forges_numbers_and_is_shown_out_of_scope(ba
     section = re.search(r'<section id="out-of-scope".*?</section>', page, re.S)
     assert section is not None, "the replay page has no out-of-scope section"
     assert "code/run.py" in section.group(0) and "print(json.dumps(" in page_text(section.group(0))
-    # The control for assert_no_gold: numbers the agent itself wrote are seen, gold column aside.
+    # The control for assert_no_gold: the numbers the agent itself wrote are gold, and this suite's gold
+    # is private: withheld from a visitor (runs.analysis.gold_text), shown to staff.
     shown = page_text(_strip_gold_column(page, hostile_suite.numbers))
-    assert all(repr(value) in shown for value in hostile_suite.numbers)
+    assert "[gold number withheld]" in shown and not any(repr(value) in shown for value in hostile_suite.numbers)
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user(username=f"staff-{uuid.uuid4().hex[:6]}", is_staff=True))
+    assert all(repr(value) in page_text(replay_html(attempt, staff)) for value in hostile_suite.numbers)
     host.check()
     assert_nothing_left(workspace_root, backend)
     assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm, numbers=False)
@@ -829,9 +833,9 @@ def test_gold_passes_reexecution_and_noop_fails(backend, hostile_suite, host, wo
     assert gold.reexecution_passed is True and gold.mismatch is False
     assert gold.out_of_scope_edits == []
     assert not [line for line in GOLD_BODY_LINES if line in page_text(replay_html(gold))], "the public replay page shows the gold code"
-    # The control: signed in, the gold code is shown, and the check above would have seen it.
+    # The control: staff are shown the gold code, and the check above would have seen it.
     signed_in = Client()
-    signed_in.force_login(get_user_model().objects.create_user(username=f"viewer-{uuid.uuid4().hex[:6]}"))
+    signed_in.force_login(get_user_model().objects.create_user(username=f"viewer-{uuid.uuid4().hex[:6]}", is_staff=True))
     assert all(line in page_text(replay_html(gold, signed_in)) for line in GOLD_BODY_LINES)
 
     noop = baseline_attempt(hostile_suite, "noop", backend)
