@@ -142,8 +142,13 @@ _WELL_KNOWN = tuple(
 )
 
 
-def _well_known(value: float) -> bool:
-    return any(abs(abs(value) - constant) <= 5e-4 * constant for constant in _WELL_KNOWN)
+def _well_known(written: str, value: float) -> bool:
+    """Whether `written` spells a well-known constant to its last digit (rounded or cut there)."""
+    digits = significant_digits(written)
+    return any(
+        abs(abs(value) - constant) <= 10.0 ** (math.floor(math.log10(constant)) - digits + 1)
+        for constant in _WELL_KNOWN
+    )
 
 
 def gold_numbers_of(
@@ -289,7 +294,7 @@ def _judge(written: str, matcher: _GoldMatcher) -> tuple[bool, bool] | None:
         value = float(written.rstrip("jJ").replace("_", ""))
     except ValueError:  # the regular expressions only give numbers; defensive
         return None
-    if not math.isfinite(value) or _well_known(value):
+    if not math.isfinite(value) or _well_known(written, value):
         return None
     signs = (matcher.matches(-value), matcher.matches(value))
     return signs if any(signs) else None

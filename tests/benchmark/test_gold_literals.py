@@ -104,7 +104,7 @@ def test_hard_coded_gold_numbers_are_found(body, literals):
         "# the paper reports 0.8123\nreturn sum(values)  # not -41.52\n",
         "return x1234\n",
         "return 0x4D2\n",  # 1234 in hexadecimal: read as written
-        "return 0.7978845608 * x + 3.14159 + 0.6931\n",  # well-known constants (sqrt(2/pi), pi, ln 2)
+        "return 0.7978845608 * x + 3.14159 + 0.6931 + 3.1415\n",  # well-known constants (sqrt(2/pi), pi, ln 2), cut or rounded
         "return x * 1.000 + 100.0\n",  # trailing zeros are no precision
     ],
 )
