@@ -722,12 +722,12 @@ _report()
 '''
 
 
-def _assert_forgery_caught(attempt: Attempt, forged_path: str) -> None:
+def _assert_forgery_caught(attempt: Attempt, forged_path: str, *, detail: str = "re-executed code does not produce") -> None:
     assert_counted(attempt, Attempt.WRONG_ANSWER)
     assert attempt.reported_passed is True  # the forged numbers pass as reported...
     assert attempt.reexecution_passed is False  # ...the code the harness runs does not produce them
     assert attempt.mismatch is True
-    assert "re-executed code does not produce" in attempt.failure_detail
+    assert detail in attempt.failure_detail
     assert "NotImplementedError" in attempt.reexecution_output
     assert forged_path in [edit["path"] for edit in attempt.out_of_scope_edits], attempt.out_of_scope_edits
 
@@ -793,7 +793,10 @@ def test_a_stub_whose_new_code_runs_at_import_forges_numbers_the_reexecution_doe
     ])
 
     assert json.dumps(answer["Experiment 1"]) in steps(attempt)[1]["observation"]  # it worked in its sandbox
-    _assert_forgery_caught(attempt, "code/metric.py")
+    # The helper the forms call is kept (it runs only when called), numbers and all: on this suite,
+    # which has no hidden variants, those numbers are hard-coded gold, and that is the outcome.
+    _assert_forgery_caught(attempt, "code/metric.py", detail="hard-codes a gold number")
+    assert attempt.outcome == Attempt.GOLD_LITERAL and attempt.gold_literals
     [edit] = attempt.out_of_scope_edits
     assert_every_form_dropped(edit["reason"])
     host.check()
