@@ -3,6 +3,8 @@
 Defaults suit a laptop: SQLite, local Redis, the bubblewrap sandbox. A malformed value stops
 start-up with a message naming the variable.
 """
+import hashlib
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -149,22 +151,47 @@ except (ValueError, dj_database_url.ParseError, dj_database_url.UnknownSchemeErr
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 
+
+def _deployment_id_from(database: dict) -> str:
+    """The database's name and a digest of where it lives: two deployments on one Redis differ
+    whenever their databases do, and the name says whose keys they are."""
+    where = f"{database.get('ENGINE')}|{database.get('HOST')}:{database.get('PORT')}/{database.get('NAME')}"
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", Path(str(database.get("NAME") or "database")).name).strip("-")[:40]
+    return f"{name or 'database'}-{hashlib.sha256(where.encode()).hexdigest()[:6]}"
+
+
+# Everything this deployment keeps in Redis (its queues, so its jobs' and RQ's scheduler keys, its job
+# ids and its locks) is named after it, so that any number of deployments share one Redis server and
+# database number without taking each other's jobs. The default follows the database; a worker must
+# have the same DEPLOYMENT_ID as the site that enqueues its jobs (it has, when both use the same DATABASE_URL).
+DEPLOYMENT_ID = env_str("DEPLOYMENT_ID", "") or _deployment_id_from(DATABASES["default"])
+if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", DEPLOYMENT_ID):
+    raise ImproperlyConfigured(
+        f"DEPLOYMENT_ID={DEPLOYMENT_ID!r} may hold only letters, digits, '_' and '-' (1 to 64 of them): "
+        "it is part of Redis keys and RQ job ids."
+    )
+
+
+def _deployment_queue(name: str) -> str:
+    return f"{DEPLOYMENT_ID}.{name}"
+
+
 REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes={"redis", "rediss", "unix"})
-# The RQ queue evaluation jobs (attempts, re-executions) go on; workers listen on it (the Procfile's
-# worker line reads this variable too).
-EVALUATION_QUEUE = env_str("EVALUATION_QUEUE", "default")
+# The RQ queue evaluation jobs (attempts, re-executions) go on; `manage.py evaluation_worker` listens
+# on it. Each queue's name is prefixed with DEPLOYMENT_ID.
+EVALUATION_QUEUE = _deployment_queue(env_str("EVALUATION_QUEUE", "default"))
 RQ_QUEUES = {
     EVALUATION_QUEUE: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": env_int("RQ_JOB_TIMEOUT", 3600, minimum=1)},
 }
 # Quick jobs that keep derived data up to date (the leaderboard's stored numbers, leaderboard.standings).
 # Every evaluation worker takes them before its next attempt (runs.evaluation.worker): no extra process.
-MAINTENANCE_QUEUE = env_str("MAINTENANCE_QUEUE", "maintenance")
+MAINTENANCE_QUEUE = _deployment_queue(env_str("MAINTENANCE_QUEUE", "maintenance"))
 # While attempts wait, a worker takes a maintenance job at most once per this many seconds (the
 # changes of a busy run meanwhile are coalesced into it); a worker with nothing else to do takes it at once.
 MAINTENANCE_INTERVAL_SECONDS = env_int("MAINTENANCE_INTERVAL_SECONDS", 10, minimum=0)
 # Transplants (one masked function of a failed attempt at n >= 2 judged alone, runs.evaluation.transplants):
 # every evaluation worker takes them last, when no attempt or re-execution waits.
-TRANSPLANT_QUEUE = env_str("TRANSPLANT_QUEUE", "transplant")
+TRANSPLANT_QUEUE = _deployment_queue(env_str("TRANSPLANT_QUEUE", "transplant"))
 # Imports the harness, the sandbox backend and the SDKs jobs ask for once in the worker, not in every forked job.
 RQ = {"WORKER_CLASS": "runs.evaluation.worker.EvaluationWorker"}
 # /healthz reports unhealthy when the oldest job waiting in the evaluation queue is older than this:

@@ -37,8 +37,7 @@ from leaderboard.selectors import (
     system_slug,
 )
 from leaderboard.table import leaderboard_rows_html, table_n_values
-from runs.evaluation.queue import maintenance_queue
-from runs.evaluation.workdirs import deployment_id
+from runs.evaluation.queue import deployment_meta, maintenance_queue, redis_key
 from runs.models import Run
 from runs.signals import results_changed, upkeep_due
 
@@ -51,11 +50,11 @@ REFRESH_LOCK_SECONDS = 900
 
 
 def _pending_key() -> str:
-    return f"autoexperiment:standings-refresh-pending:{deployment_id()}"
+    return redis_key("standings-refresh-pending")
 
 
 def _lock_name() -> str:
-    return f"autoexperiment:standings-refresh-lock:{deployment_id()}"
+    return redis_key("standings-refresh-lock")
 
 
 # --- marking: in the transaction of the change ----------------------------------------------------
@@ -107,7 +106,7 @@ def standings_refresh_schedule() -> bool:
         if not queue.connection.set(_pending_key(), "1", nx=True, ex=PENDING_SECONDS):
             return False
         queue.enqueue(REFRESH_JOB, job_timeout=REFRESH_LOCK_SECONDS, result_ttl=600, failure_ttl=7 * 24 * 3600,
-                      description="leaderboard standings refresh")
+                      description="leaderboard standings refresh", meta=deployment_meta())
         return True
     except Exception:  # noqa: BLE001 - the change itself is committed; only its display waits
         logger.warning("the leaderboard refresh could not be queued; its numbers stay marked as stale", exc_info=True)

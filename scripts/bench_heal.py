@@ -13,7 +13,7 @@ ATTEMPT_STALE_SECONDS=60, ATTEMPT_RETRY_BACKOFF_SECONDS=10) unless set in the en
 - lost-machine: the dead worker's claim names another host, as when a whole machine is lost;
   only its silence tells: the heartbeat goes stale (60 s), then the next round, then the back-off.
 
-Uses real RQ workers (`manage.py rqworker`, subprocesses; the worker class of the tests, for the
+Uses real RQ workers (`manage.py evaluation_worker`, subprocesses; the worker class of the tests, for the
 `gated_gold` agent that holds an attempt open until a file is removed), Redis database 13 (flushed;
 --redis-db to choose another) of $REDIS_URL's server, the bubblewrap sandbox, and a scratch Postgres database `bench_heal_<pid>`
 on $BENCH_DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres), migrated
@@ -48,6 +48,7 @@ def scenario(name: str, *, suite, env: dict, scratch: Path) -> dict:
     import redis
     from rq import Worker
 
+    from runs.evaluation.kinds import RUN_ATTEMPT
     from runs.evaluation.queue import attempts_enqueue, evaluation_queue
     from runs.evaluation.services import run_create
     from runs.models import Attempt
@@ -94,7 +95,7 @@ def scenario(name: str, *, suite, env: dict, scratch: Path) -> dict:
                     process.kill()
                     process.wait()
     victim.refresh_from_db()
-    second_try = evaluation_queue().fetch_job(f"attempt-{victim.pk}-try-2")
+    second_try = evaluation_queue().fetch_job(RUN_ATTEMPT.job_id(victim.pk, 1))
     return {
         "scenario": name,
         "seconds": seconds,

@@ -5,7 +5,7 @@ host B Docker); with --kill, host A is SIGKILLed mid-run and host B's self-heali
 
     .venv/bin/python scripts/bench_scaleout.py [--n 1] [--cap 100] [--kill]
 
-Real RQ workers (`manage.py rqworker`, subprocesses), Redis database 12 (or --redis-db; flushed) of $REDIS_URL's
+Real RQ workers (`manage.py evaluation_worker`, subprocesses), Redis database 12 (or --redis-db; flushed) of $REDIS_URL's
 server and a scratch Postgres database `bench_scaleout_<pid>` on $BENCH_DATABASE_URL's server,
 dropped at the end. Prints, per host, the attempts it claimed, the sandbox they ran in and where their
 files lived, and checks that every attempt was done exactly once. The run is created with backend

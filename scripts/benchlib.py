@@ -108,6 +108,6 @@ def wait_until(condition: Callable, *, timeout: float, what: str, logs: Path | N
 
 
 def worker_command(*, burst: bool, worker_class: str = "runs.evaluation.worker.EvaluationWorker") -> list[str]:
-    """`manage.py rqworker` on the evaluation queue ("default"), run from the repository's root."""
-    return [sys.executable, "manage.py", "rqworker", *(["--burst"] if burst else []), "--skip-checks",
-            "--worker-class", worker_class, "default"]
+    """`manage.py evaluation_worker` (on this deployment's evaluation queue), run from the repository's root."""
+    return [sys.executable, "manage.py", "evaluation_worker", *(["--burst"] if burst else []), "--skip-checks",
+            "--worker-class", worker_class]

@@ -7,11 +7,17 @@ import os
 from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 
 from runs.agents.llm import pricing
 from tests.support import import_builtin_suite, redis_test_client, redis_test_url, require
 
 pytest_plugins = ["tests.fakes.fixtures"]
+
+# The workers, servers and scripts the tests start serve this test run's deployment: they connect to
+# the test database, whose name would give them another default DEPLOYMENT_ID (other queues, other
+# job ids) than the one this process derived before pytest-django renamed the database.
+os.environ.setdefault("DEPLOYMENT_ID", django_settings.DEPLOYMENT_ID)
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +81,7 @@ def redis_queue(settings):
     """The evaluation queue on the tests' Redis database (tests.support.redis_test_url), flushed
     before and after."""
     client = redis_test_client()
-    settings.RQ_QUEUES = {"default": {"URL": redis_test_url(), "DEFAULT_TIMEOUT": 3600}}
+    settings.RQ_QUEUES = {settings.EVALUATION_QUEUE: {"URL": redis_test_url(), "DEFAULT_TIMEOUT": 3600}}
     client.flushdb()
     from runs.evaluation.queue import evaluation_queue
 

@@ -131,7 +131,7 @@ def test_every_page_sends_the_policy(rows, signed_in):
 
 
 def test_admin_and_django_rq_render_under_the_policy(db, settings):
-    settings.RQ_QUEUES = {"default": {"URL": redis_test_url()}}
+    settings.RQ_QUEUES = {settings.EVALUATION_QUEUE: {"URL": redis_test_url()}}
     anonymous = Client()
     login = anonymous.get(reverse("admin:login"))
     assert login.status_code == 200 and b'name="password"' in login.content

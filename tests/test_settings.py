@@ -13,11 +13,14 @@ from django.conf import global_settings
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start_django(**env):
-    environment = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "SECRET_KEY_FILE", "DEBUG"}}
+def start_django(show="SANDBOX_BACKEND", **env):
+    """Start Django with the tests' environment less the settings these tests set, plus `env`; it
+    prints setting `show`."""
+    unset = {"SECRET_KEY", "SECRET_KEY_FILE", "DEBUG", "DEPLOYMENT_ID"}
+    environment = {k: v for k, v in os.environ.items() if k not in unset}
     environment.update(env)
     return subprocess.run(
-        [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; print(settings.SANDBOX_BACKEND)"],
+        [sys.executable, "-c", f"import django; django.setup(); from django.conf import settings; print(settings.{show})"],
         cwd=ROOT,
         env={**environment, "DJANGO_SETTINGS_MODULE": "autoexperiment_site.settings"},
         capture_output=True,
@@ -37,6 +40,7 @@ def start_django(**env):
         ("ALLOWED_HOSTS", "example.org,,"),
         ("RQ_JOB_TIMEOUT", "soon"),
         ("ATTEMPT_HEARTBEAT_SECONDS", "60"),  # not less than ATTEMPT_STALE_SECONDS: live workers taken for dead
+        ("DEPLOYMENT_ID", "demo:1"),  # part of RQ job ids, which allow no ':'
     ],
 )
 def test_malformed_value_names_the_variable(variable, value):
@@ -51,6 +55,23 @@ def test_secret_key_is_required_unless_debug():
     assert result.returncode != 0
     assert "SECRET_KEY" in result.stderr
     assert start_django(DEBUG="0", SECRET_KEY="s3cret").returncode == 0
+
+
+def test_the_deployment_id_follows_the_database_unless_set():
+    def deployment(**env):
+        result = start_django("DEPLOYMENT_ID", DEBUG="1", **env)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    demo = deployment(DATABASE_URL="postgres://postgres@127.0.0.1:5432/autoexperiment_demo")
+    assert demo.startswith("autoexperiment_demo-")
+    assert deployment(DATABASE_URL="postgres://postgres@127.0.0.1:5432/autoexperiment_demo") == demo
+    # Another database (another name, or the same name on another server): other keys in Redis.
+    assert deployment(DATABASE_URL="postgres://postgres@127.0.0.1:5432/autoexperiment_demo2") != demo
+    assert deployment(DATABASE_URL="postgres://postgres@10.0.0.2:5432/autoexperiment_demo") != demo
+    assert deployment(DATABASE_URL="sqlite:////tmp/some dir/site.sqlite3").startswith("site-sqlite3-")
+    assert deployment(DEPLOYMENT_ID="staging") == "staging"
+    assert start_django("EVALUATION_QUEUE", DEBUG="1", DEPLOYMENT_ID="staging").stdout.strip() == "staging.default"
 
 
 def test_valid_values_are_used():

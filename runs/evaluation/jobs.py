@@ -1,7 +1,7 @@
 """RQ jobs: thin wrappers that take ids and call one service.
 
 Enqueued by runs.evaluation.queue (one job per attempt and try, on commit); run them with
-`python manage.py rqworker` (django-rq).
+`python manage.py evaluation_worker` (django-rq's rqworker on this deployment's queues).
 """
 from django.db import close_old_connections
 from rq import get_current_job

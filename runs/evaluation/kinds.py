@@ -37,7 +37,7 @@ IN_PROCESS = "in-process"
 class WorkKind:
     name: str
     job_function: str  # the RQ job, "module.function", called with the attempt id
-    job_prefix: str  # job ids are "<prefix>-<attempt id>-try-<the try the job will make>"
+    job_prefix: str  # job ids are "<deployment>-<prefix>-<attempt id>-try-<the try the job will make>"
     sandbox_prefix: str  # "" or "submission-": tells the kinds' sandboxes and directories apart
     claimable: Callable[[], Q]  # attempts a job of this kind may claim now
     held: Callable[[], Q]  # attempts claimed by a job of this kind and not settled yet
@@ -58,8 +58,9 @@ class WorkKind:
     preload: Callable[[Attempt], tuple[str, ...]] = lambda attempt: ()
 
     def job_id(self, attempt_id: int, tries: int) -> str:
-        """The id of the job that makes try `tries + 1`: enqueueing it twice does nothing."""
-        return f"{self.job_prefix}-{attempt_id}-try-{tries + 1}"
+        """The id of the job that makes try `tries + 1`: enqueueing it twice does nothing. It starts
+        with this deployment's id: RQ's job keys are shared by everyone on the same Redis."""
+        return f"{settings.DEPLOYMENT_ID}-{self.job_prefix}-{attempt_id}-try-{tries + 1}"
 
 
 _KINDS: dict[str, WorkKind] = {}

@@ -1,7 +1,10 @@
 """The evaluation queue on RQ: job ids, enqueueing, and what RQ's failed registry knows.
 
-One job per attempt and try, its id from the kind of work (`attempt-<id>-try-<n>` for a run's
-attempt), so enqueueing an attempt whose job is live does nothing and a finished or failed job is
+Everything a deployment keeps in Redis is named after settings.DEPLOYMENT_ID: its queues (so RQ's
+registries and scheduler locks), its job ids, its own keys (`redis_key`), and each job's meta says
+which deployment enqueued it (`foreign_job`), so deployments sharing one Redis never touch each
+other's work. One job per attempt and try, its id from the kind of work
+(`<deployment>-attempt-<id>-try-<n>` for a run's attempt), so enqueueing an attempt whose job is live does nothing and a finished or failed job is
 replaced. Jobs are enqueued when the current transaction commits, never before a worker can see
 the attempt; a delayed retry is scheduled with `enqueue_in`, for RQ's scheduler to put on the
 queue. `failed_jobs_get` reads the failed registry, which recovery uses to find dead workers and
@@ -103,6 +106,24 @@ def failed_jobs_get(
 
 # The job meta key listing the modules its work horse will import (WorkKind.preload).
 PRELOAD_META = "preload"
+# The job meta key naming the deployment that enqueued it: a worker runs only its own deployment's jobs.
+DEPLOYMENT_META = "deployment"
+
+
+def deployment_meta(**meta) -> dict:
+    """A job's meta: `meta` and this deployment's id (settings.DEPLOYMENT_ID)."""
+    return {DEPLOYMENT_META: settings.DEPLOYMENT_ID, **meta}
+
+
+def foreign_job(job: Job) -> str | None:
+    """The deployment that enqueued `job` when it is not this one ("unknown" when it says none)."""
+    owner = (job.meta or {}).get(DEPLOYMENT_META)
+    return None if owner == settings.DEPLOYMENT_ID else str(owner or "unknown")
+
+
+def redis_key(name: str) -> str:
+    """This deployment's Redis key `name` (locks, markers): deployments sharing a Redis never share one."""
+    return f"autoexperiment:{settings.DEPLOYMENT_ID}:{name}"
 
 LIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
@@ -195,7 +216,7 @@ def job_enqueue_replacing(
         "result_ttl": 24 * 3600,
         "failure_ttl": 7 * 24 * 3600,
         "description": description,
-        "meta": {PRELOAD_META: list(preload)} if preload else None,
+        "meta": deployment_meta(**({PRELOAD_META: list(preload)} if preload else {})),
     }
     if delay > 0:
         queue.enqueue_in(timedelta(seconds=delay), function, argument, **options)

@@ -39,7 +39,7 @@ from runs.evaluation.claims import (
 from runs.evaluation.kinds import IN_PROCESS, RUN_ATTEMPT, WorkKind, run_mark_finished, work_kinds
 from runs.evaluation.queue import evaluation_queue, failed_jobs_get, kind_queue
 from runs.evaluation.verdicts import with_tolerance_ratio
-from runs.evaluation.workdirs import deployment_id, remove_tree
+from runs.evaluation.workdirs import remove_tree, sandbox_owner_id
 from runs.models import Attempt, Run
 from runs.suites.selectors import sample_experiments
 from sandbox.sweep import sweep_sandboxes
@@ -196,7 +196,7 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
         for kind in work_kinds()
         for pk, tries in kind.model.objects.filter(kind.held()).values_list("pk", "tries")
     }
-    ours = deployment_id()
+    ours = sandbox_owner_id()
     try_name, deployment_prefix = _try_names()
 
     def is_live_try(name: str, age: float) -> bool:

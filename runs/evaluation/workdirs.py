@@ -37,7 +37,7 @@ def attempt_sandbox_name(attempt_id: int, try_number: int, *, prefix: str = "") 
     and mount points carry it, so leftovers_sweep can tell a live try's from a dead one's. It
     starts with this deployment's id: deployments (a demo and a test run, say) may share one Docker
     engine and one machine, and each sweeps only its own."""
-    return f"{deployment_id()}-{prefix}attempt-{attempt_id}-try-{try_number}"
+    return f"{sandbox_owner_id()}-{prefix}attempt-{attempt_id}-try-{try_number}"
 
 
 def attempt_trajectory_path(attempt_id: int, try_number: int) -> Path:
@@ -54,8 +54,8 @@ def remove_tree(path: Path) -> None:
     except OSError:
         logger.exception("could not remove %s; the sweep will try again", path)
 
-def deployment_id() -> str:
-    """8 hex digits naming this deployment: its database and its workspace root."""
-    database = settings.DATABASES["default"]
-    key = f"{database.get('HOST')}:{database.get('PORT')}/{database.get('NAME')}|{settings.WORKSPACE_ROOT}"
+def sandbox_owner_id() -> str:
+    """8 hex digits naming this deployment's sandboxes on this host: its id and its workspace root
+    (two worker "hosts" of one deployment may share a machine, each sweeping its own)."""
+    key = f"{settings.DEPLOYMENT_ID}|{settings.WORKSPACE_ROOT}"
     return hashlib.sha256(key.encode()).hexdigest()[:8]

@@ -54,10 +54,9 @@ from runs.agents.recorder import harness_versions
 from runs.benchmark.masking import MaskTarget, mask_source
 from runs.benchmark.patches import unified_diff
 from runs.evaluation.claims import worker_host
-from runs.evaluation.queue import PRELOAD_META
+from runs.evaluation.queue import PRELOAD_META, foreign_job, redis_key
 from runs.evaluation.recovery import attempts_heal
 from runs.evaluation.verdicts import scoped_code
-from runs.evaluation.workdirs import deployment_id
 from runs.signals import upkeep_due
 from sandbox import backend_class, warm_up
 
@@ -132,7 +131,7 @@ class _Upkeep(threading.Thread):
         self.worker = worker
         self.interval = recover_interval_seconds()
         self.scheduler = RQScheduler(worker.queues, connection=worker.connection, serializer=worker.serializer)
-        self.lock_key = f"autoexperiment:heal:{deployment_id()}:{worker_host()}"
+        self.lock_key = redis_key(f"heal:{worker_host()}")
         self._stopping = threading.Event()
         self._scheduler_failing = False
 
@@ -239,6 +238,16 @@ class EvaluationWorker(Worker):
         super().unsubscribe()
 
     def execute_job(self, job, queue):
+        owner = foreign_job(job)
+        if owner is not None:
+            # Its attempt id means another row in another database: running it would take that
+            # deployment's work and write a result into ours. Failed, with the reason, where its
+            # owner's operator can see it (RQ's failed registry of this queue).
+            reason = (f"refused: job {job.id} was enqueued by deployment {owner!r} and this worker serves "
+                      f"{settings.DEPLOYMENT_ID!r} (two deployments on one queue: give each its own DEPLOYMENT_ID)")
+            self.log.error("Worker %s: %s", self.name, reason)
+            self.handle_job_failure(job, queue, exc_string=reason)
+            return
         preload(job.meta.get(PRELOAD_META, ()))
         return super().execute_job(job, queue)
 

@@ -54,8 +54,8 @@ def test_admin_sign_in_renders_under_the_policy(page, browser_events, live_serve
 def test_django_rq_job_list_works_under_the_policy(page, browser_events, login, settings):
     import django_rq
 
-    settings.RQ_QUEUES = {"default": {"URL": redis_test_url()}}
-    queue = django_rq.get_queue("default")
+    settings.RQ_QUEUES = {settings.EVALUATION_QUEUE: {"URL": redis_test_url()}}
+    queue = django_rq.get_queue(settings.EVALUATION_QUEUE)
     jobs = [queue.enqueue("builtins.print", number) for number in range(2)]  # no worker: they wait
     try:
         login(make_user(is_staff=True, is_superuser=True))

@@ -47,7 +47,7 @@ def builtin_suite(db):
 
 
 class Workers:
-    """Starts `manage.py rqworker` subprocesses against the test database and Redis database 15."""
+    """Starts `manage.py evaluation_worker` subprocesses against the test database and Redis database 15."""
 
     def __init__(self, tmp_path: Path, workspace_root: Path) -> None:
         self.tmp_path = tmp_path
@@ -71,7 +71,7 @@ class Workers:
 
     def start(self, *, burst: bool = True, **env: str) -> subprocess.Popen:
         log = self.tmp_path / f"worker-{len(self.processes)}.log"
-        command = [sys.executable, "manage.py", "rqworker", "--skip-checks", "--worker-class", WORKER_CLASS, "default"]
+        command = [sys.executable, "manage.py", "evaluation_worker", "--skip-checks", "--worker-class", WORKER_CLASS]
         if burst:
             command.insert(3, "--burst")
         with open(log, "w") as handle:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from runs.models import Attempt, Run
@@ -76,7 +77,7 @@ def test_run_eval_follows_a_run_on_a_real_worker(tiny_suite, workers):
     worker.terminate()
     workers.wait(worker, timeout=30)
     text = out.getvalue()
-    assert "3 attempts on queue 'default'" in text
+    assert f"3 attempts on queue {settings.EVALUATION_QUEUE!r}" in text
     assert "3/3 100%" in text and "3 of 3 attempts passed" in text
     assert Attempt.objects.filter(passed=True).count() == 3
 

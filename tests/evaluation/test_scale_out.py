@@ -1,6 +1,6 @@
 """Scale-out shown, not claimed: two worker "hosts" share one run through Postgres and Redis alone.
 
-Each host is a real `manage.py rqworker` process with its own name (WORKER_HOST_NAME), its own
+Each host is a real `manage.py evaluation_worker` process with its own name (WORKER_HOST_NAME), its own
 workspace root (never shared) and its own sandbox: host A bubblewrap, host B Docker. The run is
 created with backend `any`, so each attempt runs in the sandbox of the host that claims it. Nothing
 passes between the hosts but the database and the queue: a dead host's claims are found by the
@@ -18,6 +18,7 @@ import pytest
 
 from runs.evaluation.claims import local_pid, worker_identity
 from runs.evaluation.harness import attempt_sandbox_backend
+from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import EACH_WORKERS_BACKEND, RunError, run_create
 from runs.models import Attempt
@@ -97,8 +98,8 @@ def test_two_hosts_share_a_run_each_in_its_own_sandbox_and_workspace_root(builti
     for attempt in attempts:
         # Done exactly once: one claim, no failure, and its one job ran once.
         assert (attempt.status, attempt.passed, attempt.tries, attempt.infra_failures) == (Attempt.DONE, True, 1, 0), attempt
-        assert [r.return_value for r in redis_queue.fetch_job(f"attempt-{attempt.pk}-try-1").results()] == ["done"]
-        assert redis_queue.fetch_job(f"attempt-{attempt.pk}-try-2") is None
+        assert [r.return_value for r in redis_queue.fetch_job(RUN_ATTEMPT.job_id(attempt.pk, 0)).results()] == ["done"]
+        assert redis_queue.fetch_job(RUN_ATTEMPT.job_id(attempt.pk, 1)) is None
         host = host_of(attempt.claimed_by)
         by_host[host] = by_host.get(host, 0) + 1
         assert_ran_on(attempt, host, roots, try_number=1)
@@ -143,7 +144,7 @@ def test_a_host_killed_mid_run_leaves_the_other_to_finish_every_attempt_once(bui
     [failure] = victim.infra_history
     assert host_of(failure["worker"]) == "host-a" and "no heartbeat" in failure["reason"]
     assert host_of(victim.claimed_by) == "host-b"
-    assert [r.return_value for r in redis_queue.fetch_job(f"attempt-{victim.pk}-try-2").results()] == ["done"]
+    assert [r.return_value for r in redis_queue.fetch_job(RUN_ATTEMPT.job_id(victim.pk, 1)).results()] == ["done"]
     assert redis_queue.fetch_job(f"attempt-{victim.pk}-try-3") is None
     assert_ran_on(victim, "host-b", roots, try_number=2)
     assert trajectory_file(roots["host-a"], victim, 1).is_file()  # the dead try's partial trajectory stays on host A

@@ -25,12 +25,14 @@ from runs.benchmark.masking import function_body_source, replace_function_body
 from runs.benchmark.workspace import CODE_DIR
 from runs.evaluation.claims import REQUEUED
 from runs.evaluation.harness import attempt_execute
+from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.queue import job_id_for
 from runs.evaluation.recovery import attempts_heal
 from runs.evaluation.selectors import run_progress, run_waiting_notes
 from runs.evaluation.services import run_create
 from runs.evaluation.workdirs import attempt_reexecution_dir
 from runs.models import Attempt, Run, Sample, Submission
+from runs.submissions.reexecution import REEXECUTION
 from runs.submissions.services import submission_create
 from runs.suites.services import workspace_build
 from sandbox.base import WORKSPACE_MOUNT
@@ -92,7 +94,7 @@ def test_a_worker_killed_mid_attempt_is_recovered_and_finished_once_with_no_acti
     assert retry_at > datetime.fromisoformat(failure["at"]) and victim.claimed_at >= retry_at - SCHEDULER_RESOLUTION
     # Finished once: the second try's job ran once and succeeded, no third try was ever queued,
     # and the attempt's row holds one result.
-    assert [result.return_value for result in redis_queue.fetch_job(f"attempt-{victim.pk}-try-2").results()] == ["done"]
+    assert [result.return_value for result in redis_queue.fetch_job(RUN_ATTEMPT.job_id(victim.pk, 1)).results()] == ["done"]
     assert redis_queue.fetch_job(f"attempt-{victim.pk}-try-3") is None
     assert run.attempts.count() == 1 and victim.reported_score["passed"] and victim.reexecution_score["passed"]
     assert [p.name for p in trajectory_files(victim)] == [f"attempt-{victim.pk}-try-{n}.json" for n in (1, 2)]
@@ -121,7 +123,7 @@ def test_a_worker_that_cannot_reach_the_database_leaves_a_visible_reason(tiny_su
     for attempt in run.attempts.all():
         assert (attempt.status, attempt.passed, attempt.tries, attempt.infra_failures) == (Attempt.DONE, True, 1, 1)
         [entry] = attempt.infra_history
-        assert entry["claimed"] is False and entry["job_id"] == f"attempt-{attempt.pk}-try-1"
+        assert entry["claimed"] is False and entry["job_id"] == RUN_ATTEMPT.job_id(attempt.pk, 0)
         assert 'database "heal_no_such_database" does not exist' in entry["reason"]
         assert attempt.claimed_at >= datetime.fromisoformat(entry["retry_at"]) - SCHEDULER_RESOLUTION  # not at once
     assert run_waiting_notes(run=run) == {}
@@ -163,16 +165,16 @@ def test_reexecutions_of_submissions_heal_too(builtin_suite, redis_queue, settin
     data = jsonl(record(SAMPLE, 0), record(OTHER_SAMPLE, 0))
     submission = submission_create(data=data, filename="r.jsonl", uploader=uploader, reexecute=True)
     died, unstarted = submission.run.attempts.order_by("pk")
-    assert sorted(redis_queue.job_ids) == sorted(f"reexecute-attempt-{a.pk}-try-1" for a in (died, unstarted))
+    assert sorted(redis_queue.job_ids) == sorted(REEXECUTION.job_id(a.pk, 0) for a in (died, unstarted))
     for job_id in redis_queue.job_ids:  # taken off the queue by workers
         redis_queue.remove(job_id)
     # One was claimed by a work horse that is gone now; the other's job failed before its claim.
     gone = subprocess.Popen(["true"])
     gone.wait()
     Attempt.objects.filter(pk=died.pk).update(
-        tries=1, heartbeat_at=timezone.now(), claimed_by=f"{socket.gethostname()}:{gone.pid}", job_id=f"reexecute-attempt-{died.pk}-try-1"
+        tries=1, heartbeat_at=timezone.now(), claimed_by=f"{socket.gethostname()}:{gone.pid}", job_id=REEXECUTION.job_id(died.pk, 0)
     )
-    failed_job = redis_queue.fetch_job(f"reexecute-attempt-{unstarted.pk}-try-1")
+    failed_job = redis_queue.fetch_job(REEXECUTION.job_id(unstarted.pk, 0))
     # As RQ's worker records a failure (Worker.handle_job_failure).
     failed_job.set_status(JobStatus.FAILED)
     Result.create_failure(failed_job, 600, "Traceback ...\nOperationalError: the database is gone", worker_name="far-away")
@@ -184,7 +186,7 @@ def test_reexecutions_of_submissions_heal_too(builtin_suite, redis_queue, settin
     died.refresh_from_db()
     unstarted.refresh_from_db()
     assert "no longer exists" in died.reexecution_error and "the database is gone" in unstarted.reexecution_error
-    for attempt, job_id in ((died, f"reexecute-attempt-{died.pk}-try-2"), (unstarted, f"reexecute-attempt-{unstarted.pk}-try-1")):
+    for attempt, job_id in ((died, REEXECUTION.job_id(died.pk, 1)), (unstarted, REEXECUTION.job_id(unstarted.pk, 0))):
         assert (attempt.infra_failures, attempt.heartbeat_at) == (1, None)
         job = redis_queue.fetch_job(job_id)
         assert job.get_status() == JobStatus.SCHEDULED
@@ -261,5 +263,5 @@ def test_a_worker_killed_during_a_submissions_reexecution_is_recovered_exactly_o
     [failure] = victim.infra_history
     assert failure["kind"] == "reexecution" and "no longer exists" in failure["reason"] and failure["try"] == 1
     # Recovered once: the second try's job ran once and wrote the verdict; no third try was queued.
-    assert [r.return_value for r in redis_queue.fetch_job(f"reexecute-attempt-{victim.pk}-try-2").results()] == ["done"]
+    assert [r.return_value for r in redis_queue.fetch_job(REEXECUTION.job_id(victim.pk, 1)).results()] == ["done"]
     assert redis_queue.fetch_job(f"reexecute-attempt-{victim.pk}-try-3") is None

@@ -16,7 +16,7 @@ from runs.evaluation.harness import attempt_execute
 from runs.evaluation.queue import attempts_enqueue, queue_named
 from runs.evaluation.recovery import attempts_recover
 from runs.evaluation.services import run_create
-from runs.evaluation.transplants import diagnosis_of, judge, transplant_execute, transplants_execute_sync, transplants_plan
+from runs.evaluation.transplants import TRANSPLANT, diagnosis_of, judge, transplant_execute, transplants_execute_sync, transplants_plan
 from runs.evaluation.verdicts import Reexecution
 from runs.models import Attempt, Sample, Transplant
 from tests.evaluation.conftest import PAIR_EACH_FOUR_PERCENT_HIGH
@@ -360,7 +360,7 @@ def test_transplants_go_on_their_own_queue_which_workers_take_last(pair_suite, r
     planned = transplants_plan(attempt_id=attempt.pk)
     assert len(planned) == 2
     transplant_queue = queue_named(settings.TRANSPLANT_QUEUE)
-    assert sorted(transplant_queue.job_ids) == sorted(f"transplant-{t.pk}-try-1" for t in planned)
+    assert sorted(transplant_queue.job_ids) == sorted(TRANSPLANT.job_id(t.pk, 0) for t in planned)
     assert redis_queue.job_ids == []  # never ahead of attempts on the evaluation queue
     worker = EvaluationWorker([redis_queue], connection=redis_queue.connection)
     assert worker.queue_names() == [settings.MAINTENANCE_QUEUE, redis_queue.name, settings.TRANSPLANT_QUEUE]
@@ -383,7 +383,7 @@ def test_a_transplant_of_a_dead_worker_is_recovered_then_given_up_as_not_decidab
     assert [(r.kind, r.attempt_id, r.outcome) for r in recovered] == [("transplant", victim.pk, "requeued")]
     victim.refresh_from_db()
     assert victim.status == Transplant.QUEUED and victim.infra_history[-1]["kind"] == "transplant"
-    assert f"transplant-{victim.pk}-try-{victim.tries + 1}" in Queue(settings.TRANSPLANT_QUEUE, connection=redis_queue.connection).job_ids
+    assert TRANSPLANT.job_id(victim.pk, victim.tries + 1 - 1) in Queue(settings.TRANSPLANT_QUEUE, connection=redis_queue.connection).job_ids
 
     held_by_a_dead_process()
     attempts_recover()

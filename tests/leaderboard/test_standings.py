@@ -170,7 +170,7 @@ def test_evaluation_workers_take_maintenance_jobs_before_attempts(settings, redi
 
 
 def test_without_redis_the_change_is_kept_and_shown_as_stale(board_data, settings, caplog, django_capture_on_commit_callbacks):
-    settings.RQ_QUEUES = {"default": {"URL": "redis://127.0.0.1:1/0", "DEFAULT_TIMEOUT": 60}}
+    settings.RQ_QUEUES = {settings.EVALUATION_QUEUE: {"URL": "redis://127.0.0.1:1/0", "DEFAULT_TIMEOUT": 60}}
     with django_capture_on_commit_callbacks(execute=True):
         assert runs_set_hidden(runs=[board_data.run_c], hidden=True) == 1
     assert "could not be queued" in caplog.text

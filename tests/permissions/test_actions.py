@@ -9,8 +9,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.queue import attempts_enqueue
 from runs.models import Attempt, Run, Submission
+from runs.submissions.reexecution import REEXECUTION
 from tests.replay.factories import make_attempt, make_run, make_sample, make_user
 
 RUN_ACTIONS = ["cancel", "resume", "retry_failed", "hide", "unhide"]
@@ -28,7 +30,7 @@ def live_run(people, redis_queue, django_capture_on_commit_callbacks):
     make_attempt(sample=sample, run=run, status=Attempt.CANCELLED, index=2)
     with django_capture_on_commit_callbacks(execute=True):
         attempts_enqueue(attempts=[queued])
-    assert redis_queue.job_ids == [f"attempt-{queued.pk}-try-1"]
+    assert redis_queue.job_ids == [RUN_ATTEMPT.job_id(queued.pk, 0)]
     return run
 
 
@@ -78,7 +80,7 @@ def test_the_owner_acts_on_their_run(people, live_run, redis_queue, django_captu
     failed = live_run.attempts.get(status=Attempt.ERROR)
     response, _ = _post(client, reverse("runs:retry_failed", args=[live_run.pk]), django_capture_on_commit_callbacks)
     assert response.status_code == 302
-    assert f"attempt-{failed.pk}-try-1" in redis_queue.job_ids
+    assert RUN_ATTEMPT.job_id(failed.pk, 0) in redis_queue.job_ids
     response, _ = _post(client, reverse("runs:hide", args=[live_run.pk]), django_capture_on_commit_callbacks)
     assert response.status_code == 302 and Run.objects.get(pk=live_run.pk).hidden
     assert "Unhide" in client.get(reverse("runs:run_detail", args=[live_run.pk])).content.decode()
@@ -149,7 +151,7 @@ def test_uploader_and_staff_act_on_a_submission(people, submission, redis_queue,
     response, _ = _post(client, reverse("submissions:reexecute", args=[submission.pk]), django_capture_on_commit_callbacks)
     assert response.status_code == 302
     attempt = submission.run.attempts.get()
-    assert redis_queue.job_ids == [f"reexecute-attempt-{attempt.pk}-try-1"]
+    assert redis_queue.job_ids == [REEXECUTION.job_id(attempt.pk, 0)]
     _post(client, reverse("submissions:hide", args=[submission.pk]), django_capture_on_commit_callbacks)
     assert Submission.objects.get(pk=submission.pk).hidden
     assert "Hidden: this submission" in client.get(reverse("submissions:detail", args=[submission.pk])).content.decode()

@@ -14,7 +14,7 @@ from runs.evaluation.claims import DONE, ERROR, REQUEUED, SKIPPED
 from runs.models import Attempt, Run, Sample, Submission
 from runs.submissions import services
 from runs.submissions.jobs import attempt_reexecute_job
-from runs.submissions.reexecution import attempt_reexecute
+from runs.submissions.reexecution import REEXECUTION, attempt_reexecute
 from runs.submissions.selectors import submission_summary
 from runs.submissions.services import submission_create, submission_reexecute_sync
 from tests.submissions.helpers import (
@@ -212,7 +212,7 @@ def test_reexecution_through_the_queue_and_a_real_rq_worker(builtin, user, priva
     submission = submission_create(data=data, filename="good.jsonl", uploader=user, reexecute=True)
     attempt = submission.run.attempts.get()
     submission.refresh_from_db()
-    assert redis_queue.job_ids == [f"reexecute-attempt-{attempt.pk}-try-1"], (submission.status, submission.status_detail)
+    assert redis_queue.job_ids == [REEXECUTION.job_id(attempt.pk, 0)], (submission.status, submission.status_detail)
 
     SimpleWorker([redis_queue], connection=redis_queue.connection).work(burst=True)
     attempt.refresh_from_db()
@@ -232,7 +232,7 @@ def test_reexecution_through_the_queue_and_a_real_rq_worker(builtin, user, priva
 
 
 def test_queue_unreachable_keeps_the_submission_and_says_so(builtin, user, settings, django_capture_on_commit_callbacks):
-    settings.RQ_QUEUES = {"default": {"URL": "redis://127.0.0.1:1/0", "DEFAULT_TIMEOUT": 60}}
+    settings.RQ_QUEUES = {settings.EVALUATION_QUEUE: {"URL": "redis://127.0.0.1:1/0", "DEFAULT_TIMEOUT": 60}}
     with django_capture_on_commit_callbacks(execute=True):
         submission = submission_create(data=jsonl(record(SAMPLE, 0)), filename="r.jsonl", uploader=user, reexecute=True)
     submission.refresh_from_db()

@@ -5,7 +5,6 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.evaluation.queue import queue_name
 from runs.evaluation.services import RunError, run_create, run_resume
 from runs.management.commands._options import int_list
 from runs.models import Attempt, Run, Suite, Transplant
@@ -58,7 +57,7 @@ class Command(BaseCommand):
 
     def _work(self, runs, workers: int) -> None:
         """Run burst workers until the queue is empty, reporting progress as attempts finish."""
-        command = [sys.executable, str(settings.BASE_DIR / "manage.py"), "rqworker", "--burst", queue_name()]
+        command = [sys.executable, str(settings.BASE_DIR / "manage.py"), "evaluation_worker", "--burst"]
         processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
         attempts = Attempt.objects.filter(run__in=runs)
         transplants = Transplant.objects.filter(attempt__run__in=runs)
@@ -74,4 +73,4 @@ class Command(BaseCommand):
             time.sleep(2)
         failed = [process.returncode for process in processes if process.returncode]
         if failed:
-            raise CommandError(f"a worker exited with status {failed[0]}; see `python manage.py rqworker --burst`")
+            raise CommandError(f"a worker exited with status {failed[0]}; see `python manage.py evaluation_worker --burst`")

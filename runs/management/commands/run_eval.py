@@ -38,7 +38,7 @@ def progress_line(progress, *, workers: int | None = None) -> str:
 class Command(BaseCommand):
     help = (
         "Create an evaluation run (one attempt per sample and index), queue its attempts for the RQ "
-        "workers (python manage.py rqworker) and show its progress until it ends. --sync runs the "
+        "workers (python manage.py evaluation_worker) and show its progress until it ends. --sync runs the "
         "attempts in this process, without Redis. Exits non-zero when attempts ended in "
         "infrastructure errors."
     )
@@ -183,7 +183,7 @@ class Command(BaseCommand):
                 if not warned and not progress.running and not self._workers():
                     self._end_line()
                     self.stdout.write(f"No worker is listening on queue {queue_name()!r}: start one with "
-                                      f"python manage.py rqworker {queue_name()}")
+                                      "python manage.py evaluation_worker")
                     warned = True
                 time.sleep(poll)
         except KeyboardInterrupt:
