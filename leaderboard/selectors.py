@@ -4,6 +4,9 @@ runs and samples. pandas lives here and nowhere else.
 Systems' numbers by n are computed here (`standing_numbers_computed`) but never in a request:
 leaderboard.standings stores them after each change, and the leaderboard, the system pages and
 their exports read what it stored (`leaderboard_get`, `system_detail`: a fixed number of queries).
+Who may see a run is never stored: each read keeps a stored system only with its runs that are
+public now (`_shown_runs`, one query), so a run hidden or deleted leaves every page in the request
+that hid it; only the numbers of what stays wait for the refresh (marked as being updated).
 Computing one is a handful of queries whatever the number of rows: the database groups attempts per
 (system, sample) with `.values(...).annotate(...)` and those per (system, n, c of m), and pandas
 turns the few rows that come back into systems by n.
@@ -72,7 +75,7 @@ from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
 from runs.models import Attempt, Function, Run, Sample, Suite, Transplant
-from runs.visibility import public_runs_q
+from runs.visibility import public_run_ids, public_runs_q
 
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_RESAMPLES = 10_000
@@ -815,11 +818,25 @@ def _standing_filter(filters: LeaderboardFilters) -> Q:
     return q
 
 
+def _shown_runs(standings: list[SystemStanding]) -> dict[int, tuple[int, ...]]:
+    """Per computed standing (by pk): the runs of its last refresh that are public now (one query).
+    A standing none of whose runs is public now (all hidden or deleted since) is left out: its
+    system leaves every page at once, before any refresh. A run made public since the refresh joins
+    with the numbers, at the refresh (the change marked the system as being updated)."""
+    computed = [standing for standing in standings if standing.refreshed_at is not None]
+    public = public_run_ids(among=[pk for standing in computed for pk in standing.run_ids])
+    shown = {standing.pk: tuple(pk for pk in standing.run_ids if pk in public) for standing in computed}
+    return {pk: run_ids for pk, run_ids in shown.items() if run_ids}
+
+
 def _standing_rows(
-    standings: list[SystemStanding], filters: LeaderboardFilters, *, tolerances: tuple[float, ...] = ()
+    standings: list[SystemStanding], filters: LeaderboardFilters, *, shown_runs: dict[int, tuple[int, ...]],
+    tolerances: tuple[float, ...] = (),
 ) -> list[SystemRow]:
-    """The systems of computed `standings` that have numbers in `filters`' n range (one query), with
-    Pass@1 at each of `tolerances` and `filters.tolerance` the one shown."""
+    """The systems of `standings` that are shown (`shown_runs`, by `_shown_runs`: the runs each is
+    listed with) and have numbers in `filters`' n range (one query), with Pass@1 at each of
+    `tolerances` and `filters.tolerance` the one shown."""
+    standings = [standing for standing in standings if standing.pk in shown_runs]
     by_standing: dict[int, dict[int, NMetrics]] = {}
     stored = SystemStandingByN.objects.filter(
         Q(standing_id__in=[standing.pk for standing in standings], verified_only=filters.verified_only)
@@ -836,7 +853,7 @@ def _standing_rows(
         row = SystemRow(
             slug=standing.slug, suite=standing.suite, agent=standing.agent, model=standing.model,
             config=json.loads(standing.config_json), config_json=standing.config_json, context=standing.context,
-            run_ids=list(standing.run_ids), k=standing.k, by_n=dict(sorted(by_n.items())), date=standing.date,
+            run_ids=list(shown_runs[standing.pk]), k=standing.k, by_n=dict(sorted(by_n.items())), date=standing.date,
             unfinished_runs=standing.unfinished_runs, stale=standing.stale, refreshed_at=standing.refreshed_at,
             url=system_url(standing.slug), suite_url=suite_url(standing.suite),
         )
@@ -878,23 +895,27 @@ def default_sort(n_values: list[int]) -> str:
 
 
 def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
-    """The measured systems for `filters`, sorted, as last computed by leaderboard.standings.
+    """The measured systems for `filters`, sorted, as last computed by leaderboard.standings, each
+    with its runs that are public now (a system with none is not shown: `_shown_runs`).
 
-    One query while the standings are as this process last saw them, two when they changed: the board
-    built from them is kept (`_leaderboard_built`), shared between requests, and must not be modified."""
-    return _leaderboard_built(_Standings(filters, list(SystemStanding.objects.filter(_standing_filter(filters)))))
+    Two queries while the standings and their public runs are as this process last saw them, three
+    when they changed: the board built from them is kept (`_leaderboard_built`), shared between
+    requests, and must not be modified."""
+    standings = list(SystemStanding.objects.filter(_standing_filter(filters)))
+    return _leaderboard_built(_Standings(filters, standings, _shown_runs(standings)))
 
 
 class _Standings:
     """The standings a board is built from, equal to another when they would build the same board:
     a standing is only ever rewritten with a new refreshed_at (leaderboard.standings._store), and only
-    its stale mark changes in between."""
+    its stale mark and which of its runs are public change in between."""
 
-    def __init__(self, filters: LeaderboardFilters, standings: list[SystemStanding]):
-        self.filters, self.standings = filters, standings
+    def __init__(self, filters: LeaderboardFilters, standings: list[SystemStanding], shown_runs: dict[int, tuple[int, ...]]):
+        self.filters, self.standings, self.shown_runs = filters, standings, shown_runs
         # The rows' links are built under the request's address prefix (a site mounted under a path).
         self.version = (filters, get_script_prefix(),
-                        tuple((standing.pk, standing.refreshed_at, standing.stale) for standing in standings))
+                        tuple((standing.pk, standing.refreshed_at, standing.stale, shown_runs.get(standing.pk))
+                              for standing in standings))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, _Standings) and self.version == other.version
@@ -910,7 +931,7 @@ def _leaderboard_built(source: _Standings) -> Leaderboard:
     filters, standings = source.filters, source.standings
     computed = [standing for standing in standings if standing.refreshed_at is not None]
     tolerances = (filters.tolerance,) if filters.tolerance is not None else ()
-    rows = _standing_rows(computed, filters, tolerances=tolerances)
+    rows = _standing_rows(computed, filters, shown_runs=source.shown_runs, tolerances=tolerances)
     n_values = sorted({n for row in rows for n in row.by_n})
     sort = filters.sort or default_sort(n_values)
     rows = sort_systems(rows, sort)
@@ -1059,12 +1080,16 @@ class FunctionDifficulty(PassRates):
 
 def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficulty]:
     """Every function of the suites in view, with how often the attempts masking it got it right, from
-    the stored per-function counts of the systems in view (leaderboard.standings; three queries).
+    the stored per-function counts of the systems in view that have a public run now
+    (leaderboard.standings, `_shown_runs`; four queries).
 
     Hardest first (lowest right rate), functions never decided last.
     """
-    standings = SystemStanding.objects.filter(_standing_filter(filters), refreshed_at__isnull=False).exclude(run_ids=[])
-    suites = sorted(set(standings.values_list("suite", flat=True)))
+    computed = list(SystemStanding.objects.filter(_standing_filter(filters), refreshed_at__isnull=False)
+                    .exclude(run_ids=[]).only("pk", "suite", "run_ids", "refreshed_at"))
+    shown = _shown_runs(computed)
+    standings = [standing.pk for standing in computed if standing.pk in shown]
+    suites = sorted({standing.suite for standing in computed if standing.pk in shown})
     functions = Function.objects.filter(paper__suite__name__in=suites).order_by().values_list(
         "id", "paper__suite__name", "paper__paper_id", "func_id", "file", "name"
     )
@@ -1076,7 +1101,7 @@ def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficul
         at_n1 = Q(n=1)
         counts = (
             SystemFunctionStanding.objects.filter(
-                Q(standing__in=standings, verified_only=filters.verified_only) & _n_filter(filters, "")
+                Q(standing_id__in=standings, verified_only=filters.verified_only) & _n_filter(filters, "")
             )
             .order_by()
             .values("function_id")
@@ -1293,7 +1318,9 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         return None
     run_ids = [int(pk) for pk in runs["run_id"]]
     standing = SystemStanding.objects.filter(slug=slug, refreshed_at__isnull=False).first()
-    built = _standing_rows([standing], filters, tolerances=TOLERANCES) if standing is not None else []
+    # Its runs are those public now (`runs`), whatever the stored numbers were last computed from.
+    shown = {standing.pk: tuple(run_ids)} if standing is not None else {}
+    built = _standing_rows([standing], filters, shown_runs=shown, tolerances=TOLERANCES) if standing is not None else []
     first = runs.iloc[0]
     system = built[0] if built else SystemRow(
         slug=slug, suite=first["suite"], agent=first["agent"], model=first["model"], config=first["agent_config"] or {},

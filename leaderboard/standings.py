@@ -10,6 +10,11 @@ so that a request only reads them (leaderboard.selectors).
   are coalesced into it. It refreshes every stale system, under a lock, so two jobs never compute at once.
 - Until it has run, pages show the previous numbers marked as being updated (`stale`); a system
   never computed yet is counted, not shown.
+- Who may see a run is not stored here: pages show a system with its runs of the last refresh that
+  are public now, and not at all when none is (leaderboard.selectors._shown_runs), so hiding or
+  deleting a run takes it off every page in its own request. The numbers of a system whose runs are
+  all hidden are kept (shown to nobody), so that showing one again brings it back at once, marked as
+  being updated; those of a system whose runs are all gone are deleted.
 
 `manage.py refresh_standings [--all]` does the same in the foreground (`--all`: every system, as
 after a change of the rules or data written behind the application's back).
@@ -161,6 +166,12 @@ def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
         standing = SystemStanding.objects.select_for_update().filter(slug=slug).first()
         if standing is None or standing.refreshed_changes >= seen:
             return  # a refresh that started later has written already
+        if not numbers.run_ids and Run.objects.filter(pk__in=standing.run_ids).exists():
+            # Its runs are hidden, not gone: pages show it to nobody meanwhile (no public run), and an
+            # unhidden run brings these numbers back at once, marked stale until the next refresh.
+            standing.refreshed_changes = seen
+            standing.save(update_fields=["refreshed_changes"])
+            return
         SystemStandingByN.objects.filter(standing=standing).delete()
         SystemStandingByN.objects.bulk_create([
             SystemStandingByN(standing=standing, verified_only=verified_only, n=n, metrics=metrics_stored(metrics))

@@ -97,7 +97,9 @@ class RunAdmin(admin.ModelAdmin):
     list_display = ["id", "agent", "model", "suite", "n_values", "attempts_per_sample", "created_by", "created_at", "cancelled_at", "finished_at", "hidden"]
     list_filter = ["hidden", "agent", "suite", "context"]
     search_fields = ["agent", "model", "description"]
-    readonly_fields = ["created_at", "cancelled_at", "finished_at"]
+    # Hidden is set by the actions alone (runs_set_hidden): saved from the form, the change would
+    # announce nothing, and the leaderboard's numbers would not follow it.
+    readonly_fields = ["created_at", "cancelled_at", "finished_at", "hidden"]
     raw_id_fields = ["created_by"]
     actions = ["hide", "unhide"]
 

@@ -12,12 +12,16 @@ and their submission. Every page, export and API reads through these functions.
   `gold_access` allows: one rule for every page, export, search index, snippet and error text
   (README, "Security").
 - The leaderboard is the public view: it counts `public_runs_q()` runs for everybody, staff and
-  owners included, so its numbers never depend on who is looking.
+  owners included, so its numbers never depend on who is looking. Its numbers are stored and
+  refreshed later (leaderboard.standings), but who may see a run is read at once: a stored system is
+  shown with its runs that are public now (`public_run_ids`), and not at all when none is.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.db import connections
 from django.db.models import Q, QuerySet
 
 from runs.models import Run, Submission, Suite
@@ -30,6 +34,17 @@ def _signed_in(user) -> bool:
 def public_runs_q(*, prefix: str = "") -> Q:
     """Runs anybody may see. `prefix` puts it on a related model: `public_runs_q(prefix="run__")`."""
     return Q(**{f"{prefix}hidden": False})
+
+
+def public_run_ids(*, among: Iterable[int]) -> set[int]:
+    """Which of the runs `among` exist and are public now: one query (one per batch of ids on a database
+    that caps a query's parameters, such as SQLite)."""
+    ids = sorted({int(pk) for pk in among})
+    batch = connections[Run.objects.db].features.max_query_params or len(ids) or 1
+    public: set[int] = set()
+    for start in range(0, len(ids), batch):
+        public.update(Run.objects.filter(public_runs_q(), pk__in=ids[start:start + batch]).values_list("pk", flat=True))
+    return public
 
 
 def runs_visible_q(*, user, prefix: str = "") -> Q:

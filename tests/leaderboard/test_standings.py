@@ -174,8 +174,11 @@ def test_without_redis_the_change_is_kept_and_shown_as_stale(board_data, setting
     with django_capture_on_commit_callbacks(execute=True):
         assert runs_set_hidden(runs=[board_data.run_c], hidden=True) == 1
     assert "could not be queued" in caplog.text
-    assert claude().stale and board_data.run_c.__class__.objects.get(pk=board_data.run_c.pk).hidden
+    assert SystemStanding.objects.get(model="anthropic:claude-3-5-sonnet").stale
+    assert board_data.run_c.__class__.objects.get(pk=board_data.run_c.pk).hidden
+    assert "anthropic:claude-3-5-sonnet" not in rows()  # who may see it is not the refresh's to say
     standings_refresh()  # `manage.py refresh_standings`, or the next change once Redis is back
+    assert not SystemStanding.objects.get(model="anthropic:claude-3-5-sonnet").stale
     assert "anthropic:claude-3-5-sonnet" not in rows()
 
 

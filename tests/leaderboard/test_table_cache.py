@@ -89,11 +89,12 @@ def test_rows_rendered_under_another_address_prefix_are_not_reused(board_data, c
     assert rendered == 3 and len(links) == 3 and all(link.startswith("/bench/systems/") for link in links)
 
 
-def test_the_board_is_read_with_one_query_while_the_standings_are_unchanged(board_data):
+def test_the_board_is_read_with_two_queries_while_the_standings_are_unchanged(board_data):
+    """The standings, and which of their runs are public now (never stored: leaderboard.selectors._shown_runs)."""
     first = leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     with CaptureQueriesContext(connection) as queries:
         again = leaderboard_get(filters=LeaderboardFilters(verified_only=False))
-    assert again is first and len(queries) == 1
+    assert again is first and len(queries) == 2
     results_changed_send(run_ids=[board_data.run_c.pk])
     marked = leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     assert marked is not first and sum(row.stale for row in marked.rows) == 1
