@@ -90,6 +90,8 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
     # Turns RateLimited (autoexperiment_site.abuse) into a 429 through RATELIMIT_VIEW.
     "django_ratelimit.middleware.RatelimitMiddleware",
+    # A django-rq dashboard address naming no queue, job or worker: 404, not 500.
+    "autoexperiment_site.queue_dashboard.QueueDashboardNotFoundMiddleware",
 ]
 
 # --- Content-Security-Policy (django-csp), on every page ---
