@@ -26,10 +26,10 @@ bootstrap, memoised after. Then EXPLAIN ANALYZE of every query that took longer 
 --reuse skips the loading when `bench_explore` already holds the data (it still migrates).
 
     .venv/bin/python scripts/bench_explore.py [--attempts 100000] [--steps 30] [--systems 50]
-        [--requests 30] [--keep] [--reuse] [--explain-over 200]
+        [--requests 30] [--keep] [--reuse] [--explain-over 200] [--redis-db 6]
 
 Postgres: BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432), a role that may create
-databases; Redis: REDIS_URL's server, database BENCH_REDIS_DB (default 6), emptied first. Loading
+databases; Redis: REDIS_URL's server, database --redis-db (default BENCH_REDIS_DB, else 6), emptied first. Loading
 takes a few minutes on two cores (the tsvectors and the GIN index are most of it).
 """
 from __future__ import annotations
@@ -54,9 +54,8 @@ SERVER = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:543
 # Fixed, so the pages' authors can EXPLAIN ANALYZE there after --keep (BENCH_EXPLORE_DB: another).
 DB_NAME = os.environ.get("BENCH_EXPLORE_DB", "bench_explore")
 DB_URL = f"{SERVER}/{DB_NAME}"
-REDIS_URL = url_with_path(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{os.environ.get('BENCH_REDIS_DB', '6')}")
+REDIS_DB = int(os.environ.get("BENCH_REDIS_DB", "6"))
 os.environ["DATABASE_URL"] = DB_URL
-os.environ["REDIS_URL"] = REDIS_URL
 # DEBUG serves static files without collectstatic; nothing measured depends on it.
 os.environ.setdefault("DEBUG", "1")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoexperiment_site.settings")
@@ -192,7 +191,7 @@ INSERT INTO runs_attempt (
     run_id, sample_id, index, status, exit_status, exit_message, failure_label, failure_detail, tries, infra_failures,
     infra_history, job_id, claimed_by, reported_passed, reexecution_passed, reexecution_error, reexecution_output,
     reexecution_score, out_of_scope_edits, passed, outcome, mismatch, input_tokens, output_tokens, cost, agent_seconds, timings,
-    final_patch, created_at, finished_at, final_answer_raw)
+    final_patch, created_at, finished_at, final_answer_raw{more_columns})
 SELECT %(run)s, d.sample_id, d.idx,
     CASE WHEN d.outcome = '' THEN 'error' ELSE 'done' END,
     CASE d.outcome WHEN 'budget_exhausted' THEN 'step_limit' WHEN '' THEN 'model_error' ELSE 'submitted' END,
@@ -209,7 +208,7 @@ SELECT %(run)s, d.sample_id, d.idx,
          ELSE '[]'::jsonb END, d.outcome = 'passed', d.outcome, d.mismatch,
     20000 + (random() * 380000)::int, 2000 + (random() * 28000)::int,
     CASE WHEN random() < 0.05 THEN NULL ELSE 0.02 + random() * 0.9 END, 60 + random() * 1500, '{}',
-    '', now() - d.age, now() - d.age + interval '20 minutes', '{"Experiment 1": {"loss": 0.25}}'
+    '', now() - d.age, now() - d.age + interval '20 minutes', '{"Experiment 1": {"loss": 0.25}}'{more_values}
 FROM (
     SELECT u.sample_id, u.idx, u.age,
         CASE WHEN u.v < 0.03 THEN ''
@@ -229,13 +228,45 @@ FROM (
 """
 
 
+def with_defaults(sql: str, model) -> tuple[str, dict]:
+    """`sql`, an INSERT ... SELECT into `model`'s table, with every NOT NULL column it does not list
+    set to the model field's default (at {more_columns} and {more_values}), and the parameters that
+    carry those defaults. The loader thereby keeps up with the schema: a column added later with a
+    default is filled as the ORM would fill it; one without a default stops the script, naming it."""
+    import re
+
+    from django.db import connection
+    from django.db.models import NOT_PROVIDED
+
+    listed = re.search(r"INSERT INTO \w+ \((.*?)\{more_columns\}", sql, re.DOTALL)
+    if listed is None or "{more_values}" not in sql:
+        raise ValueError("with_defaults needs INSERT INTO table (columns{more_columns}) SELECT values{more_values} ...")
+    named = {name.strip() for name in listed.group(1).split(",")}
+    columns, values, params = [], [], {}
+    for field in model._meta.concrete_fields:
+        if field.column in named or field.null or (field.primary_key and field.auto_created) or field.db_default is not NOT_PROVIDED:
+            continue
+        columns.append(field.column)
+        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            values.append("now()")
+            continue
+        default = field.get_default()
+        if default is None:
+            raise SystemExit(f"{model._meta.db_table}.{field.column} is NOT NULL without a default: "
+                             f"give it a value in {Path(__file__).name}'s loader")
+        values.append(f"%(default_{field.column})s")
+        params[f"default_{field.column}"] = field.get_db_prep_save(default, connection)
+    return (sql.replace("{more_columns}", "".join(f", {column}" for column in columns))
+               .replace("{more_values}", "".join(f", {value}" for value in values))), params
+
+
 def load_runs(suite, *, total: int, systems: int) -> list[dict]:
     """Runs and their attempts (one INSERT ... SELECT per run); returns one dict per system."""
     from django.contrib.auth import get_user_model
     from django.db import connection
 
     from leaderboard.selectors import canonical_config, system_slug
-    from runs.models import Run
+    from runs.models import Attempt, Run
 
     owner = get_user_model().objects.create_user("bench-owner", password="bench-owner-password")
     rng = random.Random(11)
@@ -244,6 +275,7 @@ def load_runs(suite, *, total: int, systems: int) -> list[dict]:
     per_system = total // systems
     n_choices = [(1, 2, 3), (1, 2, 3), (2, 3), (1, 2)]
     made, described = 0, []
+    attempt_sql, defaults = with_defaults(ATTEMPT_SQL, Attempt)
     for number, ((model, strength), agent, context, config) in enumerate(keys[:systems]):
         k = 3 if number % 5 == 2 else 1
         n_values = n_choices[number % len(n_choices)]
@@ -261,8 +293,8 @@ def load_runs(suite, *, total: int, systems: int) -> list[dict]:
                 description=f"bench_explore system {number} run {run_number}",
             )
             with connection.cursor() as cursor:
-                cursor.execute(ATTEMPT_SQL, {
-                    "run": run.pk, "n_values": list(n_values), "salt": f"{number % 4}-{run_number}", "k": k,
+                cursor.execute(attempt_sql, {
+                    **defaults, "run": run.pk, "n_values": list(n_values), "salt": f"{number % 4}-{run_number}", "k": k,
                     "samples": -(-wanted // k), "wanted": wanted,
                     **{f"p{n}": min(0.95, strength * factor * 0.45 ** (n - 1)) for n in (1, 2, 3)},
                 })
@@ -298,18 +330,20 @@ def load_steps(*, steps: int, workers: int = 2) -> None:
     import psycopg
     from django.db import connection
 
+    from runs.models import AttemptAnalysis, AttemptException, StepText
+
     exception_array = "ARRAY[" + ", ".join(sql_string(t) for t in EXCEPTIONS) + "]"
     lap = Laps()
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE IF EXISTS bench_step_plan")
         cursor.execute(PLAN_SQL.replace("{kind_case}", kind_case()), {"steps": steps})
         cursor.execute(f"UPDATE bench_step_plan p SET exception_line = {fill(f'({exception_array})[1 + mod(p.r5, {len(EXCEPTIONS)})]')} WHERE kind = 4")
-        # The rare phrase, in RARE_STEPS steps of public attempts.
+        # The rare phrase, in RARE_STEPS steps of public attempts (their 7th, or last when fewer).
         cursor.execute(
             f"UPDATE bench_step_plan p SET kind = 4, exception_line = {fill(sql_string(RARE_LINE))} "
             "WHERE (attempt_id, step) IN (SELECT p2.attempt_id, p2.step FROM bench_step_plan p2 JOIN runs_attempt a ON a.id = p2.attempt_id "
-            "JOIN runs_run r ON r.id = a.run_id WHERE NOT r.hidden AND p2.step = 7 ORDER BY md5(p2.attempt_id::text) LIMIT %s)",
-            [RARE_STEPS],
+            "JOIN runs_run r ON r.id = a.run_id WHERE NOT r.hidden AND p2.step = %s ORDER BY md5(p2.attempt_id::text) LIMIT %s)",
+            [min(7, steps), RARE_STEPS],
         )
         cursor.execute("CREATE INDEX ON bench_step_plan (attempt_id)")
         cursor.execute("ANALYZE bench_step_plan")
@@ -319,9 +353,11 @@ def load_steps(*, steps: int, workers: int = 2) -> None:
     lap("plan")
 
     text = step_text_sql()
-    insert = (
-        "INSERT INTO runs_steptext (attempt_id, step, text, document) SELECT attempt_id, step, t, to_tsvector('simple', t) "
-        f"FROM (SELECT p.attempt_id, p.step, {text} AS t FROM bench_step_plan p WHERE p.attempt_id BETWEEN %s AND %s) x"
+    insert, step_defaults = with_defaults(
+        "INSERT INTO runs_steptext (attempt_id, step, text, document{more_columns}) "
+        "SELECT attempt_id, step, t, to_tsvector('simple', t){more_values} "
+        f"FROM (SELECT p.attempt_id, p.step, {text} AS t FROM bench_step_plan p WHERE p.attempt_id BETWEEN %(first)s AND %(last)s) x",
+        StepText,
     )
     bounds = [low + (high - low + 1) * i // workers for i in range(workers + 1)]
     errors = []
@@ -330,7 +366,7 @@ def load_steps(*, steps: int, workers: int = 2) -> None:
         try:
             with psycopg.connect(DB_URL, autocommit=True) as own:
                 own.execute("SET synchronous_commit = off")
-                own.execute(insert, [first, last])
+                own.execute(insert, {**step_defaults, "first": first, "last": last})
         except Exception as error:  # noqa: BLE001 - re-raised below, in the main thread
             errors.append(error)
 
@@ -344,28 +380,30 @@ def load_steps(*, steps: int, workers: int = 2) -> None:
     lap("step texts and tsvectors")
 
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO runs_attemptexception (attempt_id, step, exception_type, pattern, message) "
+        cursor.execute(*with_defaults(
+            "INSERT INTO runs_attemptexception (attempt_id, step, exception_type, pattern, message{more_columns}) "
             "SELECT attempt_id, step, split_part(exception_line, ':', 1), "
-            "left(regexp_replace(substr(exception_line, strpos(exception_line, ': ') + 2), '[0-9]+', 'N', 'g'), 300), left(exception_line, 500) "
-            "FROM bench_step_plan WHERE kind = 4"
-        )
-        cursor.execute(
-            "INSERT INTO runs_attemptexception (attempt_id, step, exception_type, pattern, message) "
+            "left(regexp_replace(substr(exception_line, strpos(exception_line, ': ') + 2), '[0-9]+', 'N', 'g'), 300), "
+            "left(exception_line, 500){more_values} FROM bench_step_plan WHERE kind = 4",
+            AttemptException,
+        ))
+        cursor.execute(*with_defaults(
+            "INSERT INTO runs_attemptexception (attempt_id, step, exception_type, pattern, message{more_columns}) "
             "SELECT id, NULL, 'RuntimeError', 'shape mismatch: value tensor of shape [N, N] cannot be broadcast', "
-            "split_part(reexecution_output, E'\\n', 3) FROM runs_attempt WHERE outcome = 'reexecution_failed'"
-        )
+            "split_part(reexecution_output, E'\\n', 3){more_values} FROM runs_attempt WHERE outcome = 'reexecution_failed'",
+            AttemptException,
+        ))
         first_line = "left(exception_line, 300)"
-        cursor.execute(f"""
+        cursor.execute(*with_defaults(f"""
             INSERT INTO runs_attemptanalysis (attempt_id, rules_version, steps, experiment_runs, first_run_step, first_run_crashed,
-                working_run_step, seconds_to_working, cost_to_working, first_error_step, first_error_line, analysed_at)
+                working_run_step, seconds_to_working, cost_to_working, first_error_step, first_error_line, analysed_at{{more_columns}})
             SELECT attempt_id, 1, count(*), count(*) FILTER (WHERE kind >= 3), min(step) FILTER (WHERE kind >= 3),
                 (array_agg(kind = 4 ORDER BY step) FILTER (WHERE kind >= 3))[1],
                 min(step) FILTER (WHERE kind = 3), min(step) FILTER (WHERE kind = 3) * 37.5,
                 min(step) FILTER (WHERE kind = 3) * 0.004, min(step) FILTER (WHERE kind = 4),
-                coalesce((array_agg({first_line} ORDER BY step) FILTER (WHERE kind = 4))[1], ''), now()
+                coalesce((array_agg({first_line} ORDER BY step) FILTER (WHERE kind = 4))[1], ''), now(){{more_values}}
             FROM bench_step_plan GROUP BY attempt_id
-        """)
+        """, AttemptAnalysis))
         lap("exceptions and analyses")
         for statement in dropped:
             cursor.execute(statement)
@@ -434,7 +472,7 @@ def describe_data() -> None:
             "SELECT (SELECT count(*) FROM runs_steptext), "
             "(SELECT count(*) FROM runs_steptext WHERE document @@ websearch_to_tsquery('simple', %s)), "
             "(SELECT count(*) FROM runs_steptext WHERE document @@ websearch_to_tsquery('simple', 'Traceback')), "
-            "(SELECT avg(length(text)) FROM (SELECT text FROM runs_steptext TABLESAMPLE SYSTEM (1)) sampled), "
+            "(SELECT avg(length(text)) FROM (SELECT text FROM runs_steptext TABLESAMPLE SYSTEM (1) UNION ALL (SELECT text FROM runs_steptext LIMIT 100)) sampled), "
             "pg_total_relation_size('runs_steptext'), "
             "coalesce((SELECT pg_relation_size(indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE c.relname = 'step_text_document'), 0)",
@@ -534,10 +572,16 @@ def time_pages(systems: list[dict], options) -> None:
 
     from django.test import Client
 
+    from leaderboard import explorer
+    from runs.models import Attempt
+
     client = Client(HTTP_HOST="localhost")
     a, b = compared_pair(systems)
     three_filters = next(s for s in systems if not s["hidden"] and 2 in s["n_values"])
     others = [s for s in systems if not s["hidden"] and s["slug"] not in (a["slug"], b["slug"])]
+    # Page 100, or the last one where fewer attempts were loaded.
+    no_answers = Attempt.objects.filter(outcome=Attempt.NO_ANSWER, run__hidden=False).count()
+    deep_page = max(1, min(100, -(-no_answers // explorer.PAGE_SIZE)))
     fresh_pairs = ["/compare/?" + urlencode({"a": x["slug"], "b": y["slug"]}) for x, y in zip(others, others[1:] + others[:1])]
     pages = [
         ("explorer, 3 filters", "/explore/?" + urlencode({"system": three_filters["slug"], "n": 2, "outcome": "wrong_answer"})),
@@ -548,7 +592,7 @@ def time_pages(systems: list[dict], options) -> None:
         # among 3M steps), an exception filter, and a deep page.
         ("+ search and filters", "/explore/?" + urlencode({"q": '"shape mismatch"', "system": three_filters["slug"], "n": 3})),
         ("+ exception filter", "/explore/?" + urlencode({"exception": "ZeroDivisionError", "recovered": 0})),
-        ("+ explorer page 100", "/explore/?" + urlencode({"outcome": "no_answer", "page": 100})),
+        (f"+ explorer page {deep_page}", "/explore/?" + urlencode({"outcome": "no_answer", "page": deep_page})),
         # Each request a pair not compared before: no memoised bootstrap (the page above repeats one pair).
         ("+ comparison, new pair", fresh_pairs),
     ]
@@ -583,11 +627,13 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help=f"keep the database {DB_NAME} (to EXPLAIN ANALYZE there)")
     parser.add_argument("--reuse", action="store_true", help=f"skip the loading when {DB_NAME} already holds these data")
     parser.add_argument("--explain-over", type=float, default=BUDGET, help="EXPLAIN ANALYZE queries slower than this (ms)")
+    parser.add_argument("--redis-db", type=int, default=REDIS_DB, help=f"Redis database to use and flush (default {REDIS_DB})")
     options = parser.parse_args()
+    redis_url = os.environ["REDIS_URL"] = url_with_path(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), f"/{options.redis_db}")
     if options.systems <= HIDDEN_SYSTEMS + 2:
         parser.error(f"--systems must be over {HIDDEN_SYSTEMS + 2}")
 
-    flush_redis(REDIS_URL)
+    flush_redis(redis_url)
     reusing = options.reuse and database_exists()
     if not reusing:
         drop_database(f"{SERVER}/postgres", DB_NAME)
@@ -626,7 +672,7 @@ def main() -> None:
         else:
             drop_database(f"{SERVER}/postgres", DB_NAME)
             print(f"\ndatabase {DB_NAME} dropped")
-        flush_redis(REDIS_URL)
+        flush_redis(redis_url)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """What an agent's oversized final patch costs a worker: one ReAct attempt on the built-in suite
 whose model (the tests' fake LLM on loopback) writes 120 files of 500 KB into the code, then answers.
 
-    .venv/bin/python scripts/bench_patch_limits.py [--files 120] [--file-kb 500]
+    .venv/bin/python scripts/bench_patch_limits.py [--files 120] [--file-kb 500] [--redis-db 12]
 
 The attempt runs as an RQ work horse runs it: in a process forked from one with Django set up
 (runs.evaluation.worker forks a work horse per job), calling the harness (attempt_execute). Prints
@@ -20,7 +20,7 @@ What remains grows no further with the files written: the workspace snapshots th
 steps with hold at most MAX_SNAPSHOT_BYTES of text each (runs.agents.recorder), a step diffs only
 the files its budget can keep, and the final patch stops at its limit.
 
-Uses a scratch Postgres database, Redis database 12 (flushed) and the sandbox of $SANDBOX_BACKEND
+Uses a scratch Postgres database, Redis database 12 (or --redis-db; flushed) and the sandbox of $SANDBOX_BACKEND
 (bubblewrap by default), like scripts/bench_worker.py; about a minute on two cores.
 """
 from __future__ import annotations
@@ -64,6 +64,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=120)
     parser.add_argument("--file-kb", type=int, default=500)
+    parser.add_argument("--redis-db", type=int, default=REDIS_DB, help=f"Redis database to use and flush (default {REDIS_DB})")
     args = parser.parse_args()
 
     from sandbox import backend_problem
@@ -72,7 +73,7 @@ def main() -> None:
     if problem := backend_problem(backend):
         raise SystemExit(f"sandbox {backend} unavailable: {problem}")
 
-    with scratch_deployment("patch_limits", backend=backend, redis_db=REDIS_DB):
+    with scratch_deployment("patch_limits", backend=backend, redis_db=args.redis_db):
         import django
 
         django.setup()

@@ -113,7 +113,7 @@ def largest_trajectory(sample_id: str, limits, per_page: int) -> dict:
     failed = "error: shapes do not match\n[exit code 1; 0.4 s; cwd code]"
     rest = trajectory.steps[per_page:]
     room = limits.trajectory_bytes - len(json.dumps(trajectory.to_dict())) - 64 * 1024
-    extra = min(limits.text_bytes, room // max(1, len(rest)) * 64 // 66) if rest else 0
+    extra = min(limits.text_bytes - len(failed), room // max(1, len(rest)) * 64 // 66) if rest else 0
     for step in rest:
         step.observation = filler(extra, f"output {step.index}") + failed
     return trajectory.to_dict()

@@ -3,7 +3,7 @@
 Redis alone, each with its own name (WORKER_HOST_NAME), workspace root and sandbox (host A bubblewrap,
 host B Docker); with --kill, host A is SIGKILLed mid-run and host B's self-healing takes over.
 
-    .venv/bin/python scripts/bench_scaleout.py [--n 1] [--cap 100] [--kill]
+    .venv/bin/python scripts/bench_scaleout.py [--n 1] [--cap 100] [--attempts N] [--kill]
 
 Real RQ workers (`manage.py evaluation_worker`, subprocesses), Redis database 12 (or --redis-db; flushed) of $REDIS_URL's
 server and a scratch Postgres database `bench_scaleout_<pid>` on $BENCH_DATABASE_URL's server,
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import scratch_deployment, wait_until, worker_command  # noqa: E402 - beside this script
+from benchlib import attempts_cut, scratch_deployment, wait_until, worker_command  # noqa: E402 - beside this script
 
 REDIS_DB = 12
 HOSTS = {"host-a": "bubblewrap", "host-b": "docker"}
@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1, help="masked functions per sample (default 1)")
     parser.add_argument("--cap", type=int, default=100, help="samples per paper (default 100: all 7 at n=1)")
     parser.add_argument("--kill", action="store_true", help="SIGKILL host A (worker and work horse) mid-run")
+    parser.add_argument("--attempts", type=int, help="keep only this many attempts, those with the fewest experiments (a smoke run)")
     parser.add_argument("--redis-db", type=int, default=REDIS_DB, help=f"Redis database to use and flush (default {REDIS_DB})")
     args = parser.parse_args()
 
@@ -65,6 +66,7 @@ def main() -> None:
         django.setup()
         from django.core.management import call_command
 
+        from runs.evaluation.queue import attempts_enqueue
         from runs.evaluation.services import EACH_WORKERS_BACKEND, run_create
         from runs.models import Attempt, Suite
 
@@ -72,7 +74,8 @@ def main() -> None:
         with open(os.devnull, "w") as quiet:
             call_command("import_suite", str(ROOT / "runs/suites/builtin"), "--samples", str(args.n), "--cap", str(args.cap), stdout=quiet)
         run = run_create(suite=Suite.objects.get(name="builtin"), agent="gold", n_values=[args.n], sample_cap=args.cap,
-                         sandbox_backend=EACH_WORKERS_BACKEND)
+                         sandbox_backend=EACH_WORKERS_BACKEND, enqueue=False)
+        attempts_enqueue(attempts=attempts_cut(run, args.attempts))
         started = time.monotonic()
         # With --kill, host B runs long (not --burst): its periodic self-healing finds host A's claims.
         host_a = start_host("host-a", env=env, scratch=scratch, burst=True)

@@ -3,12 +3,12 @@
 baseline (gold with one planted bug) over the built-in suite at n = 2, executed by one real RQ
 worker, and for every failed attempt its transplants' time next to the attempt's own re-execution.
 
-    .venv/bin/python scripts/bench_transplant.py [--cap 7] [--n 2]
+    .venv/bin/python scripts/bench_transplant.py [--cap 7] [--n 2] [--attempts N] [--redis-db 13]
 
 Prints, per failed attempt at n, the transplants' sandbox time (workspace, gold bodies put back,
 sandbox, experiments) and their job time (claimed to written: fork, claim, bookkeeping included),
 each as a ratio of the attempt's own re-execution time, and the verdicts found. Uses a scratch
-Postgres database and Redis database 13 (flushed), like scripts/bench_worker.py; about a minute
+Postgres database and Redis database 13 (or --redis-db; flushed), like scripts/bench_worker.py; about a minute
 for the default 28 attempts on two cores.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import percentile, scratch_deployment, worker_command  # noqa: E402 - beside this script
+from benchlib import attempts_cut, percentile, scratch_deployment, worker_command  # noqa: E402 - beside this script
 
 REDIS_DB = 13
 
@@ -32,6 +32,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=2, help="masked functions per sample (default 2)")
     parser.add_argument("--cap", type=int, default=7, help="samples per paper (default 7: 28 attempts)")
+    parser.add_argument("--attempts", type=int, help="keep only this many attempts, those with the fewest experiments (a smoke run)")
+    parser.add_argument("--redis-db", type=int, default=REDIS_DB, help=f"Redis database to use and flush (default {REDIS_DB})")
     args = parser.parse_args()
 
     from sandbox import backend_problem
@@ -40,19 +42,21 @@ def main() -> None:
     if problem := backend_problem(backend):
         raise SystemExit(f"sandbox {backend} unavailable: {problem}")
 
-    with scratch_deployment("transplant", backend=backend, redis_db=REDIS_DB) as (env, scratch):
+    with scratch_deployment("transplant", backend=backend, redis_db=args.redis_db) as (env, scratch):
         import django
 
         django.setup()
         from django.core.management import call_command
 
+        from runs.evaluation.queue import attempts_enqueue
         from runs.evaluation.services import run_create
         from runs.models import Attempt, Suite, Transplant
 
         call_command("migrate", verbosity=0)
         with open(os.devnull, "w") as quiet:
             call_command("import_suite", str(ROOT / "runs/suites/builtin"), "--samples", str(args.n), "--cap", str(args.cap), stdout=quiet)
-        run = run_create(suite=Suite.objects.get(name="builtin"), agent="mutant", n_values=[args.n], sample_cap=args.cap)
+        run = run_create(suite=Suite.objects.get(name="builtin"), agent="mutant", n_values=[args.n], sample_cap=args.cap, enqueue=False)
+        attempts_enqueue(attempts=attempts_cut(run, args.attempts))
         print(f"running {run.attempts.count()} mutant attempts at n={args.n} and their transplants on one worker...", file=sys.stderr)
         with open(scratch / "worker.log", "w") as log:
             status = subprocess.run(worker_command(burst=True), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT).returncode

@@ -4,9 +4,14 @@ suite with one RQ worker and with two, and where an attempt's time goes (harness
 the time the experiments themselves take); what the held-out checks add to a re-execution, for
 attempts that pass (gold) and attempts that fail (a `noop` run with one worker).
 
-    .venv/bin/python scripts/bench_worker.py [--n 1] [--cap 100] [--workers 1,2] [--repeat 3]
+    .venv/bin/python scripts/bench_worker.py [--n 1] [--cap 100] [--workers 1,2] [--repeat 3] [--attempts N] [--check-repeats 15]
+        [--redis-db 14]
 
+<<<<<<< HEAD
 Uses real RQ workers (`manage.py evaluation_worker --burst`, subprocesses), Redis database 14 (flushed) of
+=======
+Uses real RQ workers (`manage.py rqworker --burst`, subprocesses), Redis database 14 (or --redis-db; flushed) of
+>>>>>>> wt-bench
 $REDIS_URL's server, the sandbox of $SANDBOX_BACKEND (bubblewrap by default) and a scratch Postgres
 database `bench_worker_<pid>` created on $BENCH_DATABASE_URL's server (default
 postgres://postgres@127.0.0.1:5432/postgres), migrated, and dropped at the end. Takes about two
@@ -29,20 +34,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchlib import scratch_deployment, worker_command  # noqa: E402 - beside this script
+from benchlib import attempts_cut, scratch_deployment, worker_command  # noqa: E402 - beside this script
 
 REDIS_DB = 14
 
 
-def bench(count: int, *, suite, n: int, cap: int, env: dict, logs: Path, agent: str = "gold") -> dict:
+def bench(count: int, *, suite, n: int, cap: int, keep: int | None, env: dict, logs: Path, agent: str = "gold") -> dict:
     """One run of `agent` over the suite's samples, executed by `count` burst workers."""
     import redis
     from django.db.models import Max, Min
 
+    from runs.evaluation.queue import attempts_enqueue
     from runs.evaluation.services import run_create
 
     redis.Redis.from_url(env["REDIS_URL"]).flushdb()
-    run = run_create(suite=suite, agent=agent, n_values=[n], sample_cap=cap)  # jobs enqueued on commit
+    run = run_create(suite=suite, agent=agent, n_values=[n], sample_cap=cap, enqueue=keep is None)  # jobs enqueued on commit
+    if keep is not None:
+        attempts_enqueue(attempts=attempts_cut(run, keep))
     started = time.monotonic()
     processes = []
     for index in range(count):
@@ -163,7 +171,7 @@ def _median_ms(action, repeat: int = 15) -> float:
     return 1000 * statistics.median(times)
 
 
-def report_check_costs(attempts, *, scratch: Path) -> None:
+def report_check_costs(attempts, *, scratch: Path, repeat: int) -> None:
     """What the hostile-agent checks cost per use, next to what they replaced, on one gold attempt's
     workspace: descriptor-based snapshots (sandbox.fs) against a plain os.walk that follows links,
     the scoped final patch (runs.benchmark.patches + runs.benchmark.scope) against GNU patch applying it whole, and the
@@ -174,6 +182,9 @@ def report_check_costs(attempts, *, scratch: Path) -> None:
     from sandbox import fs
 
     attempt = next(a for a in attempts if a.final_patch)
+
+    def median_ms(action) -> float:
+        return _median_ms(action, repeat)
     build = scratch / "checks"
 
     def fresh() -> Path:
@@ -199,16 +210,16 @@ def report_check_costs(attempts, *, scratch: Path) -> None:
 
     fresh_workspace = fresh()
     files = sum(1 for entry in fs.Walk(fresh_workspace) if entry.kind == "file")
-    build_ms = _median_ms(fresh)
+    build_ms = median_ms(fresh)
     rows = [
-        (f"workspace snapshot, {files} files (sandbox.fs)", _median_ms(lambda: snapshot(fresh_workspace)),
-         "os.walk + read, following links", _median_ms(plain_walk)),
-        ("final patch parsed, applied and scoped (runs.benchmark.patches, runs.benchmark.scope)", _median_ms(scoped) - build_ms,
-         "GNU patch, whole patch", _median_ms(gnu_patch) - build_ms),
-        ("workspace removed (fs.remove_tree)", _median_ms(lambda: fs.remove_tree(fresh())) - build_ms,
-         "shutil.rmtree", _median_ms(lambda: shutil.rmtree(fresh())) - build_ms),
+        (f"workspace snapshot, {files} files (sandbox.fs)", median_ms(lambda: snapshot(fresh_workspace)),
+         "os.walk + read, following links", median_ms(plain_walk)),
+        ("final patch parsed, applied and scoped (runs.benchmark.patches, runs.benchmark.scope)", median_ms(scoped) - build_ms,
+         "GNU patch, whole patch", median_ms(gnu_patch) - build_ms),
+        ("workspace removed (fs.remove_tree)", median_ms(lambda: fs.remove_tree(fresh())) - build_ms,
+         "shutil.rmtree", median_ms(lambda: shutil.rmtree(fresh())) - build_ms),
     ]
-    print("Cost of the hostile-agent checks, per use (median of 15, on one gold attempt's workspace):")
+    print(f"Cost of the hostile-agent checks, per use (median of {repeat}, on one gold attempt's workspace):")
     for label, ours, before_label, before in rows:
         print(f"  {label:<66} {ours:7.2f} ms   (before: {before_label} {before:.2f} ms)")
     print("  An attempt takes one snapshot per agent step and one for the final patch, one scoped patch and two")
@@ -223,6 +234,9 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=100, help="samples per paper (default 100: all 7 at n=1)")
     parser.add_argument("--workers", default="1,2", help="worker counts to measure (default 1,2)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds of all the worker counts in turn (default 1)")
+    parser.add_argument("--check-repeats", type=int, default=15, help="timings of each check, of which the median is shown (default 15)")
+    parser.add_argument("--attempts", type=int, help="keep only this many attempts, those with the fewest experiments (a smoke run)")
+    parser.add_argument("--redis-db", type=int, default=REDIS_DB, help=f"Redis database to use and flush (default {REDIS_DB})")
     args = parser.parse_args()
     counts = [int(part) for part in args.workers.split(",") if part.strip()]
 
@@ -233,7 +247,7 @@ def main() -> None:
     if problem:
         raise SystemExit(f"sandbox {backend} unavailable: {problem}")
 
-    with scratch_deployment("worker", backend=backend, redis_db=REDIS_DB) as (env, scratch):
+    with scratch_deployment("worker", backend=backend, redis_db=args.redis_db) as (env, scratch):
         import django
 
         django.setup()
@@ -251,12 +265,12 @@ def main() -> None:
             # slowing down over the minutes favours neither worker count.
             for count in counts if round_ % 2 else counts[::-1]:
                 print(f"round {round_}: running with {count} worker(s)...", file=sys.stderr, flush=True)
-                results.append({"round": round_, **bench(count, suite=suite, n=args.n, cap=args.cap, env=env, logs=scratch)})
+                results.append({"round": round_, **bench(count, suite=suite, n=args.n, cap=args.cap, keep=args.attempts, env=env, logs=scratch)})
         report(results, n=args.n, backend=backend)
         print("running a noop run with 1 worker (failed attempts)...", file=sys.stderr, flush=True)
-        failed = bench(1, suite=suite, n=args.n, cap=args.cap, env=env, logs=scratch, agent="noop")
+        failed = bench(1, suite=suite, n=args.n, cap=args.cap, keep=args.attempts, env=env, logs=scratch, agent="noop")
         report_held_out([a for r in results for a in r["attempts"] if a.passed], failed["attempts"])
-        report_check_costs(results[0]["attempts"], scratch=scratch)
+        report_check_costs(results[0]["attempts"], scratch=scratch, repeat=args.check_repeats)
 
 
 if __name__ == "__main__":

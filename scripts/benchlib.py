@@ -30,7 +30,11 @@ def postgres_admin(admin_url: str, statement: str) -> None:
 
 
 def create_database(admin_url: str, name: str) -> None:
-    postgres_admin(admin_url, f'CREATE DATABASE "{name}"')
+    """An empty database, or with BENCH_TEMPLATE_DATABASE set a copy of that one (a migrated database
+    no one is connected to: the smoke tests share one, so that each script's `migrate` has nothing
+    left to do instead of taking seconds)."""
+    template = os.environ.get("BENCH_TEMPLATE_DATABASE")
+    postgres_admin(admin_url, f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
 
 
 def drop_database(admin_url: str, name: str) -> None:
@@ -111,3 +115,18 @@ def worker_command(*, burst: bool, worker_class: str = "runs.evaluation.worker.E
     """`manage.py evaluation_worker` (on this deployment's evaluation queue), run from the repository's root."""
     return [sys.executable, "manage.py", "evaluation_worker", *(["--burst"] if burst else []), "--skip-checks",
             "--worker-class", worker_class]
+
+
+def attempts_cut(run, keep: int | None) -> list:
+    """The run's attempts, or only the `keep` of them whose samples run the fewest experiments, the
+    others deleted (--attempts: a smoke run's tiny size); longest first, the order run_create
+    enqueues them in. Enqueues nothing: create the run with enqueue=False, then enqueue these."""
+    from runs.suites.selectors import sample_experiments
+
+    attempts = list(run.attempts.select_related("sample").order_by("pk"))
+    experiments = {attempt.pk: len(sample_experiments(sample=attempt.sample)) for attempt in attempts}
+    if keep is not None:
+        attempts.sort(key=lambda attempt: experiments[attempt.pk])
+        run.attempts.filter(pk__in=[attempt.pk for attempt in attempts[keep:]]).delete()
+        attempts = sorted(attempts[:keep], key=lambda attempt: attempt.pk)
+    return sorted(attempts, key=lambda attempt: -experiments[attempt.pk])
