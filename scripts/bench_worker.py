@@ -10,7 +10,7 @@ attempts that pass (gold) and attempts that fail (a `noop` run with one worker).
 <<<<<<< HEAD
 Uses real RQ workers (`manage.py evaluation_worker --burst`, subprocesses), Redis database 14 (flushed) of
 =======
-Uses real RQ workers (`manage.py rqworker --burst`, subprocesses), Redis database 14 (or --redis-db; flushed) of
+Uses real RQ workers (`manage.py evaluation_worker --burst`, subprocesses), Redis database 14 (or --redis-db; flushed) of
 >>>>>>> wt-bench
 $REDIS_URL's server, the sandbox of $SANDBOX_BACKEND (bubblewrap by default) and a scratch Postgres
 database `bench_worker_<pid>` created on $BENCH_DATABASE_URL's server (default
