@@ -222,8 +222,8 @@ def _n_parameter(request) -> int | None:
 
 @require_GET
 def samples(request, suite: str):
-    """The samples of one n (`?n=1`), a page at a time (`?page=2`), each with links to the attempts
-    at it the viewer may see."""
+    """The samples of one n (`?n=1`), a page at a time (`?page=2`), each with a summary of the
+    attempts at it the viewer may see and a link to them in the explorer."""
     if (output := _output(request)) is None:
         return _bad_format(request)
     suite_object = Suite.objects.filter(name=suite).first()
@@ -236,23 +236,25 @@ def samples(request, suite: str):
             return JsonResponse({"error": str(error)}, status=400)
         return render(request, "leaderboard/benchmark_samples.html",
                       {"suite": suite_object, "error": str(error)}, status=400)
+    page = listing.page
+    previous_url = query_with(request, page=page.previous_page_number()) if page.has_previous() else None
+    next_url = query_with(request, page=page.next_page_number()) if page.has_next() else None
     if output == "json":
         return _json({
             "suite": suite, "n": listing.n, "n_values": listing.n_values,
-            "page": listing.page.number, "pages": listing.page.paginator.num_pages, "count": listing.page.paginator.count,
+            "page": page.number, "pages": page.paginator.num_pages, "count": page.paginator.count,
+            "previous": previous_url and request.path + previous_url, "next": next_url and request.path + next_url,
             "samples": [
                 {"sample_id": row.sample.sample_id, "paper": row.sample.paper.paper_id, "n": row.sample.n,
-                 "functions": [{"func_id": f.func_id, "name": f.name} for f in row.functions],
-                 "attempts": [attempt.as_dict() for attempt in row.attempts]}
+                 "functions": [{"func_id": f.func_id, "name": f.name} for f in row.functions], **row.summary()}
                 for row in listing.rows
             ],
         })
-    page = listing.page
     return render(request, "leaderboard/benchmark_samples.html", {
         "suite": suite_object,
         "listing": listing,
         "n_links": [{"n": n, "url": query_with(request, n=n, page=None), "active": n == listing.n} for n in listing.n_values],
-        "previous_url": query_with(request, page=page.previous_page_number()) if page.has_previous() else None,
-        "next_url": query_with(request, page=page.next_page_number()) if page.has_next() else None,
+        "previous_url": previous_url,
+        "next_url": next_url,
         "json_url": query_with(request, format="json"),
     })

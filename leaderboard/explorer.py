@@ -27,6 +27,7 @@ from django.db import connections
 from django.db.models import Exists, F, Func, OuterRef, Q, Value
 
 from leaderboard.selectors import (
+    ENDED_STATUSES,
     NEAR_MISS_FACTOR,
     canonical_config,
     passes_q,
@@ -48,7 +49,7 @@ HIT_COUNT_CAP = 1_000
 EXPORT_LIMIT = 10_000
 MAX_PAGE = EXPORT_LIMIT // PAGE_SIZE
 
-LISTED_STATUSES = (Attempt.DONE, Attempt.ERROR)
+LISTED_STATUSES = ENDED_STATUSES
 OUTCOME_LABELS = dict(Attempt.OUTCOMES)
 
 # sort key -> the attempt field it orders by; "-key" is descending. Ties always fall to the id.
@@ -77,6 +78,7 @@ class ExplorerFilters:
     suite: str | None = None
     system: str | None = None  # a system slug
     paper: str | None = None
+    sample: str | None = None  # a sample id (unique in a paper; the samples pages pass the paper too)
     function: tuple[str, int] | None = None  # (paper_id, func_id)
     n: int | None = None
     status: str | None = None  # one of LISTED_STATUSES
@@ -127,6 +129,8 @@ def attempts_q(filters: ExplorerFilters, *, user, prefix: str = "") -> Q:
         q &= Q(**{p("run_id__in"): system_run_ids(filters.system, user=user)})
     if filters.paper:
         q &= Q(**{p("sample__paper__paper_id"): filters.paper})
+    if filters.sample:
+        q &= Q(**{p("sample__sample_id"): filters.sample})
     if filters.function:
         paper_id, func_id = filters.function
         masks = Sample.functions.through.objects.filter(
