@@ -71,7 +71,7 @@ from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemSta
 from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
-from runs.models import Attempt, Function, Run, Sample, Suite, Transplant
+from runs.models import Attempt, Function, Paper, Run, Sample, Suite, Transplant
 from runs.visibility import public_runs_q
 
 BOOTSTRAP_SEED = 0
@@ -1379,25 +1379,46 @@ def _verifier_choices(run_ids: list[int], sample_pks: list[int] | None = None) -
         yield sample_pk, verifier_label(verifier), attempt_id
 
 
-def system_samples_page(*, slug: str, run_ids: list[int], filters: LeaderboardFilters, number: str | None) -> Page:
-    """Page `number` (from 1; None: the first) of the system's samples in the n range of `filters`,
-    SYSTEM_SAMPLES_PER_PAGE to a page, each summarised (three queries: the count, the page grouped
-    in the database, its verifier choices). Raises BadSamplesPage, whose message names the pages
-    there are."""
-    counted = counted_q(filters)
-    summaries = (
-        Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))
-        .values(*_SAMPLE_ORDER)
-        .annotate(
+class _SampleSummaries:
+    """A system's per-sample summaries as a sequence Paginator can page: `count()` counts its
+    samples (an index-only scan), a slice groups its attempts per sample id (a hash of integers,
+    no join) and only then joins the few groups to their samples to order and cut them. Grouping by
+    the sample's sort columns instead would join and sort every attempt first (several times the cost)."""
+
+    def __init__(self, *, run_ids: list[int], filters: LeaderboardFilters):
+        counted = counted_q(filters)
+        self._attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__")).order_by()
+        self._grouped = self._attempts.values("sample_id").annotate(
             total=Count("pk", filter=Q(status__in=ENDED_STATUSES)),
             counted=Count("pk", filter=counted),
             passes=Count("pk", filter=counted & filters_passes_q(filters)),
             errors=Count("pk", filter=Q(status=Attempt.ERROR)),
             out_of_scope=Count("pk", filter=~Q(out_of_scope_edits=[])),
         )
-        .order_by(*_SAMPLE_ORDER)
-    )
-    paginator = Paginator(summaries, SYSTEM_SAMPLES_PER_PAGE, allow_empty_first_page=True)
+
+    def count(self) -> int:
+        return self._attempts.values("sample_id").distinct().count()
+
+    def __getitem__(self, window: slice) -> list[dict]:
+        sql, params = self._grouped.query.sql_with_params()
+        statement = (
+            "SELECT grouped.*, sample.sample_id AS sample_name, sample.n, paper.paper_id "
+            f"FROM ({sql}) grouped JOIN {Sample._meta.db_table} sample ON sample.id = grouped.sample_id "
+            f"JOIN {Paper._meta.db_table} paper ON paper.id = sample.paper_id "
+            "ORDER BY sample.n, paper.paper_id, sample.sample_id, sample.id LIMIT %s OFFSET %s"
+        )
+        with connections[self._grouped.db].cursor() as cursor:
+            cursor.execute(statement, (*params, window.stop - window.start, window.start))
+            names = [column.name for column in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def system_samples_page(*, slug: str, run_ids: list[int], filters: LeaderboardFilters, number: str | None) -> Page:
+    """Page `number` (from 1; None: the first) of the system's samples in the n range of `filters`,
+    SYSTEM_SAMPLES_PER_PAGE to a page, each summarised (three queries: the count, the page grouped
+    in the database, its verifier choices). Raises BadSamplesPage, whose message names the pages
+    there are."""
+    paginator = Paginator(_SampleSummaries(run_ids=run_ids, filters=filters), SYSTEM_SAMPLES_PER_PAGE)
     text = number or "1"
     if not (text.isascii() and text.isdigit() and 1 <= int(text) <= paginator.num_pages):
         raise BadSamplesPage(f"samples_page={text[:20]!r}: the pages of samples run from 1 to {paginator.num_pages}")
@@ -1406,9 +1427,9 @@ def system_samples_page(*, slug: str, run_ids: list[int], filters: LeaderboardFi
     attempt_url = attempt_url_maker()
     rows = [
         SampleSummary(
-            sample_pk=row["sample_id"], sample_id=row["sample__sample_id"], paper=row["sample__paper__paper_id"],
-            n=row["sample__n"], total=row["total"], counted=row["counted"], passes=row["passes"], errors=row["errors"],
-            out_of_scope=row["out_of_scope"], attempts_url=explore_url(row["sample__paper__paper_id"], row["sample__sample_id"]),
+            sample_pk=row["sample_id"], sample_id=row["sample_name"], paper=row["paper_id"], n=row["n"],
+            total=row["total"], counted=row["counted"], passes=row["passes"], errors=row["errors"],
+            out_of_scope=row["out_of_scope"], attempts_url=explore_url(row["paper_id"], row["sample_name"]),
         )
         for row in page.object_list
     ]
