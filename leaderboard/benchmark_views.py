@@ -13,6 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from autoexperiment_site.abuse import heavy_page
 from leaderboard.benchmark import (
     CODE_TREE_LIMIT,
     PAPER_TEXT_CHARS,
@@ -131,6 +132,7 @@ def _rates_payload(rates) -> list[dict]:
     return [{**rate.as_dict(), "url": _system_url(rate.system.slug)} for rate in rates]
 
 
+@heavy_page
 @require_GET
 def function(request, suite: str, paper_id: str, func_id: int):
     """A function: where it is, its description and excerpt, the masked stub (gold body: runs.visibility.gold_access)
@@ -167,6 +169,7 @@ def function(request, suite: str, paper_id: str, func_id: int):
     })
 
 
+@heavy_page
 @require_GET
 def experiment(request, suite: str, paper_id: str, exp_id: int):
     """An experiment: description, command, answer format, the functions it depends on and the pass
@@ -220,6 +223,7 @@ def _n_parameter(request) -> int | None:
     return int(value)
 
 
+@heavy_page
 @require_GET
 def samples(request, suite: str):
     """The samples of one n (`?n=1`), a page at a time (`?page=2`), each with a summary of the

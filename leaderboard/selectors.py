@@ -1288,12 +1288,17 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
     """A system's metrics (with its tolerance sensitivity), runs and near misses (None: no such
     system); its samples are `system_samples_page`'s. A fixed number of queries, each grouped or
     limited in the database: nothing in it grows with the system's attempts."""
-    runs = runs_frame(Q())
+    standing = SystemStanding.objects.filter(slug=slug).first()
+    # Only the runs that share its key's plain columns are read (a slug is a hash): every public run
+    # of the site, which grows with uploads, only for a system that has no standing yet.
+    key = Q(suite__name=standing.suite, agent=standing.agent, model=standing.model, context=standing.context) if standing else Q()
+    runs = runs_frame(key)
     runs = runs[runs["slug"] == slug]
     if runs.empty:
         return None
     run_ids = [int(pk) for pk in runs["run_id"]]
-    standing = SystemStanding.objects.filter(slug=slug, refreshed_at__isnull=False).first()
+    if standing is not None and standing.refreshed_at is None:
+        standing = None  # being computed for the first time: no numbers yet
     built = _standing_rows([standing], filters, tolerances=TOLERANCES) if standing is not None else []
     first = runs.iloc[0]
     system = built[0] if built else SystemRow(

@@ -8,6 +8,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from autoexperiment_site.abuse import heavy_page
 from leaderboard import reference as paper
 from leaderboard.exports import csv_response, csv_streaming_response
 from leaderboard.failure_analysis import error_taxonomy, failure_analysis
@@ -263,6 +264,7 @@ FUNCTION_COLUMNS = [
 ]
 
 
+@heavy_page
 @require_GET
 def functions(request):
     """How often each masked function is implemented correctly, across systems."""
@@ -295,6 +297,7 @@ DIAGNOSIS_COLUMNS = ["failed_attempts", *(f"diagnosis_{key}" for key, _, _ in DI
 SAMPLE_COLUMNS = ["sample_id", "paper", "n", "attempts", "passes", "errors", "attempt_ids", "passed_attempt_ids", "verifier_choices"]
 
 
+@heavy_page
 @require_GET
 def system(request, slug: str):
     """One system: its numbers by n, its newest runs, and its samples a page at a time, each

@@ -14,10 +14,16 @@ from tests.support import import_builtin_suite, redis_test_client, redis_test_ur
 pytest_plugins = ["tests.fakes.fixtures"]
 
 
+PAGE_RATES = ("pages-address", "heavy-pages-address", "pages-user", "heavy-pages-user")
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache(settings):
     """The Redis cache (where rate limits count) on the tests' Redis database under a key prefix of
-    this test alone: every test starts with no counts, and concurrent test runs never share one."""
+    this test alone: every test starts with no counts, and concurrent test runs never share one.
+
+    Page views are not limited: a test (a browser's above all) asks for pages far faster than a
+    person reads them. The tests of those limits (tests/abuse/test_page_limits.py) set their own."""
     import uuid
 
     settings.CACHES = {
@@ -27,6 +33,7 @@ def isolated_cache(settings):
             "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
         }
     }
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, **dict.fromkeys(PAGE_RATES)}
 
 
 @pytest.fixture(autouse=True)
