@@ -6,9 +6,10 @@ Creates a scratch Postgres database (bench_pages_<pid>), migrates it, bulk-loads
 re-executed, errors, unknown costs, oracle verifier selections), one attempt with a 500-step
 trajectory and one with 5,000 steps (its first and a middle page, and the step bodies a page's
 script fetches on demand). On top of those, one uploaded system of 30,000 attempts (`--big-system`:
-30 submissions of 1,000, five attempts at each n = 1 sample) whose page, JSON and samples CSV are
-timed, and as many uploaded attempts again at n = 1 as bring the samples page of n = 1 to 72,000
-attempts (`--samples-attempts`): pages whose size once grew with the attempts. It computes the leaderboard's stored numbers (leaderboard.standings) as
+30 submissions of 1,000, spread over the n = 1 samples) whose page, JSON and samples CSV are timed,
+and as many uploaded attempts again at n = 1 as bring the samples page of n = 1 to 72,000 attempts
+(`--samples-attempts`): pages whose size once grew with the attempts. Both default to their share
+of `--attempts` (30% and 72%), so a smaller run is smaller throughout. It computes the leaderboard's stored numbers (leaderboard.standings) as
 `manage.py refresh_standings --all` does, then times requests through Django's test Client (in
 process: server time only, no network) and prints the first request, median and 95th percentile of
 each page and its query count.
@@ -216,6 +217,11 @@ def long_trajectory(sample_id: str, steps: int) -> dict:
     return trajectory.to_dict()
 
 
+def _short(count: int) -> str:
+    """30000 -> "30k", 144 -> "144": a count in a page's name."""
+    return f"{count // 1000}k" if count >= 1000 else str(count)
+
+
 def fetched(client, url: str) -> bytes:
     """The body of GET `url`, read to its end (a streamed export is produced as it is read)."""
     response = client.get(url)
@@ -241,10 +247,16 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=100_000)
     parser.add_argument("--systems", type=int, default=50)
     parser.add_argument("--requests", type=int, default=30, help="timed requests per page, after a first one")
-    parser.add_argument("--big-system", type=int, default=30_000, help="attempts of one uploaded system whose page is timed")
-    parser.add_argument("--samples-attempts", type=int, default=72_000,
-                        help="attempts at n = 1, topped up by a second uploaded system, under the samples page timed")
+    parser.add_argument("--big-system", type=int, help="attempts of one uploaded system whose page is timed "
+                        "(default: 30%% of --attempts, 30,000)")
+    parser.add_argument("--samples-attempts", type=int, help="attempts at n = 1, topped up by a second uploaded "
+                        "system, under the samples page timed (default: 72%% of --attempts, 72,000)")
     options = parser.parse_args()
+    # In proportion by default, so that a smoke run at a tiny --attempts stays tiny.
+    if options.big_system is None:
+        options.big_system = options.attempts * 3 // 10
+    if options.samples_attempts is None:
+        options.samples_attempts = options.attempts * 72 // 100
 
     create_database(f"{SERVER}/postgres", DB_NAME)
     try:
@@ -327,11 +339,11 @@ def main() -> None:
             # What the page's script fetches as the rest of a page's steps come into view.
             ("  steps 6-20 (on demand)", lambda: reverse("replay:steps", args=[longest.pk]) + "?first=6&last=20"),
             ("function difficulty", lambda: reverse("leaderboard:functions")),
-            (f"system, {options.big_system // 1000}k uploaded att.", lambda: big_system),
+            (f"system, {_short(options.big_system)} uploaded att.", lambda: big_system),
             ("  with unverified uploads", lambda: big_system + "?unverified=1"),
             ("  its JSON (a page)", lambda: big_system + "?unverified=1&format=json"),
             ("  its samples CSV (all)", lambda: big_system + "?unverified=1&format=csv"),
-            (f"samples n=1, {at_n1 // 1000}k att.", lambda: samples_n1),
+            (f"samples n=1, {_short(at_n1)} att.", lambda: samples_n1),
             ("  its JSON (a page)", lambda: samples_n1 + "&format=json"),
         ]
         print(f"\n{'page':<28}{'first':>9}{'median':>9}{'p95':>9}{'queries':>9}{'KB':>8}   ({options.requests} requests after the first)")
