@@ -204,6 +204,7 @@ def rate_limited(name: str, *, methods: tuple[str, ...] = ("POST",)):
 # --- page views ----------------------------------------------------------------------------------
 
 HEAVY, EXEMPT = "heavy", "exempt"
+PAGE_RATES = ("pages-address", "heavy-pages-address", "pages-user", "heavy-pages-user")
 
 
 def heavy_page(view):
@@ -236,6 +237,8 @@ class PageRateLimitMiddleware:
         kind = getattr(view_func, "page_rate", None)
         if request.method not in ("GET", "HEAD") or kind == EXEMPT or request.path.startswith("/api/"):
             return None
+        if not any(settings.RATE_LIMITS.get(name) for name in PAGE_RATES):
+            return None  # all off: not even the session is read to tell visitors from users
         who = "user" if request.user.is_authenticated else "address"
         names = [f"pages-{who}"] + ([f"heavy-pages-{who}"] if kind == HEAVY else [])
         try:

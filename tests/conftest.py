@@ -14,9 +14,6 @@ from tests.support import import_builtin_suite, redis_test_client, redis_test_ur
 pytest_plugins = ["tests.fakes.fixtures"]
 
 
-PAGE_RATES = ("pages-address", "heavy-pages-address", "pages-user", "heavy-pages-user")
-
-
 @pytest.fixture(autouse=True)
 def isolated_cache(settings):
     """The Redis cache (where rate limits count) on the tests' Redis database under a key prefix of
@@ -26,6 +23,8 @@ def isolated_cache(settings):
     person reads them. The tests of those limits (tests/abuse/test_page_limits.py) set their own."""
     import uuid
 
+    from autoexperiment_site.abuse import PAGE_RATES
+
     settings.CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -33,7 +32,7 @@ def isolated_cache(settings):
             "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
         }
     }
-    settings.RATE_LIMITS = {**settings.RATE_LIMITS, **dict.fromkeys(PAGE_RATES)}
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, **dict.fromkeys(PAGE_RATES)}  # None: off
 
 
 @pytest.fixture(autouse=True)
