@@ -26,12 +26,14 @@ from django.contrib.postgres.search import SearchHeadline, SearchQuery
 from django.db import connections
 from django.db.models import Exists, F, Func, OuterRef, Q, Value
 
+from leaderboard.models import SystemStanding
 from leaderboard.selectors import (
     ENDED_STATUSES,
     NEAR_MISS_FACTOR,
     canonical_config,
     passes_q,
     runs_frame,
+    system_key_q,
     system_name,
     system_slug,
 )
@@ -100,9 +102,10 @@ class ExplorerFilters:
 def system_run_ids(slug: str, *, user) -> list[int]:
     """The runs of the system `slug` that `user` may see: its public runs (as the leaderboard
     groups them) and the hidden runs of the same system key that are the viewer's to see."""
-    public = runs_frame(Q())
+    key = system_key_q(SystemStanding.objects.filter(slug=slug).first())
+    public = runs_frame(key)
     run_ids = [int(pk) for pk in public.loc[public["slug"] == slug, "run_id"]]
-    hidden = Run.objects.filter(Q(hidden=True) & runs_visible_q(user=user)).values_list(
+    hidden = Run.objects.filter(Q(hidden=True) & runs_visible_q(user=user) & key).values_list(
         "id", "suite__name", "agent", "model", "agent_config", "context"
     )
     run_ids += [

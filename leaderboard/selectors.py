@@ -1284,15 +1284,22 @@ def _near_miss_q(filters: LeaderboardFilters) -> Q:
     )
 
 
+def system_key_q(standing: SystemStanding | None, prefix: str = "") -> Q:
+    """The runs that share the plain columns of `standing`'s system key (a slug is a hash, so the
+    runs of one system are found by computing theirs): a superset of its runs, instead of every run
+    of the site, which grows with uploads. No standing (a system never seen public): every run."""
+    if standing is None:
+        return Q()
+    return Q(**{f"{prefix}suite__name": standing.suite, f"{prefix}agent": standing.agent,
+                f"{prefix}model": standing.model, f"{prefix}context": standing.context})
+
+
 def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | None:
     """A system's metrics (with its tolerance sensitivity), runs and near misses (None: no such
     system); its samples are `system_samples_page`'s. A fixed number of queries, each grouped or
     limited in the database: nothing in it grows with the system's attempts."""
     standing = SystemStanding.objects.filter(slug=slug).first()
-    # Only the runs that share its key's plain columns are read (a slug is a hash): every public run
-    # of the site, which grows with uploads, only for a system that has no standing yet.
-    key = Q(suite__name=standing.suite, agent=standing.agent, model=standing.model, context=standing.context) if standing else Q()
-    runs = runs_frame(key)
+    runs = runs_frame(system_key_q(standing))
     runs = runs[runs["slug"] == slug]
     if runs.empty:
         return None
