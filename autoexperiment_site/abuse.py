@@ -6,6 +6,12 @@ counted in the shared Redis cache, so every gunicorn worker sees the same counts
 rate raises `RateLimited`; `ratelimited_view` (settings.RATELIMIT_VIEW, reached through
 django-ratelimit's middleware) turns it into a 429 that says which limit and when to come back:
 JSON under /api/, a page elsewhere.
+
+Page views (GET and HEAD outside /api/, which has its own rates) are counted by
+`PageRateLimitMiddleware`: per address for visitors, per user once signed in (a higher limit), and
+against a stricter rate for views marked `heavy_page` (those whose work grows with the attempts
+stored: a system's page, the samples, the explorer, comparisons, exports). Views marked
+`rate_exempt` (the health check) are not counted; static files never reach a view.
 """
 from __future__ import annotations
 
@@ -49,6 +55,12 @@ RATES = {
         Rate("signup", "sign-up attempts", PER_ADDRESS),
         Rate("password-reset", "password-reset requests", PER_ADDRESS),
         Rate("password-reset-email", "password-reset requests", PER_EMAIL),
+        Rate("pages-address", "page views", PER_ADDRESS),
+        Rate("heavy-pages-address", "views of the heavier pages (systems, samples, functions, the explorer, comparisons, "
+             "exports and downloads)", PER_ADDRESS),
+        Rate("pages-user", "page views", PER_USER),
+        Rate("heavy-pages-user", "views of the heavier pages (systems, samples, functions, the explorer, comparisons, "
+             "exports and downloads)", PER_USER),
     )
 }
 
@@ -187,6 +199,58 @@ def rate_limited(name: str, *, methods: tuple[str, ...] = ("POST",)):
         return wrapped
 
     return decorator
+
+
+# --- page views ----------------------------------------------------------------------------------
+
+HEAVY, EXEMPT = "heavy", "exempt"
+PAGE_RATES = ("pages-address", "heavy-pages-address", "pages-user", "heavy-pages-user")
+
+
+def heavy_page(view):
+    """Mark a view whose work grows with what is stored: its views count against the stricter
+    page rates (`heavy-pages-*`) as well as the others."""
+    view.page_rate = HEAVY
+    return view
+
+
+def rate_exempt(view):
+    """Mark a view whose views are not counted at all (the health check, polled by monitors)."""
+    view.page_rate = EXEMPT
+    return view
+
+
+class PageRateLimitMiddleware:
+    """Counts GET and HEAD page views against settings.RATE_LIMITS: `pages-address` for visitors,
+    `pages-user` for signed-in users, and for views marked `heavy_page` also `heavy-pages-address` /
+    `heavy-pages-user`. Past one, the 429 page of `ratelimited_view`. If the counts cannot be
+    reached (Redis down) the page is served uncounted: public pages do not depend on Redis, and
+    `_usage` has logged it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        kind = getattr(view_func, "page_rate", None)
+        if request.method not in ("GET", "HEAD") or kind == EXEMPT or request.path.startswith("/api/"):
+            return None
+        if not any(settings.RATE_LIMITS.get(name) for name in PAGE_RATES):
+            return None  # all off: not even the session is read to tell visitors from users
+        who = "user" if request.user.is_authenticated else "address"
+        names = [f"pages-{who}"] + ([f"heavy-pages-{who}"] if kind == HEAVY else [])
+        try:
+            for name in names:
+                rate_limit(request, name)
+        except RateLimited as refused:
+            if refused.status != 429:
+                return None
+            if who == "address":
+                refused.message += " Signed-in users have a higher limit."
+            return ratelimited_view(request, refused)
+        return None
 
 
 def ratelimited_view(request, exception):

@@ -22,6 +22,7 @@ from rq import Queue, Worker
 from rq.job import Job
 from rq.utils import now
 
+from autoexperiment_site.abuse import rate_exempt
 from runs.evaluation.queue import queue_name
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ def health_report() -> dict:
 
 
 @never_cache
+@rate_exempt
 @require_safe
 def healthz(request):
     report = health_report()

@@ -90,6 +90,8 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
     # Turns RateLimited (autoexperiment_site.abuse) into a 429 through RATELIMIT_VIEW.
     "django_ratelimit.middleware.RatelimitMiddleware",
+    # Counts page views per address (per user once signed in): RATE_LIMITS' pages-* below.
+    "autoexperiment_site.abuse.PageRateLimitMiddleware",
     # A django-rq dashboard address naming no queue, job or worker: 404, not 500.
     "autoexperiment_site.queue_dashboard.QueueDashboardNotFoundMiddleware",
 ]
@@ -298,6 +300,14 @@ RATE_LIMITS = {
     "signup": env_rate("RATE_LIMIT_SIGNUPS_PER_ADDRESS", "5/h"),
     "password-reset": env_rate("RATE_LIMIT_PASSWORD_RESETS_PER_ADDRESS", "5/h"),
     "password-reset-email": env_rate("RATE_LIMIT_PASSWORD_RESETS_PER_EMAIL", "3/h"),
+    # Page views (GET and HEAD outside /api/): every view, and apart the heavier pages, whose work
+    # grows with the attempts stored (autoexperiment_site.abuse.heavy_page). A person reading the
+    # site stays far below; a replay page fetches its steps as they scroll into view, so the
+    # general rate leaves room for those.
+    "pages-address": env_rate("RATE_LIMIT_PAGES_PER_ADDRESS", "240/m"),
+    "heavy-pages-address": env_rate("RATE_LIMIT_HEAVY_PAGES_PER_ADDRESS", "30/m"),
+    "pages-user": env_rate("RATE_LIMIT_PAGES_PER_USER", "600/m"),
+    "heavy-pages-user": env_rate("RATE_LIMIT_HEAVY_PAGES_PER_USER", "120/m"),
 }
 # Re-execution attempts of one user's submissions queued or running at once; staff are exempt.
 MAX_QUEUED_REEXECUTIONS_PER_USER = env_int("MAX_QUEUED_REEXECUTIONS_PER_USER", 300, minimum=1)

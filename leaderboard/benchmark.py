@@ -5,25 +5,26 @@ Gold stays where it belongs: the masked stub of a function is built from the gol
 the workspace masks it (runs.benchmark.masking.mask_source), and the gold body and gold numbers are
 for the viewers runs.visibility.gold_access allows (the one rule for gold, the replay's too): each
 detail carries the viewer's `access`. Pass rates by system count public runs with the leaderboard's verdict
-rule (leaderboard.selectors), so they never depend on who is looking; the attempts listed on the
-samples page are those the viewer may see (runs.visibility).
+rule (leaderboard.selectors), so they never depend on who is looking; the attempts summarised on
+the samples page (and listed by the explorer it links to) are those the viewer may see (runs.visibility).
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
-from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q, Subquery
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import NoReverseMatch, reverse
 
 from leaderboard.selectors import (
+    ENDED_STATUSES,
     LeaderboardFilters,
     PassRates,
     SystemRow,
-    attempt_url_maker,
     counted_q,
     passes_q,
     runs_frame,
@@ -365,25 +366,27 @@ def experiment_detail(*, suite: str, paper_id: str, exp_id: int, user) -> Experi
 
 
 @dataclass
-class SampleAttempt:
-    pk: int
-    run_id: int
-    index: int
-    status: str
-    passes: bool | None  # the leaderboard's verdict; None unless done and re-executed
-    system: str  # "model · agent"
-    url: str | None
-
-    def as_dict(self) -> dict:
-        return {"id": self.pk, "run": self.run_id, "index": self.index, "status": self.status,
-                "passed": self.passes, "system": self.system, "url": self.url}
-
-
-@dataclass
 class SampleRow:
+    """One sample and a summary of the attempts at it the viewer may see (every system's): how many
+    there are, count (done and re-executed, the leaderboard's default rule), pass and failed on the
+    infrastructure. The attempts themselves are in the explorer (`attempts_url`), a page at a time."""
+
     sample: Sample
     functions: list[Function]
-    attempts: list[SampleAttempt] = field(default_factory=list)
+    attempts_url: str | None = None
+    total: int = 0  # attempts that ended (done or error): what the explorer lists
+    counted: int = 0
+    passes: int = 0
+    errors: int = 0
+    runs: int = 0
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passes / self.counted if self.counted else None
+
+    def summary(self) -> dict:
+        return {"attempts": self.counted, "passes": self.passes, "pass_rate": self.pass_rate, "errors": self.errors,
+                "ended_attempts": self.total, "runs": self.runs, "attempts_url": self.attempts_url}
 
 
 @dataclass
@@ -399,9 +402,20 @@ class BadSamplesRequest(ValueError):
     """The samples page was asked for an n or a page that it does not have; the message says which."""
 
 
+def _explore_url_maker(suite: str):
+    """A function from (paper id, sample id) to the attempts explorer listing the attempts at that
+    sample (None while the explorer is not wired up)."""
+    try:
+        base = reverse("leaderboard:explore")
+    except NoReverseMatch:
+        return lambda paper, sample_id: None
+    return lambda paper, sample_id: f"{base}?{urlencode({'suite': suite, 'paper': paper, 'sample': sample_id})}"
+
+
 def samples_page(*, suite: Suite, n: int | None, page: str | None, user) -> SamplesPage:
-    """The samples of `suite` at `n` (default: its smallest n), a page at a time, each with the
-    attempts at it that `user` may see (five queries). Raises BadSamplesRequest."""
+    """The samples of `suite` at `n` (default: its smallest n), a page at a time, each with a
+    summary of the attempts at it that `user` may see (five queries, the attempts grouped per sample
+    in the database: nothing grows with their number). Raises BadSamplesRequest."""
     n_values = list(Sample.objects.filter(paper__suite=suite).order_by("n").values_list("n", flat=True).distinct())
     if n is None:
         n = n_values[0] if n_values else 1
@@ -416,22 +430,27 @@ def samples_page(*, suite: Suite, n: int | None, page: str | None, user) -> Samp
     if not number.isascii() or not number.isdigit() or not 1 <= int(number) <= paginator.num_pages:
         raise BadSamplesRequest(f"page={number[:20]!r}: pages of n={n} run from 1 to {paginator.num_pages}")
     current = paginator.page(int(number))
-    by_pk = {sample.pk: SampleRow(sample=sample, functions=[]) for sample in current.object_list}
+    explore_url = _explore_url_maker(suite.name)
+    by_pk = {
+        sample.pk: SampleRow(sample=sample, functions=[], attempts_url=explore_url(sample.paper.paper_id, sample.sample_id))
+        for sample in current.object_list
+    }
     masks = Sample.functions.through.objects.filter(sample_id__in=list(by_pk)).select_related("function")
     for mask in masks.order_by("function__func_id"):
         by_pk[mask.sample_id].functions.append(mask.function)
-    attempt_url = attempt_url_maker()
-    attempts = (
+    # Not re-executed (an upload's reported numbers): not counted, as on the default leaderboard.
+    counted = Q(status=Attempt.DONE, reexecution_passed__isnull=False)
+    summaries = (
         Attempt.objects.filter(runs_visible_q(user=user, prefix="run__"), sample_id__in=list(by_pk))
-        .annotate(verdict=ExpressionWrapper(passes_q(), output_field=BooleanField()))
-        .order_by("run_id", "index")
-        .values_list("pk", "run_id", "index", "status", "verdict", "sample_id", "run__agent", "run__model",
-                     "reexecution_passed")
-    )
-    for pk, run_id, index, status, verdict, sample_pk, agent, model, reexecuted in attempts:
-        # Not re-executed (an upload's reported numbers): no verdict, as on the default leaderboard.
-        passes = bool(verdict) if status == Attempt.DONE and reexecuted is not None else None
-        by_pk[sample_pk].attempts.append(
-            SampleAttempt(pk, run_id, index, status, passes, f"{model or 'baseline'} · {agent}", attempt_url(pk))
+        .order_by()
+        .values("sample_id")
+        .annotate(
+            total=Count("pk", filter=Q(status__in=ENDED_STATUSES)), counted=Count("pk", filter=counted), passes=Count("pk", filter=counted & passes_q()),
+            errors=Count("pk", filter=Q(status=Attempt.ERROR)), runs=Count("run_id", distinct=True),
         )
+        .values_list("sample_id", "total", "counted", "passes", "errors", "runs")
+    )
+    for sample_pk, total, counted_attempts, passes, errors, runs in summaries:
+        row = by_pk[sample_pk]
+        row.total, row.counted, row.passes, row.errors, row.runs = total, counted_attempts, passes, errors, runs
     return SamplesPage(suite=suite, n=n, n_values=n_values, page=current, rows=list(by_pk.values()))

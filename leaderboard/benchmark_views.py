@@ -13,6 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from autoexperiment_site.abuse import heavy_page
 from leaderboard.benchmark import (
     CODE_TREE_LIMIT,
     PAPER_TEXT_CHARS,
@@ -131,6 +132,7 @@ def _rates_payload(rates) -> list[dict]:
     return [{**rate.as_dict(), "url": _system_url(rate.system.slug)} for rate in rates]
 
 
+@heavy_page
 @require_GET
 def function(request, suite: str, paper_id: str, func_id: int):
     """A function: where it is, its description and excerpt, the masked stub (gold body: runs.visibility.gold_access)
@@ -167,6 +169,7 @@ def function(request, suite: str, paper_id: str, func_id: int):
     })
 
 
+@heavy_page
 @require_GET
 def experiment(request, suite: str, paper_id: str, exp_id: int):
     """An experiment: description, command, answer format, the functions it depends on and the pass
@@ -220,10 +223,11 @@ def _n_parameter(request) -> int | None:
     return int(value)
 
 
+@heavy_page
 @require_GET
 def samples(request, suite: str):
-    """The samples of one n (`?n=1`), a page at a time (`?page=2`), each with links to the attempts
-    at it the viewer may see."""
+    """The samples of one n (`?n=1`), a page at a time (`?page=2`), each with a summary of the
+    attempts at it the viewer may see and a link to them in the explorer."""
     if (output := _output(request)) is None:
         return _bad_format(request)
     suite_object = Suite.objects.filter(name=suite).first()
@@ -236,23 +240,25 @@ def samples(request, suite: str):
             return JsonResponse({"error": str(error)}, status=400)
         return render(request, "leaderboard/benchmark_samples.html",
                       {"suite": suite_object, "error": str(error)}, status=400)
+    page = listing.page
+    previous_url = query_with(request, page=page.previous_page_number()) if page.has_previous() else None
+    next_url = query_with(request, page=page.next_page_number()) if page.has_next() else None
     if output == "json":
         return _json({
             "suite": suite, "n": listing.n, "n_values": listing.n_values,
-            "page": listing.page.number, "pages": listing.page.paginator.num_pages, "count": listing.page.paginator.count,
+            "page": page.number, "pages": page.paginator.num_pages, "count": page.paginator.count,
+            "previous": previous_url and request.path + previous_url, "next": next_url and request.path + next_url,
             "samples": [
                 {"sample_id": row.sample.sample_id, "paper": row.sample.paper.paper_id, "n": row.sample.n,
-                 "functions": [{"func_id": f.func_id, "name": f.name} for f in row.functions],
-                 "attempts": [attempt.as_dict() for attempt in row.attempts]}
+                 "functions": [{"func_id": f.func_id, "name": f.name} for f in row.functions], **row.summary()}
                 for row in listing.rows
             ],
         })
-    page = listing.page
     return render(request, "leaderboard/benchmark_samples.html", {
         "suite": suite_object,
         "listing": listing,
         "n_links": [{"n": n, "url": query_with(request, n=n, page=None), "active": n == listing.n} for n in listing.n_values],
-        "previous_url": query_with(request, page=page.previous_page_number()) if page.has_previous() else None,
-        "next_url": query_with(request, page=page.next_page_number()) if page.has_next() else None,
+        "previous_url": previous_url,
+        "next_url": next_url,
         "json_url": query_with(request, format="json"),
     })

@@ -11,6 +11,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from autoexperiment_site.abuse import heavy_page
 from leaderboard.comparison import (
     DIFFERENCES_LIMIT,
     PASS_SHARE,
@@ -64,6 +65,7 @@ def _problem(request, message: str, *, status: int, output: str, a: str = "", b:
     }, status=status)
 
 
+@heavy_page
 @require_GET
 def compare(request):
     """Two systems sample by sample, per n: the outcome table, the paired bootstrap, the samples where they differ."""

@@ -26,11 +26,14 @@ from django.contrib.postgres.search import SearchHeadline, SearchQuery
 from django.db import connections
 from django.db.models import Exists, F, Func, OuterRef, Q, Value
 
+from leaderboard.models import SystemStanding
 from leaderboard.selectors import (
+    ENDED_STATUSES,
     NEAR_MISS_FACTOR,
     canonical_config,
     passes_q,
     runs_frame,
+    system_key_q,
     system_name,
     system_slug,
 )
@@ -48,7 +51,7 @@ HIT_COUNT_CAP = 1_000
 EXPORT_LIMIT = 10_000
 MAX_PAGE = EXPORT_LIMIT // PAGE_SIZE
 
-LISTED_STATUSES = (Attempt.DONE, Attempt.ERROR)
+LISTED_STATUSES = ENDED_STATUSES
 OUTCOME_LABELS = dict(Attempt.OUTCOMES)
 
 # sort key -> the attempt field it orders by; "-key" is descending. Ties always fall to the id.
@@ -77,6 +80,7 @@ class ExplorerFilters:
     suite: str | None = None
     system: str | None = None  # a system slug
     paper: str | None = None
+    sample: str | None = None  # a sample id (unique in a paper; the samples pages pass the paper too)
     function: tuple[str, int] | None = None  # (paper_id, func_id)
     n: int | None = None
     status: str | None = None  # one of LISTED_STATUSES
@@ -98,9 +102,10 @@ class ExplorerFilters:
 def system_run_ids(slug: str, *, user) -> list[int]:
     """The runs of the system `slug` that `user` may see: its public runs (as the leaderboard
     groups them) and the hidden runs of the same system key that are the viewer's to see."""
-    public = runs_frame(Q())
+    key = system_key_q(SystemStanding.objects.filter(slug=slug).first())
+    public = runs_frame(key)
     run_ids = [int(pk) for pk in public.loc[public["slug"] == slug, "run_id"]]
-    hidden = Run.objects.filter(Q(hidden=True) & runs_visible_q(user=user)).values_list(
+    hidden = Run.objects.filter(Q(hidden=True) & runs_visible_q(user=user) & key).values_list(
         "id", "suite__name", "agent", "model", "agent_config", "context"
     )
     run_ids += [
@@ -127,6 +132,8 @@ def attempts_q(filters: ExplorerFilters, *, user, prefix: str = "") -> Q:
         q &= Q(**{p("run_id__in"): system_run_ids(filters.system, user=user)})
     if filters.paper:
         q &= Q(**{p("sample__paper__paper_id"): filters.paper})
+    if filters.sample:
+        q &= Q(**{p("sample__sample_id"): filters.sample})
     if filters.function:
         paper_id, func_id = filters.function
         masks = Sample.functions.through.objects.filter(

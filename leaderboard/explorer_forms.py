@@ -36,6 +36,7 @@ class ExplorerForm(forms.Form):
     suite = forms.ChoiceField(required=False)
     system = forms.CharField(required=False, max_length=12, label="System (slug)")
     paper = forms.CharField(required=False, max_length=100)
+    sample = forms.CharField(required=False, max_length=300, help_text="a sample id, e.g. 2401.01234_3 (the samples pages link here)")
     function = forms.CharField(required=False, max_length=110, help_text="<paper_id>:<func_id>")
     n = forms.IntegerField(required=False, min_value=1, max_value=MAX_N)
     status = forms.ChoiceField(
@@ -96,6 +97,7 @@ class ExplorerForm(forms.Form):
             suite=data.get("suite") or None,
             system=data.get("system") or None,
             paper=data.get("paper") or None,
+            sample=data.get("sample") or None,
             function=data.get("function"),
             n=data.get("n"),
             status=data.get("status") or None,

@@ -4,6 +4,7 @@ from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from autoexperiment_site.abuse import heavy_page
 from leaderboard import explorer
 from leaderboard.explorer_forms import ExplorerForm
 from leaderboard.exports import csv_response
@@ -37,6 +38,7 @@ def _export(request, form, *, searching: bool):
     return csv_response(f"{name}.csv", dicts, columns)
 
 
+@heavy_page
 @require_GET
 def explore(request):
     """Attempts across runs and submissions (or, with `q`, the steps whose text matches)."""

@@ -13,7 +13,7 @@ import csv
 import numbers
 from collections.abc import Iterable
 
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -39,4 +39,26 @@ def csv_response(filename: str, rows: Iterable[dict], columns: list[str]) -> Htt
     writer.writerow([csv_cell(column) for column in columns])
     for row in rows:
         writer.writerow([csv_cell(row.get(column)) for column in columns])
+    return response
+
+
+class _Echo:
+    """A file that hands back what is written to it: csv.writer writes one row, the response sends it."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_streaming_response(filename: str, rows: Iterable[dict], columns: list[str]) -> StreamingHttpResponse:
+    """`csv_response` for exports that grow with the attempts: each row is written as it is sent, so
+    `rows` (an iterator that reads the database in chunks) is never held in memory as a whole."""
+    writer = csv.writer(_Echo())
+
+    def lines():
+        yield writer.writerow([csv_cell(column) for column in columns])
+        for row in rows:
+            yield writer.writerow([csv_cell(row.get(column)) for column in columns])
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

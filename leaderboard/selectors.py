@@ -51,15 +51,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
+from urllib.parse import urlencode
 
 import pandas as pd
+from django.core.paginator import Page, Paginator
 from django.db import connections
 from django.db.models import (
     Avg,
-    BooleanField,
     Case,
     Count,
-    ExpressionWrapper,
     F,
     FloatField,
     IntegerField,
@@ -74,7 +74,7 @@ from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemSta
 from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
-from runs.models import Attempt, Function, Run, Sample, Suite, Transplant
+from runs.models import Attempt, Function, Paper, Run, Sample, Suite, Transplant
 from runs.visibility import public_run_ids, public_runs_q
 
 BOOTSTRAP_SEED = 0
@@ -96,6 +96,12 @@ TOLERANCES = (0.005, 0.01, 0.02, 0.05, 0.10, 0.20)
 # Failed attempts whose every number is within this many tolerances are near misses.
 NEAR_MISS_FACTOR = 2.0
 NEAR_MISS_LIMIT = 50
+# A system's page lists its samples (summarised) and its runs this many at a time / at most, so
+# that its size does not grow with the system's attempts or uploads; the exports hold them all.
+SYSTEM_SAMPLES_PER_PAGE = 100
+SYSTEM_RUNS_SHOWN = 50
+# Attempts that ended, as the attempts explorer lists them (its LISTED_STATUSES).
+ENDED_STATUSES = (Attempt.DONE, Attempt.ERROR)
 
 
 def tolerance_scale(tolerance: float) -> float:
@@ -1196,50 +1202,34 @@ def _transplant_verdicts(runs: pd.DataFrame, filters: LeaderboardFilters) -> dic
 
 
 @dataclass
-class AttemptCell:
-    pk: int
-    index: int
-    run_id: int
-    status: str
-    passes: bool | None  # None unless counted
-    verified: bool
-    url: str | None
-    out_of_scope: bool = False  # re-execution dropped edits outside the masked functions
+class SampleSummary:
+    """One sample of a system: how many of its attempts there are, count, pass and failed on the
+    infrastructure, and which each verifier chose; the attempts themselves are in the explorer
+    (`attempts_url`), so that the page does not grow with them."""
 
-
-@dataclass
-class SampleResult:
     sample_pk: int
     sample_id: str
     paper: str
     n: int
-    attempts: list[AttemptCell] = field(default_factory=list)
-    choices: dict[str, int] = field(default_factory=dict)  # verifier -> chosen attempt pk
+    total: int  # the system's attempts at this sample that ended (done or error): what the explorer lists
+    counted: int
+    passes: int
+    errors: int
+    out_of_scope: int  # attempts whose out-of-scope edits re-execution dropped
+    attempts_url: str | None  # the attempts explorer: this system's attempts at this sample
+    choices: dict[str, int] = field(default_factory=dict)  # verifier -> chosen attempt pk (the newest run's)
+    choice_links: list[tuple[str, int, str | None]] = field(default_factory=list)  # (verifier, attempt pk, its replay)
 
     @property
-    def counted(self) -> int:
-        return sum(1 for a in self.attempts if a.passes is not None)
-
-    @property
-    def passes(self) -> int:
-        return sum(1 for a in self.attempts if a.passes)
-
-    @property
-    def errors(self) -> int:
-        return sum(1 for a in self.attempts if a.status == Attempt.ERROR)
+    def pass_rate(self) -> float | None:
+        return self.passes / self.counted if self.counted else None
 
     def as_dict(self) -> dict:
         return {
-            "sample_id": self.sample_id,
-            "paper": self.paper,
-            "n": self.n,
-            "attempts": self.counted,
-            "passes": self.passes,
-            "errors": self.errors,
-            "attempt_ids": [a.pk for a in self.attempts],
-            "passed_attempt_ids": [a.pk for a in self.attempts if a.passes],
-            "out_of_scope_attempt_ids": [a.pk for a in self.attempts if a.out_of_scope],
-            "verifier_choices": dict(self.choices),
+            "sample_id": self.sample_id, "paper": self.paper, "n": self.n, "attempts": self.counted,
+            "passes": self.passes, "pass_rate": self.pass_rate, "errors": self.errors, "ended_attempts": self.total,
+            "out_of_scope_attempts": self.out_of_scope, "verifier_choices": dict(self.choices),
+            "attempts_url": self.attempts_url,
         }
 
 
@@ -1285,13 +1275,15 @@ class ToleranceRow:
 @dataclass
 class SystemDetail:
     system: SystemRow
-    runs: list[RunSummary]
-    samples: list[SampleResult]
+    runs: list[RunSummary]  # the newest SYSTEM_RUNS_SHOWN (the runs CSV holds them all)
     n_values: list[int]
+    run_ids: list[int] = field(default_factory=list)  # its public runs now (the stored numbers may be older)
+    runs_total: int = 0
     out_of_scope_attempts: int = 0  # attempts whose final patch edited outside the task (dropped)
     near_misses: list[NearMiss] = field(default_factory=list)  # nearest first, at most NEAR_MISS_LIMIT
     near_miss_total: int = 0
     not_reexecuted: int = 0  # done attempts the harness has not re-executed (counted only with ?unverified=1)
+    all_runs: list[RunSummary] = field(default_factory=list)  # every run, newest first (the runs CSV)
 
     @property
     def tolerance_rows(self) -> list[ToleranceRow]:
@@ -1309,15 +1301,36 @@ def _url(name: str, pk: int) -> str | None:
         return None
 
 
+def _near_miss_q(filters: LeaderboardFilters) -> Q:
+    """A counted attempt that failed with every number within NEAR_MISS_FACTOR of its tolerance."""
+    return (
+        counted_q(filters) & ~filters_passes_q(filters)
+        & Q(tolerance_ratio__gt=1, tolerance_ratio__lte=NEAR_MISS_FACTOR)
+    )
+
+
+def system_key_q(standing: SystemStanding | None, prefix: str = "") -> Q:
+    """The runs that share the plain columns of `standing`'s system key (a slug is a hash, so the
+    runs of one system are found by computing theirs): a superset of its runs, instead of every run
+    of the site, which grows with uploads. No standing (a system never seen public): every run."""
+    if standing is None:
+        return Q()
+    return Q(**{f"{prefix}suite__name": standing.suite, f"{prefix}agent": standing.agent,
+                f"{prefix}model": standing.model, f"{prefix}context": standing.context})
+
+
 def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | None:
-    """A system's metrics (with its tolerance sensitivity), runs, per-sample results and near misses
-    (None: no such system). A few queries."""
-    runs = runs_frame(Q())
+    """A system's metrics (with its tolerance sensitivity), runs and near misses (None: no such
+    system); its samples are `system_samples_page`'s. A fixed number of queries, each grouped or
+    limited in the database: nothing in it grows with the system's attempts."""
+    standing = SystemStanding.objects.filter(slug=slug).first()
+    runs = runs_frame(system_key_q(standing))
     runs = runs[runs["slug"] == slug]
     if runs.empty:
         return None
     run_ids = [int(pk) for pk in runs["run_id"]]
-    standing = SystemStanding.objects.filter(slug=slug, refreshed_at__isnull=False).first()
+    if standing is not None and standing.refreshed_at is None:
+        standing = None  # being computed for the first time: no numbers yet
     # Its runs are those public now (`runs`), whatever the stored numbers were last computed from.
     shown = {standing.pk: tuple(run_ids)} if standing is not None else {}
     built = _standing_rows([standing], filters, shown_runs=shown, tolerances=TOLERANCES) if standing is not None else []
@@ -1328,54 +1341,177 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         stale=standing is None or standing.stale,
     )
 
-    attempt_rows = (
-        Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))
-        .order_by("sample__sample_id", "run_id", "index")
-        .annotate(out_of_scope=ExpressionWrapper(~Q(out_of_scope_edits=[]), output_field=BooleanField()))
-        .values_list("id", "run_id", "index", "status", "passed", "reported_passed", "reexecution_passed",
-                     "sample_id", "sample__sample_id", "sample__paper__paper_id", "sample__n", "out_of_scope",
-                     "tolerance_ratio")
+    attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))
+    done = Q(status=Attempt.DONE)
+    by_run_status = (
+        attempts.order_by().values("run_id", "status")
+        .annotate(
+            count=Count("pk"),
+            not_reexecuted=Count("pk", filter=done & Q(reexecution_passed__isnull=True)),
+            out_of_scope=Count("pk", filter=~Q(out_of_scope_edits=[])),
+            near_misses=Count("pk", filter=_near_miss_q(filters)),
+        )
+        .values_list("run_id", "status", "count", "not_reexecuted", "out_of_scope", "near_misses")
     )
-    samples: dict[int, SampleResult] = {}
     counts: dict[int, dict[str, int]] = {pk: {} for pk in run_ids}
-    verified_runs: dict[int, bool] = dict.fromkeys(run_ids, True)
+    unverified_runs: set[int] = set()
+    out_of_scope_attempts = not_reexecuted = near_miss_total = 0
+    for run_id, status, count, run_not_reexecuted, out_of_scope, near in by_run_status:
+        counts[run_id][status] = count
+        if run_not_reexecuted:
+            unverified_runs.add(run_id)
+        not_reexecuted += run_not_reexecuted
+        out_of_scope_attempts += out_of_scope
+        near_miss_total += near
+
     attempt_url = attempt_url_maker()
-    out_of_scope_attempts = not_reexecuted = 0
-    near_misses: list[NearMiss] = []
-    for (pk, run_id, index, status, passed, reported, reexecuted, sample_pk, sample_id, paper, n, out_of_scope,
-         ratio) in attempt_rows:
-        out_of_scope_attempts += bool(out_of_scope)
-        counts[run_id][status] = counts[run_id].get(status, 0) + 1
-        verified = reexecuted is not None
-        if status == Attempt.DONE and not verified:
-            verified_runs[run_id] = False
-            not_reexecuted += 1
-        counted = status == Attempt.DONE and (verified or not filters.verified_only)
-        verdict = (bool(passed) if verified else bool(reported)) if counted else None
-        result = samples.setdefault(sample_pk, SampleResult(sample_pk=sample_pk, sample_id=sample_id, paper=paper, n=n))
-        result.attempts.append(AttemptCell(pk, index, run_id, status, verdict, verified, attempt_url(pk), bool(out_of_scope)))
-        if verdict is False and ratio is not None and 1 < ratio <= NEAR_MISS_FACTOR:
-            near_misses.append(NearMiss(pk, run_id, index, sample_id, n, ratio, verified, attempt_url(pk)))
-    # By run alone, unordered: listing the samples' ids as well costs ten times the query at a few thousand.
-    choices = VerifierSelection.objects.filter(run_id__in=run_ids).order_by().values_list("sample_id", "verifier", "attempt_id")
-    for sample_pk, verifier, attempt_id in choices:
-        if sample_pk in samples:  # not every sample is shown (the n range)
-            samples[sample_pk].choices[verifier_label(verifier)] = attempt_id
+    nearest = (
+        attempts.filter(_near_miss_q(filters))
+        .order_by("tolerance_ratio", "sample__n", "sample__sample_id", "pk")
+        .values_list("pk", "run_id", "index", "sample__sample_id", "sample__n", "tolerance_ratio", "reexecution_passed")
+    )[:NEAR_MISS_LIMIT] if near_miss_total else []
+    near_misses = [
+        NearMiss(pk, run_id, index, sample_id, n, ratio, reexecuted is not None, attempt_url(pk))
+        for pk, run_id, index, sample_id, n, ratio, reexecuted in nearest
+    ]
 
     run_summaries = [
         RunSummary(
             pk=int(run.run_id), created_at=run.created_at, finished_at=None if pd.isna(run.finished_at) else run.finished_at,
             n_values=run.n_values, k=int(run.k), counts=counts[run.run_id],
-            verified=verified_runs[run.run_id] and counts[run.run_id].get(Attempt.DONE, 0) > 0,
+            verified=run.run_id not in unverified_runs and counts[run.run_id].get(Attempt.DONE, 0) > 0,
             url=_url("runs:run_detail", int(run.run_id)),
         )
         for run in runs.sort_values("run_id", ascending=False).itertuples(index=False)
     ]
-    ordered = sorted(samples.values(), key=lambda s: (s.n, s.paper, s.sample_id))
-    near_misses.sort(key=lambda miss: (miss.tolerance_ratio, miss.n, miss.sample_id, miss.pk))
-    return SystemDetail(system=system, runs=run_summaries, samples=ordered, n_values=sorted(system.by_n),
-                        out_of_scope_attempts=out_of_scope_attempts, near_misses=near_misses[:NEAR_MISS_LIMIT],
-                        near_miss_total=len(near_misses), not_reexecuted=not_reexecuted)
+    return SystemDetail(system=system, runs=run_summaries[:SYSTEM_RUNS_SHOWN], run_ids=run_ids, runs_total=len(run_summaries),
+                        all_runs=run_summaries, n_values=sorted(system.by_n),
+                        out_of_scope_attempts=out_of_scope_attempts, near_misses=near_misses,
+                        near_miss_total=near_miss_total, not_reexecuted=not_reexecuted)
+
+
+class BadSamplesPage(ValueError):
+    """A system's samples were asked for a page that they do not have; the message says which."""
+
+
+# A system's samples in the order its page and exports list them.
+_SAMPLE_ORDER = ("sample__n", "sample__paper__paper_id", "sample__sample_id", "sample_id")
+
+
+def _explore_url_maker(slug: str):
+    """A function from (paper, sample id) to the attempts explorer showing the system's attempts at
+    that sample (None while the explorer is not wired up)."""
+    try:
+        base = reverse("leaderboard:explore")
+    except NoReverseMatch:
+        return lambda paper, sample_id: None
+    return lambda paper, sample_id: f"{base}?{urlencode({'system': slug, 'paper': paper, 'sample': sample_id})}"
+
+
+def _verifier_choices(run_ids: list[int], sample_pks: list[int] | None = None) -> Iterator[tuple[int, str, int]]:
+    """(sample pk, verifier label, chosen attempt pk) of the runs' verifier selections (at the
+    samples `sample_pks`, else at all of them, streamed), oldest run first, so that a dict built
+    from them keeps the newest run's choice."""
+    rows = VerifierSelection.objects.filter(run_id__in=run_ids).order_by("run_id").values_list("sample_id", "verifier", "attempt_id")
+    chosen = rows.filter(sample_id__in=sample_pks) if sample_pks is not None else rows.iterator(chunk_size=5000)
+    for sample_pk, verifier, attempt_id in chosen:
+        yield sample_pk, verifier_label(verifier), attempt_id
+
+
+class _SampleSummaries:
+    """A system's per-sample summaries as a sequence Paginator can page: `count()` counts its
+    samples (an index-only scan), a slice groups its attempts per sample id (a hash of integers,
+    no join) and only then joins the few groups to their samples to order and cut them. Grouping by
+    the sample's sort columns instead would join and sort every attempt first (several times the cost)."""
+
+    def __init__(self, *, run_ids: list[int], filters: LeaderboardFilters):
+        counted = counted_q(filters)
+        self._attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__")).order_by()
+        self._grouped = self._attempts.values("sample_id").annotate(
+            total=Count("pk", filter=Q(status__in=ENDED_STATUSES)),
+            counted=Count("pk", filter=counted),
+            passes=Count("pk", filter=counted & filters_passes_q(filters)),
+            errors=Count("pk", filter=Q(status=Attempt.ERROR)),
+            out_of_scope=Count("pk", filter=~Q(out_of_scope_edits=[])),
+        )
+
+    def count(self) -> int:
+        return self._attempts.values("sample_id").distinct().count()
+
+    def __getitem__(self, window: slice) -> list[dict]:
+        sql, params = self._grouped.query.sql_with_params()
+        statement = (
+            "SELECT grouped.*, sample.sample_id AS sample_name, sample.n, paper.paper_id "
+            f"FROM ({sql}) grouped JOIN {Sample._meta.db_table} sample ON sample.id = grouped.sample_id "
+            f"JOIN {Paper._meta.db_table} paper ON paper.id = sample.paper_id "
+            "ORDER BY sample.n, paper.paper_id, sample.sample_id, sample.id LIMIT %s OFFSET %s"
+        )
+        with connections[self._grouped.db].cursor() as cursor:
+            cursor.execute(statement, (*params, window.stop - window.start, window.start))
+            names = [column.name for column in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def system_samples_page(*, slug: str, run_ids: list[int], filters: LeaderboardFilters, number: str | None) -> Page:
+    """Page `number` (from 1; None: the first) of the system's samples in the n range of `filters`,
+    SYSTEM_SAMPLES_PER_PAGE to a page, each summarised (three queries: the count, the page grouped
+    in the database, its verifier choices). Raises BadSamplesPage, whose message names the pages
+    there are."""
+    paginator = Paginator(_SampleSummaries(run_ids=run_ids, filters=filters), SYSTEM_SAMPLES_PER_PAGE)
+    text = number or "1"
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= paginator.num_pages):
+        raise BadSamplesPage(f"samples_page={text[:20]!r}: the pages of samples run from 1 to {paginator.num_pages}")
+    page = paginator.page(int(text))
+    explore_url = _explore_url_maker(slug)
+    attempt_url = attempt_url_maker()
+    rows = [
+        SampleSummary(
+            sample_pk=row["sample_id"], sample_id=row["sample_name"], paper=row["paper_id"], n=row["n"],
+            total=row["total"], counted=row["counted"], passes=row["passes"], errors=row["errors"],
+            out_of_scope=row["out_of_scope"], attempts_url=explore_url(row["paper_id"], row["sample_name"]),
+        )
+        for row in page.object_list
+    ]
+    by_pk = {row.sample_pk: row for row in rows}
+    for sample_pk, label, attempt_id in _verifier_choices(run_ids, list(by_pk)):
+        by_pk[sample_pk].choices[label] = attempt_id
+    for row in rows:
+        row.choice_links = [(label, pk, attempt_url(pk)) for label, pk in row.choices.items()]
+    page.object_list = rows
+    return page
+
+
+def system_sample_rows(*, run_ids: list[int], filters: LeaderboardFilters) -> Iterator[dict]:
+    """Every sample of the system in the n range of `filters`, with the ids of all its attempts and
+    of those that pass (the samples export: complete, whatever its size). Streamed from the database
+    in chunks: memory holds one sample's attempts and the verifier choices (a few per sample)."""
+    choices: dict[int, dict[str, int]] = {}
+    for sample_pk, label, attempt_id in _verifier_choices(run_ids):
+        choices.setdefault(sample_pk, {})[label] = attempt_id
+    attempts = (
+        Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))
+        .order_by(*_SAMPLE_ORDER, "run_id", "index")
+        .values_list("pk", "status", "passed", "reported_passed", "reexecution_passed", *_SAMPLE_ORDER)
+    )
+    current = None
+    for pk, status, passed, reported, reexecuted, n, paper, sample_id, sample_pk in attempts.iterator(chunk_size=2000):
+        if current is None or current["sample_pk"] != sample_pk:
+            if current is not None:
+                yield current
+            current = {
+                "sample_pk": sample_pk, "sample_id": sample_id, "paper": paper, "n": n, "attempts": 0, "passes": 0,
+                "errors": 0, "attempt_ids": [], "passed_attempt_ids": [], "verifier_choices": choices.get(sample_pk, {}),
+            }
+        verified = reexecuted is not None
+        current["attempt_ids"].append(pk)
+        current["errors"] += status == Attempt.ERROR
+        if status == Attempt.DONE and (verified or not filters.verified_only):
+            current["attempts"] += 1
+            if passed if verified else reported:
+                current["passes"] += 1
+                current["passed_attempt_ids"].append(pk)
+    if current is not None:
+        yield current
 
 
 def _url_maker(name: str, marker):

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.http import FileResponse, Http404
 from django.views.decorators.http import require_GET
 
+from autoexperiment_site.abuse import heavy_page
 from runs.benchmark.workspace import CONTEXT_CONDITIONS
 from runs.models import Suite
 from runs.submissions.format_text import upload_format_markdown
@@ -14,6 +15,7 @@ from runs.suites.export import ExportError, task_archive_cached
 from runs.visibility import gold_access
 
 
+@heavy_page
 @require_GET
 def task_download(request, suite: str, n: int, context: str):
     """`benchmark/<suite>/tasks/n<n>-<context>.tar.gz`: manifest.jsonl, README.md and one

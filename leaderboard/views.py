@@ -2,15 +2,15 @@
 import json
 import math
 
-from django.core.paginator import Page, Paginator
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from autoexperiment_site.abuse import heavy_page
 from leaderboard import reference as paper
-from leaderboard.exports import csv_response
+from leaderboard.exports import csv_response, csv_streaming_response
 from leaderboard.failure_analysis import error_taxonomy, failure_analysis
 from leaderboard.failure_figures import failure_figure_payload
 from leaderboard.figures import SHOWN_SYSTEMS, cost_figure_payload, figure_payload, tolerance_figure_payload
@@ -19,12 +19,16 @@ from leaderboard.selectors import (
     DIAGNOSIS_GROUPS,
     FLAT_COLUMNS,
     NEAR_MISS_FACTOR,
+    SYSTEM_SAMPLES_PER_PAGE,
     TOLERANCES,
+    BadSamplesPage,
     filter_choices,
     function_difficulty,
     leaderboard_flat_rows,
     leaderboard_get,
     system_detail,
+    system_sample_rows,
+    system_samples_page,
     tolerance_label,
 )
 from leaderboard.table import leaderboard_rows_html, table_n_values
@@ -32,8 +36,6 @@ from runs.models import Attempt
 from runs.suites.selectors import suites_gold_stability
 
 FORMATS = ("html", "json", "csv")
-# A system's page lists its samples a page at a time, so that its size does not grow with the system.
-SYSTEM_SAMPLES_PER_PAGE = 100
 ASCENDING_FIRST = {"name", "cost", "seconds", "errors"}
 
 RULES = [
@@ -262,6 +264,7 @@ FUNCTION_COLUMNS = [
 ]
 
 
+@heavy_page
 @require_GET
 def functions(request):
     """How often each masked function is implemented correctly, across systems."""
@@ -294,15 +297,35 @@ DIAGNOSIS_COLUMNS = ["failed_attempts", *(f"diagnosis_{key}" for key, _, _ in DI
 SAMPLE_COLUMNS = ["sample_id", "paper", "n", "attempts", "passes", "errors", "attempt_ids", "passed_attempt_ids", "verifier_choices"]
 
 
+@heavy_page
 @require_GET
 def system(request, slug: str):
-    """One system: its numbers by n, its runs, and every sample with links to each attempt."""
+    """One system: its numbers by n, its newest runs, and its samples a page at a time, each
+    summarised with a link to its attempts in the explorer (the CSV exports hold everything)."""
     if (parsed := _parse_request(request)) is None:
         return _bad_format(request)
     output, form, filters, status = parsed
     detail = system_detail(slug=slug, filters=filters)
     if detail is None:
         raise Http404(f"no system {slug}")
+    if output == "csv":
+        return _system_csv(request, slug, detail, filters)
+    problem = None
+    try:
+        samples_page = system_samples_page(slug=slug, run_ids=detail.run_ids, filters=filters,
+                                           number=request.GET.get("samples_page"))
+    except BadSamplesPage as error:
+        if output == "json":
+            return JsonResponse({"error": str(error)}, status=400)
+        problem = str(error)  # the first page, with the message
+        samples_page = system_samples_page(slug=slug, run_ids=detail.run_ids, filters=filters, number=None)
+    page_urls = {
+        "previous": query_with(request, samples_page=samples_page.previous_page_number()) if samples_page.has_previous() else None,
+        "next": query_with(request, samples_page=samples_page.next_page_number()) if samples_page.has_next() else None,
+    }
+    analysis = failure_analysis(slug=slug, run_ids=detail.run_ids, filters=filters)
+    taxonomy = error_taxonomy(slug=slug, run_ids=detail.run_ids, filters=filters)
+    csv_urls = {table: query_with(request, format="csv", table=table, samples_page=None) for table in ("samples", "runs", "by_n")}
     if output == "json":
         return _json({
             "filters": _filters_payload(form, filters),
@@ -313,47 +336,31 @@ def system(request, slug: str):
                  "n_values": run.n_values, "k": run.k, "attempts_by_status": run.counts, "verified": run.verified}
                 for run in detail.runs
             ],
-            "samples": [sample.as_dict() for sample in detail.samples],
+            "runs_total": detail.runs_total,  # the newest SYSTEM_RUNS_SHOWN are listed; the runs CSV has them all
+            "runs_csv": request.path + csv_urls["runs"],
+            "samples": [sample.as_dict() for sample in samples_page.object_list],
+            "samples_page": {
+                "number": samples_page.number, "pages": samples_page.paginator.num_pages,
+                "count": samples_page.paginator.count, "per_page": SYSTEM_SAMPLES_PER_PAGE,
+                **{key: request.path + url if url else None for key, url in page_urls.items()},
+                "all_samples_csv": request.path + csv_urls["samples"],
+            },
             "out_of_scope_attempts": detail.out_of_scope_attempts,
             "not_reexecuted_attempts": detail.not_reexecuted,
             "tolerances": list(TOLERANCES),
             "near_misses": [miss.as_dict() for miss in detail.near_misses],
             "near_miss_total": detail.near_miss_total,
-            "failure_analysis": failure_analysis(slug=slug, run_ids=detail.system.run_ids, filters=filters).as_dict(),
-            "error_taxonomy": error_taxonomy(slug=slug, run_ids=detail.system.run_ids, filters=filters).as_dict(),
+            "failure_analysis": analysis.as_dict(),
+            "error_taxonomy": taxonomy.as_dict(),
         }, status=status)
-    if output == "csv":
-        table = request.GET.get("table", "samples")
-        if table == "runs":
-            return _csv(f"system-{slug}-runs.csv", [_run_row(run) for run in detail.runs], RUN_COLUMNS)
-        if table == "by_n":
-            rows = [{**metrics.as_dict(), "verifier_pass1": json.dumps(metrics.verifier, sort_keys=True) if metrics.verifier else "",
-                     "verifier_samples": json.dumps(metrics.verifier_samples, sort_keys=True) if metrics.verifier else "",
-                     **{_tolerance_column(t): metrics.pass1_at.get(t) for t in TOLERANCES}, **_diagnosis_cells(metrics)}
-                    for metrics in (detail.system.by_n[n] for n in detail.n_values)]
-            return _csv(f"system-{slug}-by-n.csv", rows,
-                        BY_N_COLUMNS + [_tolerance_column(t) for t in TOLERANCES] + DIAGNOSIS_COLUMNS)
-        if table != "samples":
-            return JsonResponse({"error": f"table={table!r} is not one of: samples, runs, by_n"}, status=400)
-        samples = [sample.as_dict() for sample in detail.samples]
-        for row in samples:
-            row["attempt_ids"] = " ".join(map(str, row["attempt_ids"]))
-            row["passed_attempt_ids"] = " ".join(map(str, row["passed_attempt_ids"]))
-            row["verifier_choices"] = json.dumps(row["verifier_choices"], sort_keys=True) if row["verifier_choices"] else ""
-        return _csv(f"system-{slug}-samples.csv", samples, SAMPLE_COLUMNS)
     tolerance_rows = detail.tolerance_rows
-    analysis = failure_analysis(slug=slug, run_ids=detail.system.run_ids, filters=filters)
-    samples_page, problem = _samples_page(request, detail.samples)
     problems = form.problems() + ([problem] if problem else [])
     return render(request, "leaderboard/system.html", {
         "samples_page": samples_page,
-        "samples_page_urls": {
-            "previous": query_with(request, samples_page=samples_page.previous_page_number()) if samples_page.has_previous() else None,
-            "next": query_with(request, samples_page=samples_page.next_page_number()) if samples_page.has_next() else None,
-        },
+        "samples_page_urls": page_urls,
         "analysis": analysis,
         "failure_figure": failure_figure_payload(analysis),
-        "taxonomy": error_taxonomy(slug=slug, run_ids=detail.system.run_ids, filters=filters),
+        "taxonomy": taxonomy,
         "detail": detail,
         "system": detail.system,
         "metrics": [detail.system.by_n[n] for n in detail.n_values],
@@ -364,20 +371,33 @@ def system(request, slug: str):
         "near_miss_factor": NEAR_MISS_FACTOR,
         "problems": problems,
         "json_url": query_with(request, format="json", samples_page=None),
-        "csv_urls": {table: query_with(request, format="csv", table=table, samples_page=None) for table in ("samples", "runs", "by_n")},
+        "csv_urls": csv_urls,
         "verified_only": filters.verified_only,
         **_counting_urls(request),
     }, status=400 if problem else status)
 
 
-def _samples_page(request, samples: list) -> tuple[Page, str | None]:
-    """The page of a system's samples the request asks for (`samples_page`, from 1), and what was
-    wrong with the request if anything (the first page is shown then). The exports hold them all."""
-    paginator = Paginator(samples, SYSTEM_SAMPLES_PER_PAGE)
-    number = request.GET.get("samples_page", "1")
-    if number.isascii() and number.isdigit() and 1 <= int(number) <= paginator.num_pages:
-        return paginator.page(int(number)), None
-    return paginator.page(1), f"samples_page={number[:20]!r}: the pages of samples run from 1 to {paginator.num_pages}"
+def _system_csv(request, slug: str, detail, filters):
+    table = request.GET.get("table", "samples")
+    if table == "runs":
+        return _csv(f"system-{slug}-runs.csv", [_run_row(run) for run in detail.all_runs], RUN_COLUMNS)
+    if table == "by_n":
+        rows = [{**metrics.as_dict(), "verifier_pass1": json.dumps(metrics.verifier, sort_keys=True) if metrics.verifier else "",
+                 "verifier_samples": json.dumps(metrics.verifier_samples, sort_keys=True) if metrics.verifier else "",
+                 **{_tolerance_column(t): metrics.pass1_at.get(t) for t in TOLERANCES}, **_diagnosis_cells(metrics)}
+                for metrics in (detail.system.by_n[n] for n in detail.n_values)]
+        return _csv(f"system-{slug}-by-n.csv", rows,
+                    BY_N_COLUMNS + [_tolerance_column(t) for t in TOLERANCES] + DIAGNOSIS_COLUMNS)
+    if table != "samples":
+        return JsonResponse({"error": f"table={table!r} is not one of: samples, runs, by_n"}, status=400)
+    # Every sample with every attempt id, whatever the page shows: streamed as the database is read.
+    rows = (
+        {**row, "attempt_ids": " ".join(map(str, row["attempt_ids"])),
+         "passed_attempt_ids": " ".join(map(str, row["passed_attempt_ids"])),
+         "verifier_choices": json.dumps(row["verifier_choices"], sort_keys=True) if row["verifier_choices"] else ""}
+        for row in system_sample_rows(run_ids=detail.run_ids, filters=filters)
+    )
+    return csv_streaming_response(f"system-{slug}-samples.csv", rows, SAMPLE_COLUMNS)
 
 
 def _diagnosis_cells(metrics) -> dict:

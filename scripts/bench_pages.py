@@ -5,7 +5,11 @@ Creates a scratch Postgres database (bench_pages_<pid>), migrates it, bulk-loads
 100,000 attempts across 50 systems (several n, k of 1, 3 or 5, some systems uploaded and not
 re-executed, errors, unknown costs, oracle verifier selections), one attempt with a 500-step
 trajectory and one with 5,000 steps (its first and a middle page, and the step bodies a page's
-script fetches on demand). It computes the leaderboard's stored numbers (leaderboard.standings) as
+script fetches on demand). On top of those, one uploaded system of 30,000 attempts (`--big-system`:
+30 submissions of 1,000, spread over the n = 1 samples) whose page, JSON and samples CSV are timed,
+and as many uploaded attempts again at n = 1 as bring the samples page of n = 1 to 72,000 attempts
+(`--samples-attempts`): pages whose size once grew with the attempts. Both default to their share
+of `--attempts` (30% and 72%), so a smaller run is smaller throughout. It computes the leaderboard's stored numbers (leaderboard.standings) as
 `manage.py refresh_standings --all` does, then times requests through Django's test Client (in
 process: server time only, no network) and prints the first request, median and 95th percentile of
 each page and its query count.
@@ -16,6 +20,7 @@ them marked so without computing anything. The refresh job's own time for that s
 apart. The database (and the scratch maintenance queue) are dropped at the end, whatever happens.
 
     .venv/bin/python scripts/bench_pages.py [--attempts 100000] [--systems 50] [--requests 30]
+        [--big-system 30000] [--samples-attempts 72000]
 
 Postgres: BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432), a role that may create
 databases. Takes about two minutes on two cores; `--attempts 1000000 --systems 200` about twenty.
@@ -48,6 +53,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "autoexperiment_site.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 # The refresh jobs the change below queues go on a queue of this run's own, deleted at the end.
 os.environ["MAINTENANCE_QUEUE"] = f"bench-maintenance-{os.getpid()}"
+# Server time is measured, not the per-address page limits (which a client asking 30 times a
+# second from one address would meet at once).
+for _limit in ("RATE_LIMIT_PAGES_PER_ADDRESS", "RATE_LIMIT_HEAVY_PAGES_PER_ADDRESS"):
+    os.environ[_limit] = "off"
 
 CONFIGS = [{}, {"history": "window", "window": 5}, {"history": "window", "window": 10}, {"temperature": 0.2}]  # 240 systems at most
 TRAJECTORY_STEPS = 500
@@ -106,6 +115,37 @@ def load_attempts(suite, samples, *, total: int, systems: int):
             run_number += 1
     VerifierSelection.objects.bulk_create(selections, batch_size=5000)
     return attempts_made, len(keys)
+
+
+UPLOAD_SIZE = 1_000  # attempts per submission of the big uploaded systems
+
+
+def load_uploaded_system(suite, samples, *, total: int, model: str) -> str:
+    """One uploaded system (never re-executed) of `total` attempts at the n = 1 samples, as
+    submissions of UPLOAD_SIZE attempts each, spread evenly over the samples; returns its slug."""
+    from leaderboard.selectors import canonical_config, system_slug
+    from runs.models import Attempt, Run, Submission
+
+    rng = random.Random(total)
+    pool = [sample for sample in samples if sample.n == 1]
+    config = {"uploaded": True}
+    made = 0
+    while made < total:
+        size = min(UPLOAD_SIZE, total - made)
+        run = Run.objects.create(
+            suite=suite, agent="react", model=model, agent_config=config, context="full", n_values=[1],
+            attempts_per_sample=5, sandbox_backend="bubblewrap", finished_at=datetime.now(UTC),
+            description=f"bench upload {made // UPLOAD_SIZE}",
+        )
+        Submission.objects.create(run=run, model=model, agent="react", contact="bench@example.org",
+                                  file_sha256="0" * 64, file_bytes=size * 2_000, record_count=size)
+        batch = [
+            _attempt(rng, run, pool[number % len(pool)], number // len(pool), 0.3, True)
+            for number in range(size)
+        ]
+        Attempt.objects.bulk_create(batch, batch_size=2000)
+        made += size
+    return system_slug(suite=suite.name, agent="react", model=model, config_json=canonical_config(config), context="full")
 
 
 def _attempt(rng, run, sample, index, p, uploaded):
@@ -177,18 +217,29 @@ def long_trajectory(sample_id: str, steps: int) -> dict:
     return trajectory.to_dict()
 
 
-def timed(client, url: str, requests: int) -> tuple[float, list[float], int]:
-    started = time.perf_counter()
+def _short(count: int) -> str:
+    """30000 -> "30k", 144 -> "144": a count in a page's name."""
+    return f"{count // 1000}k" if count >= 1000 else str(count)
+
+
+def fetched(client, url: str) -> bytes:
+    """The body of GET `url`, read to its end (a streamed export is produced as it is read)."""
     response = client.get(url)
-    first = time.perf_counter() - started
     if response.status_code != 200:
         raise SystemExit(f"GET {url} answered {response.status_code}")
+    return response.getvalue()
+
+
+def timed(client, url: str, requests: int) -> tuple[float, list[float], int]:
+    started = time.perf_counter()
+    fetched(client, url)
+    first = time.perf_counter() - started
     times = []
     for _ in range(requests):
         started = time.perf_counter()
-        response = client.get(url)
+        body = fetched(client, url)
         times.append(time.perf_counter() - started)
-    return first, times, len(response.content)
+    return first, times, len(body)
 
 
 def main() -> None:
@@ -196,7 +247,16 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=100_000)
     parser.add_argument("--systems", type=int, default=50)
     parser.add_argument("--requests", type=int, default=30, help="timed requests per page, after a first one")
+    parser.add_argument("--big-system", type=int, help="attempts of one uploaded system whose page is timed "
+                        "(default: 30%% of --attempts, 30,000)")
+    parser.add_argument("--samples-attempts", type=int, help="attempts at n = 1, topped up by a second uploaded "
+                        "system, under the samples page timed (default: 72%% of --attempts, 72,000)")
     options = parser.parse_args()
+    # In proportion by default, so that a smoke run at a tiny --attempts stays tiny.
+    if options.big_system is None:
+        options.big_system = options.attempts * 3 // 10
+    if options.samples_attempts is None:
+        options.samples_attempts = options.attempts * 72 // 100
 
     create_database(f"{SERVER}/postgres", DB_NAME)
     try:
@@ -221,6 +281,12 @@ def main() -> None:
         clock = time.perf_counter()
         suite, samples = load_suite(name="bench", file_of=lambda f: f"src/module_{f % 3}.py")
         made, systems = load_attempts(suite, samples, total=options.attempts, systems=options.systems)
+        big_slug = load_uploaded_system(suite, samples, total=options.big_system, model="openai:uploaded-big")
+        at_n1 = Attempt.objects.filter(sample__n=1).count()
+        if options.samples_attempts > at_n1:
+            load_uploaded_system(suite, samples, total=options.samples_attempts - at_n1, model="openai:uploaded-top-up")
+        at_n1 = Attempt.objects.filter(sample__n=1).count()
+        made = Attempt.objects.count()
         # Written by update(), so that no object of this process keeps the trajectories: a web process
         # holds none of the loader's data, and a heap full of it would slow every garbage collection.
         target, longest = Attempt.objects.filter(status=Attempt.DONE).order_by("id").select_related("sample")[:2]
@@ -228,8 +294,9 @@ def main() -> None:
             Attempt.objects.filter(pk=attempt.pk).update(trajectory=long_trajectory(attempt.sample.sample_id, steps))
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")  # what autovacuum would otherwise do while pages are timed
-        print(f"loaded {made:,} attempts across {systems} systems, {len(samples):,} samples, "
-              f"a {TRAJECTORY_STEPS}- and a {LONG_TRAJECTORY_STEPS:,}-step trajectory in {time.perf_counter() - clock:.1f} s")
+        print(f"loaded {made:,} attempts across {systems} systems and 2 uploaded ones, {len(samples):,} samples, "
+              f"a {TRAJECTORY_STEPS}- and a {LONG_TRAJECTORY_STEPS:,}-step trajectory in {time.perf_counter() - clock:.1f} s; "
+              f"the big uploaded system holds {options.big_system:,} attempts, n = 1 {at_n1:,}")
         clock = time.perf_counter()
         call_command("refresh_standings", "--all", stdout=io.StringIO())
         print(f"stored numbers of {SystemStanding.objects.count()} systems computed (refresh_standings --all) in "
@@ -250,6 +317,9 @@ def main() -> None:
             results_changed_send(run_ids=[changed_run.pk])
             return reverse("leaderboard:home")
 
+        big_system = reverse("leaderboard:system", args=[big_slug])
+        samples_n1 = reverse("leaderboard:benchmark_samples", args=[suite.name]) + "?n=1"
+
         def first_system() -> str:
             slug = client.get(reverse("leaderboard:home"), {"format": "json"}).json()["rows"][0]["slug"]
             return reverse("leaderboard:system", args=[slug])
@@ -269,13 +339,19 @@ def main() -> None:
             # What the page's script fetches as the rest of a page's steps come into view.
             ("  steps 6-20 (on demand)", lambda: reverse("replay:steps", args=[longest.pk]) + "?first=6&last=20"),
             ("function difficulty", lambda: reverse("leaderboard:functions")),
+            (f"system, {_short(options.big_system)} uploaded att.", lambda: big_system),
+            ("  with unverified uploads", lambda: big_system + "?unverified=1"),
+            ("  its JSON (a page)", lambda: big_system + "?unverified=1&format=json"),
+            ("  its samples CSV (all)", lambda: big_system + "?unverified=1&format=csv"),
+            (f"samples n=1, {_short(at_n1)} att.", lambda: samples_n1),
+            ("  its JSON (a page)", lambda: samples_n1 + "&format=json"),
         ]
         print(f"\n{'page':<28}{'first':>9}{'median':>9}{'p95':>9}{'queries':>9}{'KB':>8}   ({options.requests} requests after the first)")
         for name, make_url in pages:
             url = make_url()
             first, times, size = timed(client, url, options.requests)
             with CaptureQueriesContext(connection) as queries:
-                client.get(url)
+                fetched(client, url)
             print(f"{name:<28}{first * 1000:>7.0f}ms{statistics.median(times) * 1000:>7.0f}ms"
                   f"{percentile(times, 0.95) * 1000:>7.0f}ms{len(queries):>9}{size / 1024:>8.0f}")
         stale = [row["slug"] for row in client.get(reverse("leaderboard:home"), {"format": "json"}).json()["rows"] if row.get("stale")]

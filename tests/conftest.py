@@ -23,8 +23,13 @@ os.environ.setdefault("DEPLOYMENT_ID", django_settings.DEPLOYMENT_ID)
 @pytest.fixture(autouse=True)
 def isolated_cache(settings):
     """The Redis cache (where rate limits count) on the tests' Redis database under a key prefix of
-    this test alone: every test starts with no counts, and concurrent test runs never share one."""
+    this test alone: every test starts with no counts, and concurrent test runs never share one.
+
+    Page views are not limited: a test (a browser's above all) asks for pages far faster than a
+    person reads them. The tests of those limits (tests/abuse/test_page_limits.py) set their own."""
     import uuid
+
+    from autoexperiment_site.abuse import PAGE_RATES
 
     settings.CACHES = {
         "default": {
@@ -33,6 +38,7 @@ def isolated_cache(settings):
             "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
         }
     }
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, **dict.fromkeys(PAGE_RATES)}  # None: off
 
 
 @pytest.fixture(autouse=True)

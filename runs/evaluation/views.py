@@ -6,6 +6,7 @@ is a 404, a visible run that is not yours (or a command-line run, which is staff
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -23,6 +24,10 @@ from runs.evaluation.selectors import (
 from runs.evaluation.services import run_cancel, run_resume, run_retry_failed, runs_set_hidden
 from runs.models import Run
 from runs.visibility import run_can_manage, run_can_view
+
+# A run may hold thousands of attempts (an upload up to SUBMISSION_MAX_RECORDS): its page lists them
+# this many at a time.
+ATTEMPTS_PER_PAGE = 100
 
 
 def _run_or_404(request, pk: int) -> Run:
@@ -66,7 +71,9 @@ def run_detail(request, pk: int):
         request,
         "runs/run_detail.html",
         {
-            "run": run, "progress": progress, "attempts": run_attempts(run=run),
+            "run": run, "progress": progress,
+            # A page number past the end shows the last page, one that is not a number the first.
+            "attempts": Paginator(run_attempts(run=run), ATTEMPTS_PER_PAGE).get_page(request.GET.get("page")),
             "refresh": progress.active or transplants.waiting, "transplants": transplants,
             "manage": run_can_manage(run=run, user=request.user),
             "waiting": run_waiting_notes(run=run),

@@ -216,10 +216,15 @@ def set_hidden(request, pk: int, hidden: bool):
     return redirect("submissions:detail", pk=submission.pk)
 
 
+# An uploader may add 30 submissions an hour: their list shows this many at a time.
+SUBMISSIONS_PER_PAGE = 50
+
+
 @login_required
 def mine(request):
-    submissions = [(submission, submission_summary(submission=submission)) for submission in submissions_of(user=request.user)]
-    return render(request, "submissions/mine.html", {"submissions": submissions})
+    page = Paginator(submissions_of(user=request.user), SUBMISSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    submissions = [(submission, submission_summary(submission=submission)) for submission in page.object_list]
+    return render(request, "submissions/mine.html", {"submissions": submissions, "page": page})
 
 
 @login_required

@@ -189,24 +189,27 @@ def test_experiment_page_hides_gold_numbers_from_all_but_staff(attempts, client)
     assert json_of(client, address)["gold_result"] == experiment.gold_result
 
 
-def test_samples_page_links_visible_attempts_only(attempts, client, django_assert_max_num_queries):
-    public, hidden = attempts["public"], attempts["hidden"]
+def test_samples_page_summarises_visible_attempts_only(attempts, client, django_assert_max_num_queries):
+    sample = attempts["sample"]
+    explore = f"/explore/?suite=builtin&amp;paper={PAPER}&amp;sample={sample.sample_id}"
     with django_assert_max_num_queries(6):  # none per sample or attempt
         response = client.get(url("samples"), {"n": "1"})
     assert response.status_code == 200
     html = response.content.decode()
     assert html.count('class="lb-sample"') == 28
-    assert f'href="{reverse("replay:attempt", args=[public.pk])}"' in html
-    assert reverse("replay:attempt", args=[hidden.pk]) not in html
+    assert f'href="{explore}" class="lb-sample-attempts">1 attempt<' in html  # the hidden one is not counted
     data = json_of(client, url("samples"), n="1")
-    assert (data["n"], data["count"], data["pages"]) == (1, 28, 1)
-    row = next(item for item in data["samples"] if item["sample_id"] == attempts["sample"].sample_id)
-    assert [(a["id"], a["passed"]) for a in row["attempts"]] == [(public.pk, True)]
+    assert (data["n"], data["count"], data["pages"], data["previous"], data["next"]) == (1, 28, 1, None, None)
+    row = next(item for item in data["samples"] if item["sample_id"] == sample.sample_id)
+    assert (row["attempts"], row["passes"], row["pass_rate"], row["ended_attempts"], row["runs"]) == (1, 1, 1.0, 1, 1)
+    # The link lists exactly those attempts.
+    listed = client.get("/explore/", {"suite": "builtin", "paper": PAPER, "sample": sample.sample_id, "format": "json"})
+    assert [item["attempt_id"] for item in listed.json()["rows"]] == [attempts["public"].pk]
 
     client.force_login(make_user(is_staff=True))
     with django_assert_max_num_queries(8):  # and the session and user
         html = client.get(url("samples"), {"n": "1"}).content.decode()
-    assert reverse("replay:attempt", args=[hidden.pk]) in html
+    assert f'href="{explore}" class="lb-sample-attempts">2 attempts<' in html
 
 
 @pytest.mark.parametrize(("params", "message"), [

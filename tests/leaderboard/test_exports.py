@@ -47,7 +47,7 @@ def hostile(db):
 
 def cells(response) -> list[dict]:
     assert response["Content-Type"].startswith("text/csv")
-    return list(csv.DictReader(io.StringIO(response.content.decode(), newline="")))
+    return list(csv.DictReader(io.StringIO(response.getvalue().decode(), newline="")))  # streamed or not
 
 
 def is_number(text: str) -> bool:

@@ -10,6 +10,8 @@ from leaderboard.selectors import (
     function_difficulty,
     leaderboard_get,
     system_detail,
+    system_sample_rows,
+    system_samples_page,
 )
 from runs.benchmark.statistics import bootstrap_ci
 from tests.leaderboard.factories import (
@@ -97,8 +99,10 @@ def test_unverified_attempts_are_judged_by_their_reported_verdict(board_data):
 
 def test_mismatch_counts_as_a_failure_for_a_verified_attempt(board_data):
     # s0 of A: one pass and one attempt whose reported numbers pass but the re-run does not.
-    detail = system_detail(slug=rows_by_system(board())["A"].slug, filters=LeaderboardFilters(verified_only=False))
-    s0 = next(sample for sample in detail.samples if sample.sample_id == "p_0")
+    filters = LeaderboardFilters(verified_only=False)
+    detail = system_detail(slug=rows_by_system(board())["A"].slug, filters=filters)
+    page = system_samples_page(slug=detail.system.slug, run_ids=detail.run_ids, filters=filters, number=None)
+    s0 = next(sample for sample in page.object_list if sample.sample_id == "p_0")
     assert (s0.counted, s0.passes) == (2, 1)
 
 
@@ -220,16 +224,21 @@ def test_function_difficulty_lists_unattempted_functions_last(board_data):
 
 def test_system_detail_lists_runs_and_samples_with_attempt_links(board_data):
     a = rows_by_system(board())["A"]
-    detail = system_detail(slug=a.slug, filters=LeaderboardFilters(verified_only=False))
+    filters = LeaderboardFilters(verified_only=False)
+    detail = system_detail(slug=a.slug, filters=filters)
     assert [run.pk for run in detail.runs] == [board_data.run_a.pk]
     assert detail.runs[0].counts == {"done": 9, "error": 1, "queued": 1, "cancelled": 1}
     assert detail.runs[0].verified
-    samples = {sample.sample_id: sample for sample in detail.samples}
+    page = system_samples_page(slug=a.slug, run_ids=detail.run_ids, filters=filters, number=None)
+    samples = {sample.sample_id: sample for sample in page.object_list}
     assert set(samples) == {"p_0", "p_1", "p_2", "p_0,1", "p_1,2"}
     s2 = samples["p_2"]
-    assert (s2.counted, s2.passes, s2.errors) == (1, 0, 1)
-    first = board_data.attempts[("A", "s2", 0)]
-    assert s2.attempts[0].pk == first.pk and s2.attempts[0].url == f"/attempts/{first.pk}/"
+    assert (s2.total, s2.counted, s2.passes, s2.errors) == (2, 1, 0, 1)  # the queued one has not ended
+    assert s2.attempts_url == f"/explore/?system={a.slug}&paper=p&sample=p_2"
+    # The export lists every attempt: the queued one too, in run and index order.
+    exported = {row["sample_id"]: row for row in system_sample_rows(run_ids=detail.run_ids, filters=filters)}
+    assert exported["p_2"]["attempt_ids"] == [board_data.attempts[("A", "s2", index)].pk for index in range(3)]
+    assert (exported["p_2"]["attempts"], exported["p_2"]["errors"]) == (1, 1)
     assert system_detail(slug="000000000000", filters=LeaderboardFilters(verified_only=False)) is None
 
 
