@@ -1,8 +1,12 @@
 """GET /healthz: is this deployment able to do its work? For monitors and load balancers.
 
-Three checks, each reported by name: the database answers a query, Redis answers a ping, and the
-oldest job waiting in the evaluation queue is younger than HEALTHZ_QUEUE_MAX_AGE_SECONDS, or some
-worker listens to the queue (an older one with none means no worker is taking jobs). 200 when all pass, 503 naming the failing ones otherwise.
+Four checks, each reported by name: the database answers a query, Redis answers a ping, the
+oldest job waiting in the evaluation queue is younger than HEALTHZ_QUEUE_MAX_AGE_SECONDS or some
+worker listens to the queue (an older one with none means no worker is taking jobs), and some live
+worker listens (one whose registration beats: a killed worker's stays behind for minutes). 200 when
+all pass, 503 naming the failing ones otherwise. The queue check also reports what the database
+holds as waiting, per kind of work: the truth the workers' healing rebuilds the queue from when
+Redis lost it (runs.evaluation.recovery.attempts_requeue_lost).
 
 The body is public, so a failure is reported by its exception class only; the message (host
 names, user names, ports) goes to the log.
@@ -18,12 +22,13 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
-from rq import Queue, Worker
+from rq import Queue
 from rq.job import Job
 from rq.utils import now
 
 from autoexperiment_site.abuse import rate_exempt
-from runs.evaluation.queue import queue_name
+from runs.evaluation.kinds import work_kinds
+from runs.evaluation.queue import WORKER_STALE_SECONDS, queue_name, workers_listening
 
 logger = logging.getLogger(__name__)
 
@@ -67,15 +72,27 @@ def redis_check(*, client: redis.Redis) -> dict:
     return {"ok": True, "ms": round((time.monotonic() - started) * 1000, 1)}
 
 
+def waiting_counts() -> dict[str, int] | None:
+    """How much work of each kind (runs.evaluation.kinds) the database holds as waiting for a job to
+    take it; None when the database cannot say (its own check reports why)."""
+    try:
+        return {kind.name: kind.model.objects.filter(kind.waiting()).count() for kind in work_kinds()}
+    except Exception as error:  # noqa: BLE001
+        logger.warning("health check: waiting work could not be counted: %r", error)
+        return None
+
+
 def queue_check(*, client: redis.Redis, max_age_seconds: int) -> dict:
-    """Length of the evaluation queue, the age of its oldest job (the head: RQ appends at the tail)
-    and how many workers listen to it. Failing means jobs wait longer than `max_age_seconds` with no
-    worker to take them: a long queue with workers at it is busy, not broken (anyone may lengthen
-    it by uploading, and a load balancer must not take the site down for that)."""
+    """Length of the evaluation queue, the age of its oldest job (the head: RQ appends at the tail),
+    how many live workers listen to it, and what the database holds as waiting. Failing means jobs
+    wait longer than `max_age_seconds` with no worker to take them: a long queue with workers at it
+    is busy, not broken (anyone may lengthen it by uploading, and a load balancer must not take the
+    site down for that)."""
+    waiting = waiting_counts()
     try:
         queue = Queue(queue_name(), connection=client)
         queued = queue.count
-        workers = Worker.count(queue=queue)
+        workers, _ = workers_listening(queue)
         oldest_age = None
         if queued:
             jobs = Job.fetch_many(queue.get_job_ids(0, HEAD_PEEK - 1), connection=client)
@@ -87,12 +104,26 @@ def queue_check(*, client: redis.Redis, max_age_seconds: int) -> dict:
     result = {
         "ok": oldest_age is None or oldest_age <= max_age_seconds or workers > 0,
         "queued": queued,
+        "waiting": waiting,
         "workers": workers,
         "oldest_age_seconds": None if oldest_age is None else round(oldest_age),
         "max_age_seconds": max_age_seconds,
     }
     if not result["ok"]:
         result["error"] = "oldest queued job is older than max_age_seconds and no worker listens to the queue"
+    return result
+
+
+def workers_check(*, client: redis.Redis) -> dict:
+    """The workers listening to the evaluation queue: failing when none is live (none has beaten
+    within WORKER_STALE_SECONDS), whatever registrations dead ones left."""
+    try:
+        live, registered = workers_listening(Queue(queue_name(), connection=client))
+    except Exception as error:  # noqa: BLE001
+        return _failure("workers", error)
+    result = {"ok": live > 0, "live": live, "registered": registered, "stale_after_seconds": WORKER_STALE_SECONDS}
+    if not live:
+        result["error"] = "no live worker listens to the queue"
     return result
 
 
@@ -103,8 +134,10 @@ def health_report() -> dict:
         checks = {"database": database_check(), "redis": redis_check(client=client)}
         if checks["redis"]["ok"]:
             checks["queue"] = queue_check(client=client, max_age_seconds=settings.HEALTHZ_QUEUE_MAX_AGE_SECONDS)
+            checks["workers"] = workers_check(client=client)
         else:
             checks["queue"] = {"ok": False, "error": "redis is unreachable"}
+            checks["workers"] = {"ok": False, "error": "redis is unreachable"}
     finally:
         client.close()
     failing = [name for name, check in checks.items() if not check["ok"]]

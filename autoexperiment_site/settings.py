@@ -252,6 +252,9 @@ if ATTEMPT_HEARTBEAT_SECONDS >= ATTEMPT_STALE_SECONDS:
     )
 # Every long-running evaluation worker (runs.evaluation.worker) runs that recovery, and the sweep, this often.
 ATTEMPT_RECOVER_INTERVAL_SECONDS = env_int("ATTEMPT_RECOVER_INTERVAL_SECONDS", 30, minimum=1)
+# That recovery queues again the waiting work Redis holds no job for (a Redis restart or flush), once
+# its job was put on the queue at least this long ago: a job is enqueued as its transaction commits.
+ATTEMPT_LOST_JOB_GRACE_SECONDS = env_int("ATTEMPT_LOST_JOB_GRACE_SECONDS", 20, minimum=0)
 # An infrastructure failure (sandbox, database) is retried this many times before the attempt ends
 # as an error labelled `infrastructure`: an outage should not cost a model its score, a broken
 # deployment should not retry forever.

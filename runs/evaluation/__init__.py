@@ -10,6 +10,7 @@
 - `workdirs`: where a try's workspaces, trajectory and sandboxes live, and their removal;
 - `recovery`: self-healing (dead workers, overruns, unstarted jobs, leftovers);
 - `jobs`, `worker`: the RQ job functions and the worker class that runs them and heals;
+- `supervisor`: starting a dead worker again (the Procfile's `manage.py supervised_worker`);
 - `views`, `urls`: the queue pages.
 
 Under the web features (`runs.replay`, `runs.submissions`), over the other layers of `runs`: it

@@ -15,14 +15,15 @@ import math
 import os
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Self
+from typing import Self, TypeVar
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -94,6 +95,30 @@ def worker_identity() -> str:
 
 
 
+# Pauses (seconds) before each new try of a write whose database connection was lost: a database
+# restarting refuses connections for a few seconds.
+DATABASE_RETRY_PAUSES = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+T = TypeVar("T")
+
+
+def surviving_reconnects(write: Callable[[], T], *, what: str) -> T:
+    """`write()`, tried again on a new connection after each of DATABASE_RETRY_PAUSES while the
+    database cannot be reached (it restarted: every connection was dropped, and Django does not
+    reconnect by itself). Only outside a transaction (a write inside one cannot be retried alone);
+    `write` must be fenced (a conditional UPDATE), as every write of a try's result is."""
+    for pause in DATABASE_RETRY_PAUSES:
+        try:
+            return write()
+        except (OperationalError, InterfaceError) as error:
+            if connection.in_atomic_block:
+                raise
+            logger.warning("%s: the database could not be reached (%s); trying again in %g s", what, error, pause)
+            connection.close()
+            time.sleep(pause)
+    return write()
+
+
 class InfrastructureFailure(Exception):
     """Something that is not the model's doing kept the attempt from a result."""
 
@@ -106,12 +131,33 @@ class ClaimLost(Exception):
     """This worker's claim on the attempt was taken away (it was recovered as dead)."""
 
 
+# The pid of the RQ worker whose work horse this process is (see serve_worker); None elsewhere.
+_worker_pid: int | None = None
+
+
+def serve_worker(pid: int) -> None:
+    """Declare this process a work horse of the RQ worker `pid` (runs.evaluation.worker calls it in
+    each horse it forks): the heartbeat of the work it claims then stops, and the horse exits, once
+    that worker is gone. A horse runs in a process group of its own, so nothing else ends it: an
+    orphan would keep its claim alive without making progress, and hold its worker's log pipe."""
+    global _worker_pid
+    _worker_pid = pid
+
+
+def worker_gone() -> bool:
+    """Whether this process is a work horse whose worker died (it was adopted by another process)."""
+    return _worker_pid is not None and os.getppid() != _worker_pid
+
+
 class Heartbeat:
-    """Refreshes the claimed attempt's heartbeat_at from a thread; notices a lost claim."""
+    """Refreshes the claimed attempt's heartbeat_at from a thread; notices a lost claim, and ends a
+    work horse whose worker died (see serve_worker)."""
 
     def __init__(self, kind: WorkKind, attempt_id: int, tries: int, interval: float) -> None:
         self.kind, self.attempt_id, self.tries, self.interval = kind, attempt_id, tries, interval
         self.lost = False
+        self.failed_beats = 0  # beats the database refused: it may have restarted meanwhile
+        self._failures_checked = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-attempt-{attempt_id}", daemon=True)
 
@@ -126,12 +172,19 @@ class Heartbeat:
     def _beat(self) -> None:
         try:
             while not self._stop.wait(self.interval):
+                if worker_gone():
+                    self._orphaned()
+                    self.lost = True  # settled meanwhile (by this horse's own work, or taken over): let it end
+                    return
                 try:
                     updated = self.kind.model.objects.filter(self.kind.held(), pk=self.attempt_id, tries=self.tries).update(
                         heartbeat_at=timezone.now()
                     )
                 except Exception:
                     logger.exception("heartbeat of attempt %s failed", self.attempt_id)
+                    # A dropped connection (the database restarted) stays broken: the next beat opens another.
+                    self.failed_beats += 1
+                    connection.close()
                     continue
                 if not updated:
                     self.lost = True
@@ -139,10 +192,30 @@ class Heartbeat:
         finally:
             connection.close()  # this thread's own connection
 
+    def _orphaned(self) -> None:
+        """The worker that forked this horse is gone: record the try as an infrastructure failure
+        (queued again after the back-off, or given up), then end the horse at once, sandboxes and
+        all (bubblewrap's die with it; the sweep removes containers). Returns only when the try
+        was settled already (LOST), for the work to end by itself."""
+        reason = f"worker died: its work horse {worker_identity()} outlived its worker (pid {_worker_pid}) and stopped"
+        logger.error("%s %s try %s: %s", self.kind.name, self.attempt_id, self.tries, reason)
+        try:
+            if infra_failure(self.kind, attempt_id=self.attempt_id, tries=self.tries, reason=reason) == LOST:
+                return
+        except Exception:  # noqa: BLE001 - the healing records it instead, once it finds this process gone
+            logger.exception("%s %s: the failure could not be recorded", self.kind.name, self.attempt_id)
+        os._exit(1)
+
     def check(self, _step=None) -> None:
-        """The agent's on_step callback: stop working on an attempt that is no longer ours."""
+        """The agent's on_step callback, and the harness's between its phases: stop working on an
+        attempt that is no longer ours. After beats the database refused, the working thread's
+        own connection is closed too (it is opened again when next used): if the database
+        restarted, that connection is dead, and Django does not reconnect by itself."""
         if self.lost:
             raise ClaimLost(f"attempt {self.attempt_id} try {self.tries} was taken over")
+        if self.failed_beats != self._failures_checked and not connection.in_atomic_block:
+            self._failures_checked = self.failed_beats
+            connection.close()
 
 
 def claim(kind: WorkKind, *, attempt_id: int, job_id: str = "") -> Attempt | None:
@@ -154,6 +227,7 @@ def claim(kind: WorkKind, *, attempt_id: int, job_id: str = "") -> Attempt | Non
         claimed_by=worker_identity(),
         heartbeat_at=now,
         job_id=job_id[:100],
+        job_lost_at=None,
         **kind.claim_fields(now),
     )
     if claimed != 1:
@@ -183,15 +257,26 @@ def execute(kind: WorkKind, perform: Callable[[Attempt, Heartbeat], dict], *, at
         logger.warning("%s %s try %s: claim lost, result discarded", kind.name, attempt.pk, attempt.tries)
         return LOST
     except InfrastructureFailure as failure:
-        return infra_failure(kind, attempt_id=attempt.pk, tries=attempt.tries, reason=str(failure), requeue=requeue)
+        reason = str(failure)
+        return surviving_reconnects(
+            lambda: infra_failure(kind, attempt_id=attempt.pk, tries=attempt.tries, reason=reason, requeue=requeue),
+            what=f"{kind.name} {attempt.pk}",
+        )
     except Exception as error:
         logger.exception("%s %s failed in the harness", kind.name, attempt.pk)
         reason = f"harness error: {type(error).__name__}: {error}\n{traceback.format_exc()[-4000:]}"
-        return infra_failure(kind, attempt_id=attempt.pk, tries=attempt.tries, reason=reason, requeue=requeue)
+        return surviving_reconnects(
+            lambda: infra_failure(kind, attempt_id=attempt.pk, tries=attempt.tries, reason=reason, requeue=requeue),
+            what=f"{kind.name} {attempt.pk}",
+        )
     finally:
         if cleanup is not None:
             cleanup(attempt)
-    written = kind.model.objects.filter(kind.held(), pk=attempt.pk, tries=attempt.tries).update(heartbeat_at=None, **fields)
+    # The work is done: a database restarted meanwhile (every connection dropped) must not cost it.
+    written = surviving_reconnects(
+        lambda: kind.model.objects.filter(kind.held(), pk=attempt.pk, tries=attempt.tries).update(heartbeat_at=None, **fields),
+        what=f"{kind.name} {attempt.pk}",
+    )
     if not written:
         logger.warning("%s %s try %s: claim lost before the result was written", kind.name, attempt.pk, attempt.tries)
         return LOST
@@ -293,6 +378,7 @@ def _release(kind: WorkKind, attempt: Attempt, reason: str, entry: dict, *, requ
         setattr(attempt, name, value)
     attempt.infra_history = [*attempt.infra_history, entry]
     attempt.heartbeat_at = None
+    attempt.job_lost_at = None  # this failure is what the run page says now
     if retrying and requeue:
         enqueue(kind, attempts=[attempt], delay=delay)
     return retrying

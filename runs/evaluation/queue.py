@@ -21,9 +21,10 @@ import django_rq
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from rq import Queue
+from rq import Queue, Worker
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
+from rq.utils import now
 
 from runs.benchmark.text import storable_text
 from runs.evaluation.kinds import RUN_ATTEMPT, WorkKind
@@ -170,12 +171,21 @@ def enqueue(kind: WorkKind, *, attempts: Iterable[Attempt], delay: float = 0) ->
     """Enqueue one job of `kind` per attempt once the current transaction commits (at once outside
     one): a worker must never be handed an attempt it cannot see yet. With a `delay` (seconds) the
     jobs are scheduled: RQ's scheduler, which every long-running evaluation worker runs
-    (runs.evaluation.worker), puts them on the queue when it is up."""
+    (runs.evaluation.worker), puts them on the queue when it is up.
+
+    Each attempt's `queued_at` is stamped now (in the caller's transaction, and on the instances,
+    which a caller may save after): the healing leaves work queued a moment ago to its job, which
+    may not be in Redis yet (runs.evaluation.recovery.attempts_requeue_lost)."""
+    attempts = list(attempts)
     pending = [
         (attempt.pk, kind.job_id(attempt.pk, attempt.tries), kind.job_timeout(attempt), kind.preload(attempt))
         for attempt in attempts
     ]
     if pending:
+        queued_at = timezone.now()
+        for attempt in attempts:
+            attempt.queued_at = queued_at
+        kind.model.objects.filter(pk__in=[pk for pk, *_ in pending]).update(queued_at=queued_at)
         transaction.on_commit(lambda: _enqueue_now(kind, pending, delay))
 
 
@@ -223,6 +233,44 @@ def job_enqueue_replacing(
     else:
         queue.enqueue(function, argument, **options)
     return True
+
+
+def job_statuses(queue, job_ids: list[str]) -> dict[str, str | None]:
+    """The RQ status of each of `job_ids` on `queue`'s Redis, by id: None where Redis holds no such
+    job (never enqueued, expired, or lost with a Redis restart or flush). One round trip per 1,000
+    ids; the status field alone is read (a job hash that a worker's heartbeat re-created after a
+    flush holds no status: no job)."""
+    statuses: dict[str, str | None] = {}
+    for start in range(0, len(job_ids), 1000):
+        chunk = job_ids[start:start + 1000]
+        with queue.connection.pipeline(transaction=False) as pipeline:
+            for job_id in chunk:
+                pipeline.hget(queue.job_class.key_for(job_id), "status")
+            values = pipeline.execute()
+        statuses.update(
+            (job_id, value.decode() if isinstance(value, bytes) else value) for job_id, value in zip(chunk, values)
+        )
+    return statuses
+
+
+# A long-running evaluation worker refreshes its RQ registration this often (runs.evaluation.worker);
+# RQ itself refreshes it at least every 30 s (its job_monitoring_interval) while a job runs, and
+# whenever it looks for the next job.
+WORKER_BEAT_SECONDS = 5
+# A registration not refreshed for this long is a dead worker's (SIGKILLed, or its machine lost):
+# RQ keeps it for minutes (its worker_ttl), so counting registrations counts the dead.
+WORKER_STALE_SECONDS = 60
+
+
+def workers_listening(queue) -> tuple[int, int]:
+    """(live, registered): the workers registered on `queue`, and those of them that beat within
+    WORKER_STALE_SECONDS."""
+    registered = Worker.all(queue=queue)
+    live = [
+        worker for worker in registered
+        if worker.last_heartbeat is not None and (now() - worker.last_heartbeat).total_seconds() < WORKER_STALE_SECONDS
+    ]
+    return len(live), len(registered)
 
 
 def live_job(job_id: str) -> bool:

@@ -3,10 +3,11 @@
 One round (`attempts_heal`, which every evaluation worker runs at start and then periodically)
 records the failures of jobs that never claimed their attempt (`attempts_record_unstarted`),
 re-queues or gives up attempts held by workers that died (`attempts_recover`), ends run attempts
-that overran their budget by killing their work horse (`attempt_overrun`), and sweeps the
-containers, cgroups and directories of tries no longer running (`leftovers_sweep`). It covers every
-kind of work (runs.evaluation.kinds) and is fenced by try number, so any number of workers may run
-it at once."""
+that overran their budget by killing their work horse (`attempt_overrun`), queues again the
+waiting work whose job Redis lost (`attempts_requeue_lost`: the database is the truth, the queue
+is rebuilt from it), and sweeps the containers, cgroups and directories of tries no longer running
+(`leftovers_sweep`). It covers every kind of work (runs.evaluation.kinds) and is fenced by try
+number, so any number of workers may run it at once."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ import os
 import re
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 from rq.command import send_kill_horse_command
 
@@ -37,7 +39,15 @@ from runs.evaluation.claims import (
     stale_seconds,
 )
 from runs.evaluation.kinds import IN_PROCESS, RUN_ATTEMPT, WorkKind, run_mark_finished, work_kinds
-from runs.evaluation.queue import evaluation_queue, failed_jobs_get, kind_queue
+from runs.evaluation.queue import (
+    LIVE_JOB_STATUSES,
+    enqueue,
+    evaluation_queue,
+    failed_jobs_get,
+    job_statuses,
+    kind_queue,
+    retry_in_seconds,
+)
 from runs.evaluation.verdicts import with_tolerance_ratio
 from runs.evaluation.workdirs import remove_tree, sandbox_owner_id
 from runs.models import Attempt, Run
@@ -231,6 +241,7 @@ def leftovers_sweep(*, unnamed_after: float | None = None) -> list[str]:
 class HealReport:
     unstarted: list[tuple[str, int]]  # (kind, attempt id): jobs that failed before claiming their attempt, now recorded
     recovered: list[Recovered]  # attempts held by dead workers, and overrunning ones
+    requeued: list[tuple[str, int]] = field(default_factory=list)  # (kind, attempt id): waiting work whose job Redis lost
 
     def settled(self, kind: str) -> list[int]:
         """The ids of `kind`'s attempts this round settled."""
@@ -242,11 +253,78 @@ def attempts_heal(*, stale_after: float | None = None) -> HealReport:
     long-running one, every ATTEMPT_RECOVER_INTERVAL_SECONDS (runs.evaluation.worker), for every
     kind of work: jobs that failed before claiming their attempt are recorded on it
     (attempts_record_unstarted), attempts held by dead workers re-queued and overrunning ones
-    ended (attempts_recover), and the leftovers of tries no longer running swept. Idempotent and
+    ended (attempts_recover), waiting work whose job Redis lost queued again
+    (attempts_requeue_lost), and the leftovers of tries no longer running swept. Idempotent and
     fenced: any number of workers may run it at once."""
     unstarted = attempts_record_unstarted()
     recovered = [r for r in attempts_recover(stale_after=stale_after) if r.outcome != LOST]
-    return HealReport(unstarted=unstarted, recovered=recovered)
+    # Last: the two above put their own work back on the queue first, each in its own way.
+    requeued = attempts_requeue_lost()
+    return HealReport(unstarted=unstarted, recovered=recovered, requeued=requeued)
+
+
+def lost_job_grace_seconds() -> float:
+    """How long after its job was put on the queue waiting work is left to that job, whatever Redis
+    says: a job is enqueued once the transaction that queued the work commits, a moment later."""
+    return float(settings.ATTEMPT_LOST_JOB_GRACE_SECONDS)
+
+
+# Jobs that are on their way to claim their work: on a queue, scheduled (a delayed retry), or taken by a worker.
+_LIVE = {status.value for status in LIVE_JOB_STATUSES}
+
+
+def attempts_requeue_lost(*, grace: float | None = None, run: Run | None = None) -> list[tuple[str, int]]:
+    """Queue again, once, the work the database holds as waiting (every kind's `waiting()`) while
+    Redis holds no live job for it: its job is missing (Redis restarted or flushed: it keeps
+    nothing on disk), or finished or failed without claiming it. The database is the truth; the
+    queue is rebuilt from it.
+
+    Work put on the queue less than `grace` seconds ago (default ATTEMPT_LOST_JOB_GRACE_SECONDS)
+    is left to its job, which its transaction enqueues as it commits; work never handed to RQ (an
+    in-process run: no queued_at) is left to its process. A delayed retry is queued again with
+    the rest of its delay. The new job has the lost one's id (the try it will make), and the
+    write that marks the work (`job_lost_at`, which the run page shows until a try claims it) is
+    fenced by the try number: a job that claimed the work meanwhile wins, and at most one job per
+    try ever claims it. Returns (kind, id) of the work queued again."""
+    grace = lost_job_grace_seconds() if grace is None else grace
+    before = timezone.now() - timedelta(seconds=grace)
+    requeued = []
+    for kind in work_kinds():
+        waiting = kind.model.objects.filter(kind.waiting(), queued_at__lt=before)
+        if run is not None:
+            waiting = waiting.filter(**{kind.run_field: run})
+        rows = list(waiting.values_list("pk", "tries"))
+        if not rows:
+            continue
+        queue = kind_queue(kind)
+        statuses = job_statuses(queue, [kind.job_id(pk, tries) for pk, tries in rows])
+        for pk, tries in rows:
+            job_id = kind.job_id(pk, tries)
+            if statuses.get(job_id) in _LIVE:
+                continue
+            if _requeue_lost(kind, pk=pk, tries=tries, job_id=job_id, status=statuses.get(job_id)):
+                requeued.append((kind.name, pk))
+    return requeued
+
+
+def _requeue_lost(kind: WorkKind, *, pk: int, tries: int, job_id: str, status: str | None) -> bool:
+    with transaction.atomic():
+        work = (
+            kind.model.objects.select_for_update(of=("self",))
+            .select_related(*kind.select_related)
+            .filter(kind.waiting(), pk=pk, tries=tries)
+            .first()
+        )
+        if work is None:
+            return False  # claimed, cancelled or settled since it was read
+        work.job_lost_at = timezone.now()
+        work.save(update_fields=["job_lost_at"])
+        # A retry whose back-off Redis forgot waits the rest of it.
+        delay = retry_in_seconds(work.infra_history[-1]) if work.infra_history else None
+        enqueue(kind, attempts=[work], delay=delay or 0)
+    logger.warning("%s %s: its job %s %s; queued again", kind.name, pk, job_id,
+                   "was lost (Redis holds no such job)" if status is None else f"ended ({status}) without claiming it")
+    return True
 
 
 def attempts_record_unstarted(*, run: Run | None = None) -> list[tuple[str, int]]:

@@ -180,27 +180,44 @@ def run_label_counts(*, run: Run) -> dict[str, int]:
 
 @dataclass
 class AttemptWaiting:
-    """Why a queued attempt that already failed is waiting, for the run page."""
+    """Why a queued attempt that already failed, or lost its job, is waiting, for the run page."""
 
-    label: str  # "retrying": its failure is recorded and it is queued again; "could not start": see below
+    # "retrying": its failure is recorded and it is queued again; "re-queued": its job was lost;
+    # "could not start": see run_waiting_notes
+    label: str
     reason: str
     retry_in: float | None = None  # seconds until its retry is due; None once due
 
 
+LOST_JOB_NOTE = "re-queued after its job was lost"
+
+
 def run_waiting_notes(*, run: Run) -> dict[int, AttemptWaiting]:
-    """The run's queued attempts that already failed, by id, with why and when they are retried.
+    """The run's queued attempts that already failed or lost their job, by id, with why and when
+    they are retried.
 
-    Either the attempt's last infrastructure failure with its retry time, or, for a job that
-    failed before it could claim its attempt and that no worker has recorded yet (none of them
-    reaches the database, say), the reason RQ's failed registry holds: the page shows it before
-    any worker can write it. With Redis unreachable, only what the database holds."""
+    Either the attempt's last infrastructure failure with its retry time, or that the healing
+    queued it again after Redis lost its job (runs.evaluation.recovery.attempts_requeue_lost),
+    until a try claims it, or, for a job that failed before it could claim its attempt and that
+    no worker has recorded yet (none of them reaches the database, say), the reason RQ's failed
+    registry holds: the page shows it before any worker can write it. With Redis unreachable,
+    only what the database holds."""
 
-    queued = list(Attempt.objects.filter(run=run, status=Attempt.QUEUED).only("pk", "tries", "infra_history"))
+    queued = list(
+        Attempt.objects.filter(run=run, status=Attempt.QUEUED).only("pk", "tries", "infra_history", "job_lost_at")
+    )
     if not queued:
         return {}
     notes = {}
     for attempt in queued:
-        if attempt.infra_history:
+        if attempt.job_lost_at is not None:
+            retry_in = retry_in_seconds(attempt.infra_history[-1]) if attempt.infra_history else None
+            notes[attempt.pk] = AttemptWaiting(
+                "re-queued",
+                f"{LOST_JOB_NOTE}: Redis held no job for it at {attempt.job_lost_at:%Y-%m-%d %H:%M:%S} UTC",
+                retry_in or None,
+            )
+        elif attempt.infra_history:
             last = attempt.infra_history[-1]
             reason = (last.get("reason") or "").strip().splitlines()
             notes[attempt.pk] = AttemptWaiting("retrying", reason[0] if reason else "", retry_in_seconds(last) or None)

@@ -53,8 +53,8 @@ from runs.agents.llm import ADAPTER_MODULES
 from runs.agents.recorder import harness_versions
 from runs.benchmark.masking import MaskTarget, mask_source
 from runs.benchmark.patches import unified_diff
-from runs.evaluation.claims import worker_host
-from runs.evaluation.queue import PRELOAD_META, foreign_job, redis_key
+from runs.evaluation.claims import serve_worker, worker_host
+from runs.evaluation.queue import PRELOAD_META, WORKER_BEAT_SECONDS, foreign_job, redis_key
 from runs.evaluation.recovery import attempts_heal
 from runs.evaluation.verdicts import scoped_code
 from runs.signals import upkeep_due
@@ -98,11 +98,11 @@ def heal_round(when: str) -> None:
     logged and left to the next round."""
     try:
         report = attempts_heal()
-        if report.recovered or report.unstarted:
+        if report.recovered or report.unstarted or report.requeued:
             logger.warning(
                 "self-healing (%s): %d attempt(s) of dead workers settled, %d job failure(s) before a claim recorded "
-                "(%d of them re-executions of submissions)",
-                when, len(report.recovered), len(report.unstarted), len(report.settled("reexecution")),
+                "(%d of them re-executions of submissions), %d waiting piece(s) of work whose job was lost queued again",
+                when, len(report.recovered), len(report.unstarted), len(report.settled("reexecution")), len(report.requeued),
             )
         upkeep_due.send(sender=None)  # derived data (the leaderboard's numbers) catch up on work left undone
     except Exception:  # noqa: BLE001 - a failed round must not stop the worker; the next one tries again
@@ -124,7 +124,8 @@ def preload(modules) -> None:
 
 
 class _Upkeep(threading.Thread):
-    """A long-running worker's thread: RQ's scheduler every second, attempts_heal every interval."""
+    """A long-running worker's thread: RQ's scheduler every second, the worker's registration kept
+    fresh (WORKER_BEAT_SECONDS) and whole, attempts_heal every interval."""
 
     def __init__(self, worker: Worker) -> None:
         super().__init__(name="evaluation-upkeep", daemon=True)
@@ -141,9 +142,13 @@ class _Upkeep(threading.Thread):
 
     def run(self) -> None:
         next_round = time.monotonic() + self.interval  # the worker healed once as it started
+        next_beat = time.monotonic()
         try:
             while not self._stopping.wait(SCHEDULER_SECONDS):
                 self._schedule()
+                if time.monotonic() >= next_beat:
+                    self._beat()
+                    next_beat = time.monotonic() + WORKER_BEAT_SECONDS
                 if time.monotonic() >= next_round:
                     self._heal()
                     next_round = time.monotonic() + self.interval
@@ -168,6 +173,21 @@ class _Upkeep(threading.Thread):
             if not self._scheduler_failing:
                 logger.warning("scheduled jobs could not be moved to the queue (%s); retrying every second", error)
             self._scheduler_failing = True
+
+    def _beat(self) -> None:
+        """Refresh the worker's registration (RQ's own beat waits minutes while the worker is idle;
+        /healthz counts a worker as listening only while it beats, autoexperiment_site.health), and
+        register it again when Redis lost it (restarted or flushed): else nothing would show that
+        this worker listens until it restarts."""
+        try:
+            if not self.worker.connection.hexists(self.worker.key, "birth"):
+                self.worker.connection.delete(self.worker.key)  # what a heartbeat re-created of it
+                self.worker.register_birth()
+                logger.warning("worker %s registered again: Redis had lost its registration", self.worker.name)
+            else:
+                self.worker.heartbeat()
+        except Exception:  # noqa: BLE001 - Redis away: the worker itself reports it; beat again later
+            pass
 
     def _heal(self) -> None:
         try:
@@ -250,6 +270,11 @@ class EvaluationWorker(Worker):
             return
         preload(job.meta.get(PRELOAD_META, ()))
         return super().execute_job(job, queue)
+
+    def main_work_horse(self, job, queue):
+        """In the forked horse: its heartbeat ends it if this worker dies (claims.serve_worker)."""
+        serve_worker(self.pid)
+        return super().main_work_horse(job, queue)
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
         self._order_maintenance()

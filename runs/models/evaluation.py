@@ -79,6 +79,12 @@ class ClaimedWork(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The healing (runs.evaluation.recovery.attempts_requeue_lost) re-queues waiting work whose job
+    # Redis lost; work never handed to RQ (an in-process run) has no queued_at and is left alone.
+    queued_at = models.DateTimeField(null=True, blank=True, help_text="When its current job was last put on the queue.")
+    job_lost_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the healing queued it again because Redis had lost its job; cleared by its next claim."
+    )
 
     class Meta:
         abstract = True

@@ -38,13 +38,20 @@ def test_pages_and_hashed_static_files_are_served(gunicorn):
 
 
 def test_healthz_reports_every_check(gunicorn, redis_client):
+    from rq import Queue, Worker
+
+    from runs.evaluation.queue import queue_name
+
+    listening = Worker([Queue(queue_name(), connection=redis_client)], connection=redis_client)
+    listening.register_birth()  # as a live worker is registered (none runs here)
     status, headers, body = gunicorn.get("/healthz")
     report = json.loads(body)
     assert status == 200, report
     assert report["status"] == "ok" and report["failing"] == []
-    assert set(report["checks"]) == {"database", "redis", "queue"}
+    assert set(report["checks"]) == {"database", "redis", "queue", "workers"}
     assert all(check["ok"] for check in report["checks"].values())
     assert report["checks"]["queue"]["queued"] == 0
+    assert report["checks"]["workers"]["live"] == 1
     assert "no-cache" in headers["Cache-Control"] or "max-age=0" in headers["Cache-Control"]
 
 
@@ -58,7 +65,7 @@ def test_healthz_names_what_is_unreachable_without_saying_where_it_is(start_guni
     report = json.loads(body)
     assert status == 503
     assert report["status"] == "fail"
-    assert report["failing"] == ["database", "redis", "queue"]
+    assert report["failing"] == ["database", "redis", "queue", "workers"]
     assert report["checks"]["redis"] == {"ok": False, "error": "ConnectionError"}
     assert report["checks"]["database"] == {"ok": False, "error": "OperationalError"}
     text = body.decode()

@@ -79,6 +79,16 @@ class Workers:
         self.processes.append((process, log))
         return process
 
+    def start_supervised(self, **env: str) -> subprocess.Popen:
+        """A long-running worker under the Procfile's supervisor (manage.py supervised_worker), which
+        starts it again whenever it dies; the Popen is the supervisor's."""
+        log = self.tmp_path / f"worker-{len(self.processes)}.log"
+        command = [sys.executable, "manage.py", "supervised_worker", "--skip-checks", "--worker-class", WORKER_CLASS]
+        with open(log, "w") as handle:
+            process = subprocess.Popen(command, cwd=BASE_DIR, env=self.env(**env), stdout=handle, stderr=subprocess.STDOUT)
+        self.processes.append((process, log))
+        return process
+
     def run(self, count: int = 1, *, timeout: float = 180, **env: str) -> None:
         """Start `count` burst workers and wait until all of them have emptied the queue and quit."""
         started = [self.start(**env) for _ in range(count)]
@@ -117,6 +127,33 @@ def workers(tmp_path, workspace_root, redis_queue):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+@pytest.fixture
+def throwaway_redis(tmp_path, settings):
+    """A redis-server of this test alone (tests.evaluation.throwaway), which the evaluation queue of
+    this process uses; its URL is for the workers' REDIS_URL."""
+    from tests.evaluation.throwaway import ThrowawayRedis
+
+    server = ThrowawayRedis(tmp_path)
+    server.start()
+    settings.RQ_QUEUES = {"default": {"URL": server.url, "DEFAULT_TIMEOUT": 3600}}
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def throwaway_postgres():
+    """A Postgres cluster of this test alone (tests.evaluation.throwaway), started."""
+    from tests.evaluation.throwaway import ThrowawayPostgres
+
+    server = ThrowawayPostgres()
+    try:
+        server.init()
+        server.start()
+        yield server
+    finally:
+        server.remove()
 
 
 # --- a tiny suite: one paper, three functions, one quick experiment each ---------------------------

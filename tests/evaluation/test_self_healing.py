@@ -23,7 +23,7 @@ from rq.results import Result
 
 from runs.benchmark.masking import function_body_source, replace_function_body
 from runs.benchmark.workspace import CODE_DIR
-from runs.evaluation.claims import REQUEUED
+from runs.evaluation.claims import REQUEUED, process_gone
 from runs.evaluation.harness import attempt_execute
 from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.queue import job_id_for
@@ -98,6 +98,30 @@ def test_a_worker_killed_mid_attempt_is_recovered_and_finished_once_with_no_acti
     assert redis_queue.fetch_job(f"attempt-{victim.pk}-try-3") is None
     assert run.attempts.count() == 1 and victim.reported_score["passed"] and victim.reexecution_score["passed"]
     assert [p.name for p in trajectory_files(victim)] == [f"attempt-{victim.pk}-try-{n}.json" for n in (1, 2)]
+
+
+@pytest.mark.slow
+def test_a_work_horse_whose_worker_was_killed_records_it_and_stops(tiny_suite, workers, redis_queue, tmp_path):
+    """A horse runs in a process group of its own: nothing kills it with its worker. Left alone it
+    would keep its attempt's heartbeat fresh without making progress (and hold its worker's log
+    pipe); it notices at its next beat, records the try's failure and exits."""
+    gate = tmp_path / "gate"
+    gate.touch()  # never opened: the horse must stop by itself
+    run = run_create(suite=tiny_suite, agent="gated_gold", n_values=[1], sample_cap=1)
+    doomed = workers.start(EVAL_TEST_GATE=str(gate), ATTEMPT_HEARTBEAT_SECONDS="1")
+    victim = wait_for(lambda: _under_way(run), message="the attempt under way")
+    horse = claimed_pid(victim.claimed_by)
+
+    os.kill(doomed.pid, signal.SIGKILL)  # the worker alone
+    doomed.wait(timeout=30)
+
+    wait_for(lambda: process_gone(victim.claimed_by), timeout=30, message="the orphaned horse gone")
+    victim.refresh_from_db()
+    assert (victim.status, victim.tries, victim.infra_failures, victim.heartbeat_at) == (Attempt.QUEUED, 1, 1, None)
+    [failure] = victim.infra_history
+    assert failure["reason"].startswith(f"worker died: its work horse {victim.claimed_by} outlived its worker")
+    assert redis_queue.fetch_job(f"attempt-{victim.pk}-try-2") is not None  # queued again, for any worker
+    assert horse != doomed.pid
 
 
 @pytest.mark.slow
