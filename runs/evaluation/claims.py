@@ -156,8 +156,6 @@ class Heartbeat:
     def __init__(self, kind: WorkKind, attempt_id: int, tries: int, interval: float) -> None:
         self.kind, self.attempt_id, self.tries, self.interval = kind, attempt_id, tries, interval
         self.lost = False
-        self.failed_beats = 0  # beats the database refused: it may have restarted meanwhile
-        self._failures_checked = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-attempt-{attempt_id}", daemon=True)
 
@@ -183,7 +181,6 @@ class Heartbeat:
                 except Exception:
                     logger.exception("heartbeat of attempt %s failed", self.attempt_id)
                     # A dropped connection (the database restarted) stays broken: the next beat opens another.
-                    self.failed_beats += 1
                     connection.close()
                     continue
                 if not updated:
@@ -208,14 +205,20 @@ class Heartbeat:
 
     def check(self, _step=None) -> None:
         """The agent's on_step callback, and the harness's between its phases: stop working on an
-        attempt that is no longer ours. After beats the database refused, the working thread's
-        own connection is closed too (it is opened again when next used): if the database
-        restarted, that connection is dead, and Django does not reconnect by itself."""
+        attempt that is no longer ours, and renew the working thread's database connection if it
+        died (renew_dead_connection)."""
         if self.lost:
             raise ClaimLost(f"attempt {self.attempt_id} try {self.tries} was taken over")
-        if self.failed_beats != self._failures_checked and not connection.in_atomic_block:
-            self._failures_checked = self.failed_beats
-            connection.close()
+        renew_dead_connection()
+
+
+def renew_dead_connection() -> None:
+    """Close this thread's database connection if it no longer works (the database restarted, and
+    Django does not reconnect by itself): the next query opens another, rather than fail the work
+    of a try that outlived the restart. One `SELECT 1`; nothing inside a transaction."""
+    if connection.connection is not None and not connection.in_atomic_block and not connection.is_usable():
+        logger.warning("the database connection was lost (the database restarted?): opening another")
+        connection.close()
 
 
 def claim(kind: WorkKind, *, attempt_id: int, job_id: str = "") -> Attempt | None:

@@ -137,7 +137,7 @@ def throwaway_redis(tmp_path, settings):
 
     server = ThrowawayRedis(tmp_path)
     server.start()
-    settings.RQ_QUEUES = {"default": {"URL": server.url, "DEFAULT_TIMEOUT": 3600}}
+    settings.RQ_QUEUES = {settings.EVALUATION_QUEUE: {"URL": server.url, "DEFAULT_TIMEOUT": 3600}}
     yield server
     server.stop()
 

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from rq.job import JobStatus
 
+from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.queue import evaluation_queue, workers_listening
 from runs.evaluation.services import run_create
 from runs.models import Attempt
@@ -129,4 +130,4 @@ def test_a_run_survives_postgres_restarted_with_a_worker_killed_meanwhile(tiny_s
     assert attempts[doomed["id"]]["tries"] == 2
     # The attempt whose worker lived through the restart wrote its result on a new connection.
     assert attempts[survivor["id"]]["tries"] == 1
-    assert redis_queue.fetch_job(f"attempt-{survivor['id']}-try-1").get_status() == JobStatus.FINISHED
+    assert redis_queue.fetch_job(RUN_ATTEMPT.job_id(survivor["id"], 0)).get_status() == JobStatus.FINISHED

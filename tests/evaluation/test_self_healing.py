@@ -120,7 +120,7 @@ def test_a_work_horse_whose_worker_was_killed_records_it_and_stops(tiny_suite, w
     assert (victim.status, victim.tries, victim.infra_failures, victim.heartbeat_at) == (Attempt.QUEUED, 1, 1, None)
     [failure] = victim.infra_history
     assert failure["reason"].startswith(f"worker died: its work horse {victim.claimed_by} outlived its worker")
-    assert redis_queue.fetch_job(f"attempt-{victim.pk}-try-2") is not None  # queued again, for any worker
+    assert redis_queue.fetch_job(RUN_ATTEMPT.job_id(victim.pk, 1)) is not None  # queued again, for any worker
     assert horse != doomed.pid
 
 
