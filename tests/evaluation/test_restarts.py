@@ -38,6 +38,12 @@ def _completed_tries(attempt_id: int) -> int:
     )
 
 
+def _under_way(attempt_id: int) -> bool:
+    """Whether an attempt's latest try saved its agent's first step (the gated agent then waits)."""
+    files = trajectory_files(Attempt(pk=attempt_id))
+    return bool(files) and '"steps": [\n  {' in files[-1].read_text()
+
+
 def _kill_worker_of(claimed_by: str) -> int:
     """SIGKILL the RQ worker whose work horse holds a claim (its supervisor starts another)."""
     worker = parent_pid(claimed_pid(claimed_by))
@@ -95,9 +101,11 @@ def test_a_run_survives_redis_flushed_then_restarted_empty_with_a_worker_killed_
 def _attempts(url: str, run_id: int) -> dict[int, dict]:
     with psycopg.connect(url, autocommit=True) as connection:
         rows = connection.execute(
-            "SELECT id, status, tries, infra_failures, passed, claimed_by FROM runs_attempt WHERE run_id = %s", (run_id,)
+            "SELECT id, status, tries, infra_failures, passed, claimed_by, infra_history FROM runs_attempt WHERE run_id = %s",
+            (run_id,),
         ).fetchall()
-    return {row[0]: dict(zip(("id", "status", "tries", "infra_failures", "passed", "claimed_by"), row)) for row in rows}
+    fields = ("id", "status", "tries", "infra_failures", "passed", "claimed_by", "infra_history")
+    return {row[0]: dict(zip(fields, row)) for row in rows}
 
 
 def test_a_run_survives_postgres_restarted_with_a_worker_killed_meanwhile(tiny_suite, workers, redis_queue, tmp_path, throwaway_postgres):
@@ -109,10 +117,12 @@ def test_a_run_survives_postgres_restarted_with_a_worker_killed_meanwhile(tiny_s
     workers.start_supervised(**env)
     workers.start_supervised(**env)
 
-    def running():
-        return sorted((a for a in _attempts(database, run.pk).values() if a["status"] == Attempt.RUNNING), key=lambda a: a["id"])
+    def at_the_gate():
+        """The running attempts whose agent saved its first step: done with the database until the gate opens."""
+        running = [a for a in _attempts(database, run.pk).values() if a["status"] == Attempt.RUNNING]
+        return sorted((a for a in running if _under_way(a["id"])), key=lambda a: a["id"])
 
-    doomed, survivor = wait_for(lambda: len(running()) == 2 and running(), timeout=120, message="two attempts under way")
+    doomed, survivor = wait_for(lambda: len(at_the_gate()) == 2 and at_the_gate(), timeout=120, message="two attempts under way")
 
     throwaway_postgres.stop()  # every connection dropped
     _kill_worker_of(doomed["claimed_by"])
@@ -129,5 +139,5 @@ def test_a_run_survives_postgres_restarted_with_a_worker_killed_meanwhile(tiny_s
         assert attempt["infra_failures"] == attempt["tries"] - 1
     assert attempts[doomed["id"]]["tries"] == 2
     # The attempt whose worker lived through the restart wrote its result on a new connection.
-    assert attempts[survivor["id"]]["tries"] == 1
+    assert attempts[survivor["id"]]["tries"] == 1, attempts[survivor["id"]]["infra_history"]
     assert redis_queue.fetch_job(RUN_ATTEMPT.job_id(survivor["id"], 0)).get_status() == JobStatus.FINISHED
