@@ -13,7 +13,7 @@ Scenarios (all by default):
   long-running worker (at most the interval) and the back-off;
 - lost-machine: the same, the dead worker's claim naming another host, as when a whole machine is
   lost; only its silence tells: the heartbeat goes stale (60 s), then the next round, the back-off;
-- redis-lost: a run of three attempts under `make serve`'s worker (honcho running the Procfile's
+- redis-lost: a run of three attempts (--attempts) under `make serve`'s worker (honcho running the Procfile's
   worker line: one supervised worker); Redis restarted, empty, while the first attempt is under way
   and the other two wait: their jobs are gone, and only the healing queues them again;
 - postgres-restarted: the same run; Postgres restarted (every connection dropped) meanwhile;
@@ -23,11 +23,13 @@ Scenarios (all by default):
   Redis database, each running three attempts of the gold baseline: from both runs queued to both
   finished, and how many attempts the other deployment's worker took (target 0).
 
-Runs on a Redis and a Postgres of its own (redis-server and a Postgres 15 cluster on free ports,
-tests/evaluation/throwaway.py; restarted by the faults, removed at the end), real RQ workers (the
-worker class of the tests, for the `gated_gold` agent that holds an attempt open until a file is
-removed), the bubblewrap sandbox, and scratch databases `bench_heal_<pid>` (and `..._b`), migrated.
-Takes about six minutes.
+Uses real RQ workers (the worker class of the tests, for the `gated_gold` agent that holds an attempt
+open until a file is removed), the bubblewrap sandbox, Redis database 13 (flushed; --redis-db to
+choose another) of $REDIS_URL's server and scratch databases `bench_heal_<pid>` (and `..._b`) on
+$BENCH_DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres), migrated and
+dropped at the end; redis-lost and postgres-restarted put them on a redis-server and a Postgres 15
+cluster of the bench's own instead (free ports, tests/evaluation/throwaway.py), which the faults
+restart. Takes about eight minutes.
 """
 from __future__ import annotations
 
@@ -47,10 +49,12 @@ sys.path.insert(0, str(ROOT))
 from benchlib import create_database, scratch_deployment, url_with_path, wait_until, worker_command  # noqa: E402 - beside this script
 
 REDIS_DB = 13
+DEFAULT_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"  # as benchlib.scratch_deployment's
 TARGET_SECONDS = 120
 WORKER_CLASS = "tests.evaluation.agents.WorkerWithTestAgents"  # runs.evaluation.worker.EvaluationWorker + test agents
 SCENARIOS = ("same-host", "lost-machine", "redis-lost", "postgres-restarted", "serve-worker-killed", "two-deployments")
-# The run of the fault scenarios: this many attempts, one under way when the fault comes, the others waiting.
+# The runs of the fault scenarios and of each deployment: this many attempts (--attempts); in the fault
+# scenarios one is under way when the fault comes, the others wait.
 FAULT_RUN_ATTEMPTS = 3
 
 
@@ -168,9 +172,9 @@ def _completed_tries(workspace_root: Path, attempt_id: int) -> int:
     )
 
 
-def fault_scenario(name: str, *, suite, env: dict, scratch: Path, services) -> dict:
-    """A run of FAULT_RUN_ATTEMPTS gated attempts under `make serve`'s worker; the fault comes while
-    the first is under way; seconds from the fault until every attempt has ended."""
+def fault_scenario(name: str, *, suite, env: dict, scratch: Path, services, attempts: int) -> dict:
+    """A run of `attempts` gated attempts under `make serve`'s worker; the fault comes while the
+    first is under way; seconds from the fault until every attempt has ended."""
     from runs.evaluation.claims import local_pid
     from runs.evaluation.queue import attempts_enqueue
     from runs.evaluation.services import run_create
@@ -182,7 +186,7 @@ def fault_scenario(name: str, *, suite, env: dict, scratch: Path, services) -> d
     logs = scratch / name
     logs.mkdir()
     run = run_create(suite=suite, agent="gated_gold", n_values=[1], sample_cap=1, enqueue=False, description=f"bench_heal {name}")
-    keep = list(run.attempts.order_by("pk")[:FAULT_RUN_ATTEMPTS])
+    keep = list(run.attempts.order_by("pk")[:attempts])
     run.attempts.exclude(pk__in=[a.pk for a in keep]).delete()
     attempts_enqueue(attempts=keep)
     worker_env = {**env, "EVAL_TEST_GATE": str(gate)}
@@ -207,16 +211,16 @@ def fault_scenario(name: str, *, suite, env: dict, scratch: Path, services) -> d
         seconds = time.monotonic() - fault
     finally:
         _stop(serve)
-    attempts = list(run.attempts.all())
+    ended = list(run.attempts.all())
     workspace_root = Path(env["WORKSPACE_ROOT"])
     return {
         "scenario": name,
         "seconds": seconds,
-        "done": sum(a.status == Attempt.DONE and a.passed for a in attempts),
-        "total": len(attempts),
-        "run_twice": sum(_completed_tries(workspace_root, a.pk) > 1 for a in attempts),
-        "tried_again": sum(a.tries > 1 for a in attempts),
-        "note": "; ".join(sorted({a.infra_history[-1]["reason"].splitlines()[0][:90] for a in attempts if a.infra_history})),
+        "done": sum(a.status == Attempt.DONE and a.passed for a in ended),
+        "total": len(ended),
+        "run_twice": sum(_completed_tries(workspace_root, a.pk) > 1 for a in ended),
+        "tried_again": sum(a.tries > 1 for a in ended),
+        "note": "; ".join(sorted({a.infra_history[-1]["reason"].splitlines()[0][:90] for a in ended if a.infra_history})),
     }
 
 
@@ -233,9 +237,9 @@ attempts_enqueue(attempts=keep)
 """
 
 
-def two_deployments(*, suite, env: dict, scratch: Path, admin_url: str) -> dict:
-    """Two deployments on one Redis database, each with its own worker and a run of
-    FAULT_RUN_ATTEMPTS gold attempts: seconds from both queued to both finished."""
+def two_deployments(*, suite, env: dict, scratch: Path, admin_url: str, attempts: int) -> dict:
+    """Two deployments on one Redis database, each with its own worker and a run of `attempts` gold
+    attempts: seconds from both queued to both finished."""
     import psycopg
     from rq import Worker
 
@@ -261,10 +265,10 @@ def two_deployments(*, suite, env: dict, scratch: Path, admin_url: str) -> dict:
         wait_until(lambda: sum(w.get_state() == "idle" for w in Worker.all(connection=connection)) == 2, timeout=180,
                    what="both deployments' workers listening", logs=logs)
         started = time.monotonic()
-        subprocess.run([sys.executable, "manage.py", "shell", "-c", OTHER_DEPLOYMENT_RUN.format(attempts=FAULT_RUN_ATTEMPTS)],
+        subprocess.run([sys.executable, "manage.py", "shell", "-c", OTHER_DEPLOYMENT_RUN.format(attempts=attempts)],
                        cwd=ROOT, env=other, check=True, stdout=subprocess.DEVNULL)
         run = run_create(suite=suite, agent="gold", n_values=[1], sample_cap=1, enqueue=False, description="bench_heal deployment a")
-        keep = list(run.attempts.order_by("pk")[:FAULT_RUN_ATTEMPTS])
+        keep = list(run.attempts.order_by("pk")[:attempts])
         run.attempts.exclude(pk__in=[a.pk for a in keep]).delete()
         attempts_enqueue(attempts=keep)
 
@@ -301,12 +305,16 @@ def two_deployments(*, suite, env: dict, scratch: Path, admin_url: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", default=",".join(SCENARIOS), help=f"a comma-separated list of {', '.join(SCENARIOS)} (default all)")
-    parser.add_argument("--redis-db", type=int, default=REDIS_DB, help=f"database of the bench's own Redis to use (default {REDIS_DB})")
+    parser.add_argument("--redis-db", type=int, default=REDIS_DB, help=f"Redis database to use and flush (default {REDIS_DB})")
+    parser.add_argument("--attempts", type=int, default=FAULT_RUN_ATTEMPTS,
+                        help=f"attempts of each run of the fault scenarios and of each deployment (default {FAULT_RUN_ATTEMPTS}, at least 2)")
     args = parser.parse_args()
     names = [part.strip() for part in args.scenario.split(",") if part.strip()]
     unknown = set(names) - set(SCENARIOS)
     if unknown:
         raise SystemExit(f"--scenario: unknown {', '.join(sorted(unknown))}; use any of {', '.join(SCENARIOS)}")
+    if args.attempts < 2:
+        raise SystemExit(f"--attempts {args.attempts}: at least 2 (one under way when the fault comes, one waiting)")
 
     from sandbox import backend_problem
 
@@ -316,21 +324,31 @@ def main() -> None:
 
     from tests.evaluation.throwaway import ThrowawayPostgres, ThrowawayRedis
 
+    # The faults restart a Redis and a Postgres of the bench's own, never the servers it was given.
     services_dir = Path(tempfile.mkdtemp(prefix="bench-heal-services-"))
-    redis_server = ThrowawayRedis(services_dir)
-    postgres = ThrowawayPostgres()
+    services = {}
+    os.environ.pop("DEPLOYMENT_ID", None)  # each deployment's own, from its database
     try:
-        redis_server.start()
-        postgres.init()
-        postgres.start()
-        os.environ["REDIS_URL"] = redis_server.url
-        os.environ["BENCH_DATABASE_URL"] = postgres.url()
-        os.environ.pop("DEPLOYMENT_ID", None)  # each deployment's own, from its database
+        if "redis-lost" in names:
+            services["redis"] = ThrowawayRedis(services_dir)
+            services["redis"].start()
+            os.environ["REDIS_URL"] = services["redis"].url
+        if "postgres-restarted" in names:
+            services["postgres"] = ThrowawayPostgres()
+            services["postgres"].init()
+            services["postgres"].start()
+            template = os.environ.get("BENCH_TEMPLATE_DATABASE")
+            if template:  # scratch databases are copies of it (benchlib.create_database): it moves along
+                given = os.environ.get("BENCH_DATABASE_URL", DEFAULT_ADMIN_URL)
+                services["postgres"].copy_database(url_with_path(given, f"/{template}"), template)
+            os.environ["BENCH_DATABASE_URL"] = services["postgres"].url()
         with scratch_deployment("heal", backend="bubblewrap", redis_db=args.redis_db) as (env, scratch):
-            results = _run(names, env=env, scratch=scratch, services={"redis": redis_server, "postgres": postgres})
+            results = _run(names, env=env, scratch=scratch, services=services, attempts=args.attempts)
     finally:
-        redis_server.stop()
-        postgres.remove()
+        if "redis" in services:
+            services["redis"].stop()
+        if "postgres" in services:
+            services["postgres"].remove()
         shutil.rmtree(services_dir, ignore_errors=True)
 
     kills = [result for result in results if "kill_to_finished" in result]
@@ -353,7 +371,7 @@ def main() -> None:
             )
 
 
-def _run(names: list[str], *, env: dict, scratch: Path, services: dict) -> list[dict]:
+def _run(names: list[str], *, env: dict, scratch: Path, services: dict, attempts: int) -> list[dict]:
     import django
 
     django.setup()
@@ -379,9 +397,10 @@ def _run(names: list[str], *, env: dict, scratch: Path, services: dict) -> list[
             result = kill_scenario(name, suite=suite, env=env, scratch=scratch)
             result["kill_to_finished"] = result.pop("seconds")
         elif name == "two-deployments":
-            result = two_deployments(suite=suite, env=env, scratch=scratch, admin_url=os.environ["BENCH_DATABASE_URL"])
+            result = two_deployments(suite=suite, env=env, scratch=scratch, admin_url=os.environ.get("BENCH_DATABASE_URL", DEFAULT_ADMIN_URL),
+                                     attempts=attempts)
         else:
-            result = fault_scenario(name, suite=suite, env=env, scratch=scratch, services=services)
+            result = fault_scenario(name, suite=suite, env=env, scratch=scratch, services=services, attempts=attempts)
         results.append(result)
     return results
 

@@ -125,6 +125,15 @@ SMOKES = [
               r"^settings: recovery every 1 s, heartbeat stale after \d+ s, first retry after 0 s",
               rf"^same-host\s+{NUMBER} s\s+(ok|OVER)\s+done\s+True\s+2\s+1\s+worker died",
           )),
+    Smoke("bench_heal.py", ("--scenario", "redis-lost,postgres-restarted,serve-worker-killed,two-deployments", "--attempts", "2"),
+          backends=("bubblewrap",),
+          # As above, and work whose job Redis lost queued again a second after it was queued.
+          env={"ATTEMPT_RECOVER_INTERVAL_SECONDS": "1", "ATTEMPT_RETRY_BACKOFF_SECONDS": "0", "ATTEMPT_LOST_JOB_GRACE_SECONDS": "1"},
+          figures=(
+              r"^settings: recovery every 1 s, heartbeat stale after \d+ s, first retry after 0 s, lost jobs queued again after 1 s",
+              *(rf"^{name}\s+{NUMBER} s\s+(ok|OVER)\s+2/2\s+\d+\s+\d+" for name in ("redis-lost", "postgres-restarted", "serve-worker-killed")),
+              rf"^two-deployments\s+{NUMBER} s\s+(ok|OVER)\s+4/4\s+\d+\s+\d+\s+0 attempt\(s\) taken by the other deployment's worker",
+          )),
     Smoke("bench_scaleout.py", ("--attempts", "2"), backends=("bubblewrap", "docker"), figures=(
         rf"^gold baseline, built-in suite, n=1: 2 attempts, run backend `any`, \d+ CPUs, {NUMBER} s wall, {NUMBER} attempts/min",
         rf"^host-a\s+\S+\s+\d+\s+\d+\s+{NUMBER}$",
