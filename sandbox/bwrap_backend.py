@@ -386,6 +386,10 @@ def _exit_waiter(process: subprocess.Popen) -> tuple[Callable[[float], bool], Ca
     return woken, lambda: os.close(descriptor)
 
 
+# What a pipe can hold when its writers are gone, in reads of 64 KiB (Linux's largest pipe is 1 MiB).
+_PIPE_CHUNKS_LEFT = 16
+
+
 def _pump(fd: int, output: BoundedOutput, stop: threading.Event) -> None:
     """Copies the pipe into output until EOF, or until stop is set and nothing is left to read."""
     while True:
@@ -396,6 +400,19 @@ def _pump(fd: int, output: BoundedOutput, stop: threading.Event) -> None:
                 return
             output.feed(data)
         elif stop.is_set():
+            # The command's last output may have come between the select and this check (a
+            # thread waiting for the interpreter meanwhile: a busy machine, sandboxes run from
+            # several threads): take what is left, without waiting for an EOF that a process
+            # still holding the pipe would delay, and no more than a full pipe holds.
+            os.set_blocking(fd, False)
+            for _ in range(_PIPE_CHUNKS_LEFT):
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    return
+                if not data:
+                    return
+                output.feed(data)
             return
 
 

@@ -18,6 +18,7 @@ function breaks them, and reports how many mutants they catch, apart from the ex
 import json
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,8 +39,8 @@ from runs.benchmark.stability import (
     spread_in_tolerances,
     widened_tolerances,
 )
-from runs.benchmark.workspace import CODE_DIR, ExperimentSpec, build_workspace
-from runs.models import Experiment, HeldOutCheck, Paper, Suite
+from runs.benchmark.workspace import CODE_DIR, ExperimentSpec, WorkspaceSpec, build_workspace
+from runs.models import Experiment, Function, HeldOutCheck, Paper, Suite
 from runs.suites.selectors import experiment_spec, gold_workspace_spec, held_out_spec
 from sandbox import open_sandbox
 
@@ -93,17 +94,18 @@ def _paper_targets(paper: Paper) -> list[GoldTarget]:
     return [*experiments, *variants]
 
 
-def _paper_sandbox(paper: Paper, scratch: Path, backend: str, *, repeat: int = 1):
-    """A sandbox on a fresh workspace of the paper's gold code (nothing masked)."""
+def _paper_sandbox(paper: Paper, scratch: Path, backend: str, *, repeat: int = 1, spec: WorkspaceSpec | None = None):
+    """A sandbox on a fresh workspace of the paper's gold code (nothing masked); `spec`: that
+    workspace's spec, when read already (gold_workspace_spec queries the database)."""
     workspace = scratch / f"{paper.paper_id}-{repeat}"
-    build_workspace(gold_workspace_spec(paper=paper), workspace)
+    build_workspace(spec or gold_workspace_spec(paper=paper), workspace)
     return workspace, open_sandbox(backend, workspace, name=f"suite-check-{paper.paper_id}-{repeat}")
 
 
 def _gold_pass(paper: Paper, experiments: list[GoldTarget], scratch: Path, backend: str, *, repeat: int,
-               environments: dict[str, dict] | None = None) -> list[ExperimentOutcome]:
+               environments: dict[str, dict] | None = None, spec: WorkspaceSpec | None = None) -> list[ExperimentOutcome]:
     """One run of every experiment (and hidden variant) of `paper` in a fresh workspace and sandbox of its gold code."""
-    _, sandbox = _paper_sandbox(paper, scratch, backend, repeat=repeat)
+    _, sandbox = _paper_sandbox(paper, scratch, backend, repeat=repeat, spec=spec)
     with sandbox:
         if environments is not None:
             environments[paper.paper_id] = _sandbox_versions(sandbox, backend)
@@ -502,73 +504,135 @@ def _stability(experiment: Experiment, outcomes: list[ExperimentOutcome]) -> Exp
                                not_comparable=not_comparable, held_out=isinstance(experiment, HeldOutCheck))
 
 
+@dataclass
+class _FunctionPlan:
+    """A function's checks as read from the database: its dependent experiments and their hidden variants."""
+
+    function: Function
+    dependents: list[Experiment]
+    held_out: list[HeldOutCheck]
+
+
+@dataclass
+class _PaperPlan:
+    """Everything validating one paper reads from the database, read up front: a paper is then
+    checked in a thread of its own, which must not query (a thread has its own connection, which
+    sees neither the caller's uncommitted rows nor closes with it)."""
+
+    paper: Paper
+    workspace: WorkspaceSpec
+    targets: list[GoldTarget]
+    functions: list[_FunctionPlan]
+
+
+@dataclass
+class _PaperValidation:
+    """What validating one paper found, merged into the report in the papers' order."""
+
+    gold_failures: list[str] = field(default_factory=list)
+    functions: list[FunctionCheck] = field(default_factory=list)
+    stability: list[ExperimentStability] = field(default_factory=list)
+
+
+def _paper_plan(paper: Paper) -> _PaperPlan:
+    targets = _paper_targets(paper)
+    variants: dict[int, list[HeldOutCheck]] = {}
+    for target in targets:
+        if isinstance(target, HeldOutCheck):
+            variants.setdefault(target.experiment_id, []).append(target)
+    functions = [
+        _function_plan(function, variants)
+        for function in paper.functions.select_related("paper").order_by("func_id").prefetch_related("experiments__paper")
+    ]
+    return _PaperPlan(paper=paper, workspace=gold_workspace_spec(paper=paper), targets=targets, functions=functions)
+
+
+def _function_plan(function: Function, variants: dict[int, list[HeldOutCheck]]) -> _FunctionPlan:
+    with_gold = [e for e in sorted(function.experiments.all(), key=lambda e: e.exp_id) if e.gold_result is not None]
+    # Noise must not pass for a caught mutant: unstable experiments judge only a function that has
+    # no stable one (as scoring falls back to them when a sample has nothing else).
+    dependents = [e for e in with_gold if not e.gold_unstable] or with_gold
+    held_out = [v for e in dependents for v in variants.get(e.pk, []) if v.gold_result is not None]
+    held_out = [v for v in held_out if not v.gold_unstable] or held_out
+    return _FunctionPlan(function=function, dependents=dependents, held_out=held_out)
+
+
 def suite_validate(
     *, suite: Suite, backend: str, mutants_per_function: int = 6, seed: int = 0, repeats: int = DEFAULT_REPEATS,
-    progress: Progress = print,
+    jobs: int = 1, progress: Progress = print,
 ) -> ValidationReport:
     """Check that the gold code passes and is stable over `repeats` runs (the first run is also the
     pass check; each further run is in a fresh workspace and sandbox), that every mask breaks
     something and that mutants are caught, counting those that crash apart from those that run and
-    print wrong numbers."""
+    print wrong numbers. Up to `jobs` papers are checked at once, each in sandboxes of its own (a
+    run is mostly one process starting: one at a time leaves cores idle); the report is the same
+    whatever `jobs` is."""
     if repeats < 1:
         raise GoldError(f"validate_suite needs at least 1 gold run, got {repeats}")
+    if jobs < 1:
+        raise GoldError(f"validate_suite needs at least 1 job, got {jobs}")
     report = ValidationReport(policy=suite.unstable_policy)
+    plans = [_paper_plan(paper) for paper in suite.papers.exclude(code_dir="").order_by("paper_id")]
     with tempfile.TemporaryDirectory(prefix="validate-suite-") as scratch:
-        for paper in suite.papers.exclude(code_dir="").order_by("paper_id"):
-            experiments = _paper_targets(paper)
-            variants: dict[int, list[HeldOutCheck]] = {}
-            for target in experiments:
-                if isinstance(target, HeldOutCheck):
-                    variants.setdefault(target.experiment_id, []).append(target)
-            workspace, sandbox = _paper_sandbox(paper, Path(scratch), backend)
-            with sandbox:
-                first = [run_experiment(sandbox, _spec(experiment)) for experiment in experiments]
-                for experiment, outcome in zip(experiments, first):
-                    if experiment.gold_result is None:
-                        report.gold_failures.append(f"{_where(experiment)}: no gold result")
-                    elif outcome.error:
-                        report.gold_failures.append(f"{_where(experiment)}: {outcome.error}")
-                    elif _fails(outcome, experiment) and not experiment.gold_unstable:
-                        # (a marked-unstable experiment's noise is reported with its stability)
-                        report.gold_failures.append(f"{_where(experiment)}: numbers differ from gold")
-                for function in paper.functions.order_by("func_id").prefetch_related("experiments__paper"):
-                    check = _check_function(sandbox, workspace, function, seed, mutants_per_function, variants)
-                    report.functions.append(check)
-                    held_out = check.held_out
-                    progress(
-                        f"{check.label}: mask breaks={'yes' if check.mask_breaks else 'NO'}, mutants caught "
-                        f"{check.mutants_caught}/{check.mutants_tried} ({check.mutants_crash} crash, "
-                        f"{check.mutants_wrong} wrong numbers)"
-                        + (f"; held-out: mask breaks={'yes' if held_out.mask_breaks else 'NO'}, mutants the "
-                           f"experiments let through caught {held_out.mutants_caught}/{held_out.mutants_tried}"
-                           if held_out.variants else "")
-                    )
-            passes = [first] + [
-                _gold_pass(paper, experiments, Path(scratch), backend, repeat=repeat) for repeat in range(2, repeats + 1)
-            ]
-            for index, experiment in enumerate(experiments):
-                outcomes = [outcomes[index] for outcomes in passes]
-                # The first run's failure is reported above; a later one is a gold failure too.
-                report.gold_failures.extend(
-                    f"{_where(experiment)}: run {repeat} of {repeats}: {outcome.error}"
-                    for repeat, outcome in enumerate(outcomes[1:], start=2) if outcome.error
-                )
-                stability = _stability(experiment, outcomes)
-                report.stability.append(stability)
-                progress(f"{stability.label}: {stability.describe()}")
+        def validate(plan: _PaperPlan) -> _PaperValidation:
+            return _paper_validate(plan, Path(scratch), backend, mutants_per_function, seed, repeats, progress)
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for found in pool.map(validate, plans):
+                report.gold_failures.extend(found.gold_failures)
+                report.functions.extend(found.functions)
+                report.stability.extend(found.stability)
     return report
 
 
-def _check_function(sandbox, workspace: Path, function, seed: int, limit: int,
-                    variants: dict[int, list[HeldOutCheck]] | None = None) -> FunctionCheck:
+def _paper_validate(plan: _PaperPlan, scratch: Path, backend: str, mutants_per_function: int, seed: int, repeats: int,
+                    progress: Progress) -> _PaperValidation:
+    """One paper's part of suite_validate, from its plan alone (no database)."""
+    found = _PaperValidation()
+    paper, experiments = plan.paper, plan.targets
+    workspace, sandbox = _paper_sandbox(paper, scratch, backend, spec=plan.workspace)
+    with sandbox:
+        first = [run_experiment(sandbox, _spec(experiment)) for experiment in experiments]
+        for experiment, outcome in zip(experiments, first):
+            if experiment.gold_result is None:
+                found.gold_failures.append(f"{_where(experiment)}: no gold result")
+            elif outcome.error:
+                found.gold_failures.append(f"{_where(experiment)}: {outcome.error}")
+            elif _fails(outcome, experiment) and not experiment.gold_unstable:
+                # (a marked-unstable experiment's noise is reported with its stability)
+                found.gold_failures.append(f"{_where(experiment)}: numbers differ from gold")
+        for function_plan in plan.functions:
+            check = _check_function(sandbox, workspace, function_plan, seed, mutants_per_function)
+            found.functions.append(check)
+            held_out = check.held_out
+            progress(
+                f"{check.label}: mask breaks={'yes' if check.mask_breaks else 'NO'}, mutants caught "
+                f"{check.mutants_caught}/{check.mutants_tried} ({check.mutants_crash} crash, "
+                f"{check.mutants_wrong} wrong numbers)"
+                + (f"; held-out: mask breaks={'yes' if held_out.mask_breaks else 'NO'}, mutants the "
+                   f"experiments let through caught {held_out.mutants_caught}/{held_out.mutants_tried}"
+                   if held_out.variants else "")
+            )
+    passes = [first] + [
+        _gold_pass(paper, experiments, scratch, backend, repeat=repeat, spec=plan.workspace) for repeat in range(2, repeats + 1)
+    ]
+    for index, experiment in enumerate(experiments):
+        outcomes = [outcomes[index] for outcomes in passes]
+        # The first run's failure is reported above; a later one is a gold failure too.
+        found.gold_failures.extend(
+            f"{_where(experiment)}: run {repeat} of {repeats}: {outcome.error}"
+            for repeat, outcome in enumerate(outcomes[1:], start=2) if outcome.error
+        )
+        stability = _stability(experiment, outcomes)
+        found.stability.append(stability)
+        progress(f"{stability.label}: {stability.describe()}")
+    return found
+
+
+def _check_function(sandbox, workspace: Path, plan: _FunctionPlan, seed: int, limit: int) -> FunctionCheck:
     """The function's mask and mutants against its dependent experiments and, apart, against
-    those experiments' hidden variants (`variants`: experiment pk -> its variants)."""
-    with_gold = [e for e in function.experiments.order_by("exp_id") if e.gold_result is not None]
-    # Noise must not pass for a caught mutant: unstable experiments judge only a function that has
-    # no stable one (as scoring falls back to them when a sample has nothing else).
-    dependents = [e for e in with_gold if not e.gold_unstable] or with_gold
-    held_out = [v for e in dependents for v in (variants or {}).get(e.pk, []) if v.gold_result is not None]
-    held_out = [v for v in held_out if not v.gold_unstable] or held_out
+    those experiments' hidden variants (no database: the plan holds what is read)."""
+    function, dependents, held_out = plan.function, plan.dependents, plan.held_out
     path = workspace / CODE_DIR / function.file
     gold_source = path.read_text(encoding="utf-8")
 

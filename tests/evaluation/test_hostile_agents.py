@@ -634,25 +634,27 @@ def test_five_thousand_nested_directories(backend, hostile_suite, fake_llm, host
     assert_no_gold(attempt, hostile_suite, fake_llm=fake_llm)
 
 
-# Hard links to a few empty files (ext4 allows 65,000 links per inode): 200,000 regular files for
-# every walk to visit, made in seconds (200,000 new inodes take over a minute under Docker).
-MANY_FILES = """python3 - <<'EOF'
+# Hard links to a few empty files (ext4 allows 65,000 links per inode): more regular files than any
+# walk visits (fs.MAX_WALK_ENTRIES, 50,000), made in seconds (new inodes take minutes under Docker).
+# How many more does not matter: every walk stops at the cap whatever lies beyond it.
+MANY_FILES_COUNT = fs.MAX_WALK_ENTRIES + 10_000
+MANY_FILES = f"""python3 - <<'EOF'
 import os
 os.mkdir("code/many")
-for i in range(200_000):
+for i in range({MANY_FILES_COUNT}):
     if i % 60_000 == 0:
-        source = f"code/many/{i}"
+        source = f"code/many/{{i}}"
         open(source, "w").close()
     else:
-        os.link(source, f"code/many/{i}")
+        os.link(source, f"code/many/{{i}}")
 print("made", len(os.listdir("code/many")))
 EOF"""
 
 
 @pytest.mark.slow
-def test_two_hundred_thousand_files(backend, hostile_suite, fake_llm, host, workspace_root):
+def test_more_files_than_a_walk_visits(backend, hostile_suite, fake_llm, host, workspace_root):
     attempt = react_attack(hostile_suite, fake_llm, backend, [
-        turn("command_line", "Make 200,000 files.", command=MANY_FILES, timeout=300),
+        turn("command_line", "Make 60,000 files.", command=MANY_FILES, timeout=300),
         turn("list_files", path="code", recursive=True),
         turn("inspect_file_lines", path="code/metric.py"),
         final(WRONG_ANSWER),
@@ -661,7 +663,7 @@ def test_two_hundred_thousand_files(backend, hostile_suite, fake_llm, host, work
     assert_counted(attempt, Attempt.WRONG_ANSWER)
     made = steps(attempt)[0]["observation"]
     # All made, or stopped by the workspace's disk cap (each entry counts a block): both are the agent's.
-    assert "made 200000" in made or "[exit code 122" in made, made[-500:]
+    assert f"made {MANY_FILES_COUNT}" in made or "[exit code 122" in made, made[-500:]
     listing = step_of(attempt, "list_files", path="code")["observation"]
     assert f"[listing incomplete: stopped after {fs.MAX_WALK_ENTRIES:,} entries]" in listing
     assert step_of(attempt, "inspect_file_lines", path="code/metric.py")["error"] is False

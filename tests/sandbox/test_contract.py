@@ -201,3 +201,37 @@ def test_leftover_container_with_the_same_name_is_removed(tmp_path):
         assert second.execute("echo replaced", timeout=10).output == "replaced\n"
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(second.container_name)
+
+
+def test_output_that_comes_just_before_the_reader_is_stopped_is_kept(monkeypatch):
+    """bubblewrap's output reader, stopped once the command has ended: output written between its
+    last wait for data and its look at the stop signal (a reader thread kept waiting for the
+    interpreter on a busy machine, or by sandboxes run from other threads) is read, not dropped.
+    Seen as an experiment that printed its JSON and exited 0 reported as "printed no JSON object"."""
+    import select
+    import threading
+
+    from sandbox import bwrap_backend
+    from sandbox.output import BoundedOutput
+
+    read_end, write_end = os.pipe()
+    stop = threading.Event()
+
+    class LateOutput:
+        """select, as the reader sees it when the command's last words come right after it returned."""
+
+        @staticmethod
+        def select(readers, writers, errors, timeout):
+            ready = select.select(readers, writers, errors, 0)
+            os.write(write_end, b'{"loss": 0.25}\n')
+            stop.set()  # the command has ended meanwhile
+            return ready
+
+    monkeypatch.setattr(bwrap_backend, "select", LateOutput)
+    output = BoundedOutput(1024)
+    try:
+        bwrap_backend._pump(read_end, output, stop)  # the write end stays open: no EOF ends it
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert output.text() == '{"loss": 0.25}\n'

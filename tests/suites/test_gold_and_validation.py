@@ -222,6 +222,30 @@ def test_validate_suite_reports_masks_and_mutants(native_suite_writer, tmp_path)
     assert "gold stability: 0 of 2 experiments unstable (policy: scored with a tolerance widened" in table
 
 
+def test_validate_suite_checks_papers_at_once_with_the_same_report(native_suite_writer, tmp_path):
+    """--jobs: papers checked in threads of their own, which read nothing from the database (they
+    could not see this test's uncommitted suite); the table is the one a paper at a time gives."""
+    root = write(native_suite_writer, tmp_path, ["python3 run.py 2", "python3 run.py 0.5"])
+    (root / "toy-paper").rename(root / "toy-paper-b")  # a second paper: the first one again, renamed
+    paper = toy_paper(["python3 run.py 3"])
+    (root / "toy-paper-b" / "paper.json").write_text(json.dumps({**paper, "id": "toy-paper-b"}))
+    write(native_suite_writer, tmp_path, ["python3 run.py 2", "python3 run.py 0.5"],
+          suite={"name": "toy", "version": "1.0", "description": "Two papers.", "papers": ["toy-paper", "toy-paper-b"]})
+    import_native_suite(root)
+    call_command("make_gold", "toy", "--repeats", "2", stdout=StringIO())
+
+    tables = []
+    for jobs in ("1", "2"):
+        call_command("validate_suite", "toy", "--mutants", "2", "--repeats", "2", "--jobs", jobs, stdout=(out := StringIO()))
+        tables.append(out.getvalue())
+    assert tables[0] == tables[1]
+    labels = [line.split()[0] for line in tables[1].splitlines() if "#" in line]
+    assert labels == ["toy-paper#0", "toy-paper#1", "toy-paper-b#0", "toy-paper-b#1"]  # in the papers' order
+    assert "gold stability: 0 of 3 experiments unstable" in tables[1]
+    with pytest.raises(CommandError, match="at least 1 job, got 0"):
+        call_command("validate_suite", "toy", "--jobs", "0", stdout=StringIO())
+
+
 def test_make_gold_and_validate_suite_run_the_hidden_variants(native_suite_writer, tmp_path):
     paper = toy_paper(["python3 run.py 2", "python3 run.py 0.5"])
     paper["experiments"][0]["held_out"] = [{"id": 0, "command": "python3 run.py 3"}]

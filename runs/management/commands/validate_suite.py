@@ -24,9 +24,14 @@ class Command(BaseCommand):
             help="gold runs per experiment for the stability report (the first is also the pass check)",
         )
         parser.add_argument("--backend", default=None, help="sandbox backend (default: SANDBOX_BACKEND)")
+        parser.add_argument(
+            "--jobs", type=int, default=1,
+            help="papers checked at once, each in sandboxes of its own (the report is the same; one at a time keeps "
+                 "one core busy at most)",
+        )
         parser.add_argument("--show-survivors", action="store_true", help="list the mutants that were not caught")
 
-    def handle(self, *args, suite, mutants, seed, min_caught, repeats, backend, show_survivors, **options):
+    def handle(self, *args, suite, mutants, seed, min_caught, repeats, backend, jobs, show_survivors, **options):
         try:
             suite = suite_get(name=suite)
         except Suite.DoesNotExist as error:
@@ -38,6 +43,7 @@ class Command(BaseCommand):
                 mutants_per_function=mutants,
                 seed=seed,
                 repeats=repeats,
+                jobs=jobs,
                 progress=lambda line: self.stderr.write(line) if options["verbosity"] > 1 else None,
             )
         except GoldError as error:
