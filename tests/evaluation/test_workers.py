@@ -15,7 +15,7 @@ from leaderboard.selectors import LeaderboardFilters, leaderboard_get
 from runs.agents.llm import Usage, cost
 from runs.evaluation.claims import max_infra_retries
 from runs.evaluation.kinds import RUN_ATTEMPT
-from runs.evaluation.queue import job_id_for
+from runs.evaluation.queue import deployment_meta, job_id_for
 from runs.evaluation.recovery import attempts_recover
 from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import run_cancel, run_create, run_resume, run_retry_failed
@@ -113,7 +113,7 @@ def test_a_job_delivered_twice_is_executed_once(tiny_suite, workers, redis_queue
     # for the same attempt (as a second enqueue after a lost acknowledgement would make).
     redis_queue.push_job_id(job_id)
     for duplicate in ("duplicate-a", "duplicate-b"):
-        redis_queue.enqueue(RUN_ATTEMPT.job_function, attempt.pk, job_id=duplicate)
+        redis_queue.enqueue(RUN_ATTEMPT.job_function, attempt.pk, job_id=duplicate, meta=deployment_meta())
 
     workers.run(2)
 
