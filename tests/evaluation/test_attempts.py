@@ -167,7 +167,7 @@ def test_a_run_queues_the_attempts_with_the_most_experiments_first(builtin, redi
     run = run_create(suite=builtin, agent="gold", n_values=[1], attempts_per_sample=2)
 
     attempts = {attempt.pk: attempt for attempt in run.attempts.select_related("sample")}
-    queued = [attempts[int(job_id.split("-")[1])] for job_id in redis_queue.job_ids]
+    queued = [attempts[int(job_id.split("-attempt-")[1].split("-")[0])] for job_id in redis_queue.job_ids]
     counts = [len(sample_experiments(sample=attempt.sample)) for attempt in queued]
 
     assert sorted(queued, key=lambda attempt: attempt.pk) == sorted(attempts.values(), key=lambda attempt: attempt.pk)

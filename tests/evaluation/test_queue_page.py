@@ -3,6 +3,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.services import run_create
 from runs.models import Attempt
 
@@ -83,7 +84,7 @@ def test_retry_failed_button(signed_in, run, redis_queue):
     assert "1 failed attempt(s) queued again" in response.content.decode()
     failed.refresh_from_db()
     assert (failed.status, failed.infra_failures, failed.failure_label) == (Attempt.QUEUED, 0, "")
-    assert redis_queue.job_ids == [f"attempt-{failed.pk}-try-4"]
+    assert redis_queue.job_ids == [RUN_ATTEMPT.job_id(failed.pk, 3)]
     # A wrong answer is the model's result: not retried.
     assert run.attempts.filter(status=Attempt.DONE, failure_label=Attempt.WRONG_ANSWER).count() == 1
 
