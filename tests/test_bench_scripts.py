@@ -49,7 +49,8 @@ EXPLORE_PAGES = ("explorer, 3 filters", "search, rare phrase", "search, common w
 PAGES = ("leaderboard", "leaderboard after a change", "  with unverified uploads", "leaderboard JSON export",
          "leaderboard CSV export", "one system's page", "its JSON export", "its by-n CSV export",
          r"trajectory \(500 st\.\), p\. 1", r"trajectory \(5000\), p\. 1", r"trajectory \(5000\), p\. 125",
-         r"  steps 6-20 \(on demand\)", "function difficulty")
+         r"  steps 6-20 \(on demand\)", "function difficulty", r"system, \d+ uploaded att\.",
+         r"  its samples CSV \(all\)", r"samples n=1, \d+ att\.", r"  its JSON \(a page\)")
 REPLAY_PAGES = (r"attempt, page 1 \(heaviest\)", r"attempt, page \d+", r"attempt, page \d+ \(last\)", "compare two, page 1")
 
 SMOKES = [
@@ -68,8 +69,8 @@ SMOKES = [
           for name in EXPLORE_PAGES),
     )),
     Smoke("bench_pages.py", ("--attempts", "200", "--systems", "6", "--requests", "1"), redis_db=False, figures=(
-        r"^loaded 200 attempts across 6 systems",
-        rf"^stored numbers of 6 systems computed \(refresh_standings --all\) in {NUMBER} s",
+        r"^loaded \d+ attempts across 6 systems and 2 uploaded ones",
+        rf"^stored numbers of 8 systems computed \(refresh_standings --all\) in {NUMBER} s",
         *(rf"^{name}\s+{MS}\s+{MS}\s+{MS}\s+\d+\s+{NUMBER}$" for name in PAGES),
         rf"^leaderboard after the job\s+{MS}\s+{MS}\s+{MS}\s+{NUMBER}$",
         rf"^the refresh job after that change: 1 stale system recomputed in {MS}",
