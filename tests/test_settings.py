@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dj_database_url
 import pytest
 from django.conf import global_settings
 
@@ -58,20 +59,25 @@ def test_secret_key_is_required_unless_debug():
 
 
 def test_the_deployment_id_follows_the_database_unless_set():
-    def deployment(**env):
-        result = start_django("DEPLOYMENT_ID", DEBUG="1", **env)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip()
+    from autoexperiment_site.settings import _deployment_id_from
 
-    demo = deployment(DATABASE_URL="postgres://postgres@127.0.0.1:5432/autoexperiment_demo")
+    def deployment(url):
+        return _deployment_id_from(dj_database_url.parse(url))
+
+    demo = deployment("postgres://postgres@127.0.0.1:5432/autoexperiment_demo")
     assert demo.startswith("autoexperiment_demo-")
-    assert deployment(DATABASE_URL="postgres://postgres@127.0.0.1:5432/autoexperiment_demo") == demo
+    assert deployment("postgres://postgres@127.0.0.1:5432/autoexperiment_demo") == demo
     # Another database (another name, or the same name on another server): other keys in Redis.
-    assert deployment(DATABASE_URL="postgres://postgres@127.0.0.1:5432/autoexperiment_demo2") != demo
-    assert deployment(DATABASE_URL="postgres://postgres@10.0.0.2:5432/autoexperiment_demo") != demo
-    assert deployment(DATABASE_URL="sqlite:////tmp/some dir/site.sqlite3").startswith("site-sqlite3-")
-    assert deployment(DEPLOYMENT_ID="staging") == "staging"
-    assert start_django("EVALUATION_QUEUE", DEBUG="1", DEPLOYMENT_ID="staging").stdout.strip() == "staging.default"
+    assert deployment("postgres://postgres@127.0.0.1:5432/autoexperiment_demo2") != demo
+    assert deployment("postgres://postgres@10.0.0.2:5432/autoexperiment_demo") != demo
+    assert deployment("sqlite:////tmp/some dir/site.sqlite3").startswith("site-sqlite3-")
+    # Started with DEPLOYMENT_ID set, the process uses it, and its queues are named after it.
+    started = start_django("DEPLOYMENT_ID, settings.EVALUATION_QUEUE", DEBUG="1", DEPLOYMENT_ID="staging")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split() == ["staging", "staging.default"]
+    # Unset, a started process derives it from its DATABASE_URL.
+    derived = start_django("DEPLOYMENT_ID", DEBUG="1", DATABASE_URL="postgres://postgres@127.0.0.1:5432/autoexperiment_demo")
+    assert derived.stdout.strip() == demo, derived.stderr
 
 
 def test_valid_values_are_used():
