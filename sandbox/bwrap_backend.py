@@ -404,22 +404,15 @@ def _pump(fd: int, output: BoundedOutput, stop: threading.Event) -> None:
             # thread waiting for the interpreter meanwhile: a busy machine, sandboxes run from
             # several threads): take what is left, without waiting for an EOF that a process
             # still holding the pipe would delay, and no more than a full pipe holds.
-            os.set_blocking(fd, False)
-            for _ in range(_PIPE_CHUNKS_LEFT):
-                try:
-                    data = os.read(fd, 65536)
-                except BlockingIOError:
-                    return
-                if not data:
-                    return
-                output.feed(data)
+            output.feed(_read_all(fd, max_chunks=_PIPE_CHUNKS_LEFT))
             return
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, *, max_chunks: int | None = None) -> bytes:
+    """What `fd` holds now (up to `max_chunks` reads of 64 KiB), without waiting for more."""
     os.set_blocking(fd, False)
     chunks = []
-    while True:
+    while max_chunks is None or len(chunks) < max_chunks:
         try:
             chunk = os.read(fd, 65536)
         except BlockingIOError:

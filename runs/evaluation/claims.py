@@ -289,6 +289,17 @@ def execute(kind: WorkKind, perform: Callable[[Attempt, Heartbeat], dict], *, at
     return ERROR if fields.get("status") == Attempt.ERROR else DONE
 
 
+def locked_try(kind: WorkKind, state, *, pk: int, tries: int):
+    """The row `pk` of `kind`, locked for this transaction, if it is still in `state` (kind.held(),
+    kind.waiting()) at try `tries`; None when another try, a cancel or a settle came first."""
+    return (
+        kind.model.objects.select_for_update(of=("self",))
+        .select_related(*kind.select_related)
+        .filter(state, pk=pk, tries=tries)
+        .first()
+    )
+
+
 def infra_failure(kind: WorkKind, *, attempt_id: int, tries: int, reason: str, requeue: bool = True) -> str:
     """Record an infrastructure failure of try `tries` (fenced: nothing happens unless the attempt
     is still held by that try). While retries are left the attempt is released for another try and,
@@ -296,12 +307,7 @@ def infra_failure(kind: WorkKind, *, attempt_id: int, tries: int, reason: str, r
     given up as `kind` says. Returns REQUEUED, ERROR (given up) or LOST."""
     trajectory = partial_trajectory(attempt_id, tries) if kind.keeps_partial_trajectory else None
     with transaction.atomic():
-        attempt = (
-            kind.model.objects.select_for_update(of=("self",))
-            .select_related(*kind.select_related)
-            .filter(kind.held(), pk=attempt_id, tries=tries)
-            .first()
-        )
+        attempt = locked_try(kind, kind.held(), pk=attempt_id, tries=tries)
         if attempt is None:
             return LOST
         entry = {"try": tries, "worker": attempt.claimed_by, "job_id": attempt.job_id}
@@ -343,12 +349,7 @@ def record_unstarted(kind: WorkKind, *, run=None) -> list[int]:
 
 def _record_unstarted(kind: WorkKind, *, attempt_id: int, tries: int, failure: FailedJob) -> bool:
     with transaction.atomic():
-        attempt = (
-            kind.model.objects.select_for_update(of=("self",))
-            .select_related(*kind.select_related)
-            .filter(kind.waiting(), pk=attempt_id, tries=tries)
-            .first()
-        )
+        attempt = locked_try(kind, kind.waiting(), pk=attempt_id, tries=tries)
         if attempt is None:
             return False  # claimed, cancelled or recorded meanwhile
         if failure_recorded(attempt.infra_history, failure):

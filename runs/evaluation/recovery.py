@@ -34,6 +34,7 @@ from runs.evaluation.claims import (
     dead_reason,
     infra_failure,
     local_pid,
+    locked_try,
     partial_trajectory,
     record_unstarted,
     stale_seconds,
@@ -309,12 +310,7 @@ def attempts_requeue_lost(*, grace: float | None = None, run: Run | None = None)
 
 def _requeue_lost(kind: WorkKind, *, pk: int, tries: int, job_id: str, status: str | None) -> bool:
     with transaction.atomic():
-        work = (
-            kind.model.objects.select_for_update(of=("self",))
-            .select_related(*kind.select_related)
-            .filter(kind.waiting(), pk=pk, tries=tries)
-            .first()
-        )
+        work = locked_try(kind, kind.waiting(), pk=pk, tries=tries)
         if work is None:
             return False  # claimed, cancelled or settled since it was read
         work.job_lost_at = timezone.now()
