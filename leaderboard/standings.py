@@ -25,7 +25,7 @@ import logging
 
 from django.db import transaction
 from django.db.models import F
-from django.db.models.signals import post_delete
+from django.db.models.signals import post_delete, pre_save
 from django.utils import timezone
 
 from leaderboard.figures import cost_figure_payload, figure_payload
@@ -69,12 +69,9 @@ def standings_mark_stale(*, run_ids) -> None:
     """Mark the systems of `run_ids` as changed and schedule a refresh once the transaction commits.
 
     A system seen for the first time (a public run's) gets its standing row here, unrefreshed."""
-    runs = Run.objects.filter(pk__in=list(run_ids)).values_list(
-        "suite__name", "agent", "model", "agent_config", "context", "hidden"
-    )
     systems: dict[str, dict | None] = {}
-    for suite, agent, model, config, context, hidden in runs:
-        slug, key = _system_key(suite=suite, agent=agent, model=model, config=config, context=context)
+    for *columns, hidden in Run.objects.filter(pk__in=list(run_ids)).values_list(*_RUN_KEY_COLUMNS, "hidden"):
+        slug, key = _system_key(*columns)
         if not hidden:
             systems[slug] = key
         else:
@@ -82,7 +79,11 @@ def standings_mark_stale(*, run_ids) -> None:
     _bump(systems)
 
 
-def _system_key(*, suite: str, agent: str, model: str, config, context: str) -> tuple[str, dict]:
+# A run's columns that make its system (`_system_key`'s arguments, in order).
+_RUN_KEY_COLUMNS = ("suite__name", "agent", "model", "agent_config", "context")
+
+
+def _system_key(suite: str, agent: str, model: str, config, context: str) -> tuple[str, dict]:
     """A run's system: its slug and the fields of its key."""
     key = {"suite": suite, "agent": agent, "model": model, "config_json": canonical_config(config), "context": context}
     return system_slug(**key), key
@@ -166,9 +167,10 @@ def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
         standing = SystemStanding.objects.select_for_update().filter(slug=slug).first()
         if standing is None or standing.refreshed_changes >= seen:
             return  # a refresh that started later has written already
-        if not numbers.run_ids and Run.objects.filter(pk__in=standing.run_ids).exists():
-            # Its runs are hidden, not gone: pages show it to nobody meanwhile (no public run), and an
-            # unhidden run brings these numbers back at once, marked stale until the next refresh.
+        if not numbers.run_ids and _runs_of_system(slug, standing.run_ids):
+            # Its runs are hidden, not gone (nor moved to another system): pages show it to nobody
+            # meanwhile (no public run), and an unhidden run brings these numbers back at once,
+            # marked stale until the next refresh.
             standing.refreshed_changes = seen
             standing.save(update_fields=["refreshed_changes"])
             return
@@ -188,6 +190,11 @@ def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
         standing.save(update_fields=["run_ids", "k", "date", "unfinished_runs", "refreshed_changes", "refreshed_at"])
 
 
+def _runs_of_system(slug: str, run_ids: list[int]) -> bool:
+    """Whether any of `run_ids` still exists and still belongs to system `slug`."""
+    return any(_system_key(*columns)[0] == slug for columns in Run.objects.filter(pk__in=run_ids).values_list(*_RUN_KEY_COLUMNS))
+
+
 # --- receivers (connected by leaderboard.apps) ------------------------------------------------------
 
 
@@ -203,13 +210,29 @@ def _on_upkeep_due(sender, **kwargs) -> None:
 
 
 def _on_run_deleted(sender, instance: Run, **kwargs) -> None:
-    slug, _ = _system_key(suite=instance.suite.name, agent=instance.agent, model=instance.model,
-                          config=instance.agent_config, context=instance.context)
+    slug, _ = _system_key(instance.suite.name, instance.agent, instance.model, instance.agent_config, instance.context)
     _bump({slug: None})
+
+
+def _on_run_saved(sender, instance: Run, update_fields=None, raw=False, **kwargs) -> None:
+    """A run moved to another system (staff corrected its model or agent in the admin, say): the
+    system it leaves and the one it joins both change, in the save's own transaction. A new run has
+    no system yet (its attempts announce it); a save that touches no key field costs no query."""
+    key_fields = {"suite", "suite_id", "agent", "model", "agent_config", "context"}
+    if raw or instance.pk is None or (update_fields is not None and not key_fields & set(update_fields)):
+        return
+    before = Run.objects.filter(pk=instance.pk).values_list(*_RUN_KEY_COLUMNS).first()
+    if before is None:
+        return
+    old_slug, _ = _system_key(*before)
+    new_slug, new_key = _system_key(instance.suite.name, instance.agent, instance.model, instance.agent_config, instance.context)
+    if new_slug != old_slug:
+        _bump({old_slug: None, new_slug: None if instance.hidden else new_key})
 
 
 def connect() -> None:
     results_changed.connect(_on_results_changed, dispatch_uid="leaderboard-standings")
     upkeep_due.connect(_on_upkeep_due, dispatch_uid="leaderboard-standings-upkeep")
     post_delete.connect(_on_run_deleted, sender=Run, dispatch_uid="leaderboard-standings-run-deleted")
+    pre_save.connect(_on_run_saved, sender=Run, dispatch_uid="leaderboard-standings-run-moved")
 

@@ -2,6 +2,7 @@
 by one coalesced job on the maintenance queue, read by requests that never compute them."""
 import pytest
 from django.core.cache import cache
+from django.db.models import F
 from django.urls import reverse
 from rq import Queue
 
@@ -214,3 +215,32 @@ def test_the_refresh_job_builds_the_first_opened_views_figures_ahead_of_its_firs
     assert stored is not None and any(trace.get("y") == [1.0] for trace in stored["data"])  # system C's new Pass@1
     figures._memoised.cache_clear()  # a web process that has built nothing itself
     assert client.get("/", {"unverified": "0"}).context["figure"] == stored
+
+
+def test_a_run_moved_to_another_system_in_the_admin_marks_both_systems_changed(board_data, admin_client):
+    """Staff correct a run's model in the admin: the system it leaves and the one it joins are both
+    marked as being updated in that request, and the refresh moves its numbers across."""
+    from runs.models import Run
+
+    old_slug = claude().slug
+    run = board_data.run_c
+    url = reverse("admin:runs_run_change", args=[run.pk])
+    form = admin_client.get(url).context["adminform"].form
+    data = {name: field.field.prepare_value(field.value()) for name, field in ((name, form[name]) for name in form.fields)}
+    data = {name: value for name, value in data.items() if value is not None} | {"model": "anthropic:claude-renamed"}
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Run.objects.get(pk=run.pk).model == "anthropic:claude-renamed"
+
+    assert SystemStanding.objects.get(slug=old_slug).stale
+    assert SystemStanding.objects.filter(model="anthropic:claude-renamed").exists()
+    standings_refresh()
+    slugs = {row.slug for row in leaderboard_get(filters=LeaderboardFilters(verified_only=False)).rows}
+    assert old_slug not in slugs  # its only run left it
+    assert rows()["anthropic:claude-renamed"].by_n[1].pass1 == pytest.approx(2 / 3)
+
+
+def test_a_save_that_touches_no_system_field_marks_nothing(board_data):
+    board_data.run_c.description = "a note"
+    board_data.run_c.save()
+    assert not SystemStanding.objects.filter(changes__gt=F("refreshed_changes")).exists()
