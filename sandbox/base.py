@@ -203,6 +203,11 @@ class Sandbox(ABC):
         self._left_over_quota = False  # the last command ended with the workspace over its disk cap
         self._closed = False
 
+    @property
+    @abstractmethod
+    def memory_enforcement(self) -> str:
+        """How Limits.memory_mb is enforced here, in words (for reports such as scripts/check_gpu.py)."""
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     def __enter__(self) -> Self:

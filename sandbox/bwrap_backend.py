@@ -304,8 +304,18 @@ class BubblewrapSandbox(Sandbox):
             "--core=0",
         ]
         if self._cgroup is None:
-            args.append(f"--as={limits.memory_mb * 2**20}")
+            # CUDA reserves far more address space than it uses: an address-space limit makes its
+            # first allocation fail, so a GPU sandbox without a cgroup limits the data segment.
+            args.append(f"--{'data' if self._gpus else 'as'}={limits.memory_mb * 2**20}")
         return [*args, "--"]
+
+    @property
+    def memory_enforcement(self) -> str:
+        if self._cgroup is not None:
+            return f"cgroup v{self._cgroup.version} memory limit on the whole sandbox"
+        if self._gpus:
+            return "RLIMIT_DATA per process (a GPU sandbox without a cgroup: see $SANDBOX_CGROUP_PARENT)"
+        return "RLIMIT_AS per process (no cgroup could be made)"
 
 
 def _sandbox_init(process: subprocess.Popen, status_fd: int, *, deadline: float) -> tuple[int | None, bytes]:

@@ -5,6 +5,14 @@ sandbox as a whole (memory, process count, CPU share) and lists every process it
 be killed. Creating one needs write access to the cgroup tree, which a root worker has on cgroup
 v1 hosts and on v2 hosts where our cgroup delegates the controllers; elsewhere the bubblewrap
 backend runs with rlimits alone (Cgroup.create returns None).
+
+On a cgroup v2 host whose service cgroup does not delegate the memory and pids controllers (a
+worker started by hand in a session's scope, a container runtime's leaf), name a parent with
+$SANDBOX_CGROUP_PARENT (a path in the hierarchy, e.g. /autoexperiment): the sandboxes' cgroups are
+made under it instead of under our own, the controllers enabled down to it from the hierarchy's root
+(which the no-internal-processes rule exempts). That gives GPU sandboxes a memory limit CUDA survives:
+without a cgroup only an address-space rlimit is left, and CUDA reserves far more address space
+than it uses (sandbox.bwrap_backend then limits the data segment instead).
 """
 
 from __future__ import annotations
@@ -16,12 +24,25 @@ import signal
 import time
 from pathlib import Path
 
-from .base import Limits, resource_name
+from .base import Limits, SandboxError, resource_name
 
 logger = logging.getLogger(__name__)
 
 _PERIOD_US = 100_000
 LEAF_PREFIX = "autoexperiment-sandbox-"
+PARENT_VARIABLE = "SANDBOX_CGROUP_PARENT"
+_CONTROLLERS = ("memory", "pids", "cpu")
+
+
+def configured_parent() -> str | None:
+    """The cgroup path named by $SANDBOX_CGROUP_PARENT (None: under our own cgroup). Raises
+    SandboxError for a path that is not absolute or climbs with '..'."""
+    value = os.environ.get(PARENT_VARIABLE, "").strip()
+    if not value:
+        return None
+    if not value.startswith("/") or ".." in value.split("/") or "\0" in value:
+        raise SandboxError(f"{PARENT_VARIABLE}={value!r} must be an absolute cgroup path such as /autoexperiment")
+    return "/" + value.strip("/")
 
 
 def _mounts() -> list[tuple[str, str, str, set[str]]]:
@@ -60,6 +81,33 @@ def _write(path: Path, value: str) -> None:
         handle.write(value)
 
 
+def _parent_paths() -> dict[str, str]:
+    """Where sandboxes' cgroups are made, per v1 controller and under "" for v2: the configured
+    parent in every hierarchy, else our own cgroup."""
+    parent = configured_parent()
+    own = _own_paths()
+    return own if parent is None else dict.fromkeys(own, parent)
+
+
+def _delegate_v2(root: str, point: str, parent: str) -> None:
+    """Make the configured v2 parent and enable the controllers in it and every ancestor. Each
+    ancestor must be the hierarchy's root or hold no process itself (else the kernel refuses:
+    OSError, and the sandbox runs on rlimits, as without a parent)."""
+    directory = _directory(root, point, "/")
+    if directory is None:
+        raise OSError(f"the cgroup hierarchy's root is not visible to enable controllers down to {parent}")
+    parts = [part for part in parent.split("/") if part]
+    for depth in range(len(parts) + 1):
+        if depth:
+            directory = directory / parts[depth - 1]
+            directory.mkdir(exist_ok=True)
+        available = set((directory / "cgroup.controllers").read_text().split())
+        enabled = set((directory / "cgroup.subtree_control").read_text().split())
+        missing = [controller for controller in _CONTROLLERS if controller in available and controller not in enabled]
+        if missing:
+            _write(directory / "cgroup.subtree_control", " ".join(f"+{controller}" for controller in missing))
+
+
 class Cgroup:
     """One sandbox's cgroup(s): created with the limits applied, joined by each command's process
     before it drops privileges, emptied and removed on close."""
@@ -74,18 +122,20 @@ class Cgroup:
             return None
         leaf = f"{LEAF_PREFIX}{resource_name(name)}-{secrets.token_hex(4)}"
         try:
-            mounts, paths = _mounts(), _own_paths()
+            mounts, paths = _mounts(), _parent_paths()
             v1 = {
                 controller: (root, point)
                 for root, point, fstype, options in mounts
                 if fstype == "cgroup"
-                for controller in ("memory", "pids", "cpu")
+                for controller in _CONTROLLERS
                 if controller in options
             }
             if "memory" in v1 and "pids" in v1:
                 return cls._create_v1(v1, paths, leaf, limits)
             for root, point, fstype, _ in mounts:
                 if fstype == "cgroup2" and "" in paths:
+                    if configured_parent() is not None:
+                        _delegate_v2(root, point, paths[""])
                     return cls._create_v2(root, point, paths[""], leaf, limits)
         except OSError as error:
             logger.info("no cgroup for the sandbox (%s); using rlimits only", error)
@@ -99,6 +149,7 @@ class Cgroup:
                 parent = _directory(root, point, paths.get(controller, "/"))
                 if parent is None:
                     raise OSError(f"our {controller} cgroup is not visible")
+                parent.mkdir(parents=True, exist_ok=True)  # a configured parent is made on first use
                 directory = parent / leaf
                 # Several controllers may share one hierarchy (e.g. "cpu,cpuacct" with "memory").
                 if directory not in created:
@@ -204,8 +255,8 @@ def leftover_cgroups() -> dict[str, tuple[float, Cgroup]]:
         return {}
     found: dict[str, tuple[float, list[Path], int]] = {}
     try:
-        mounts, paths = _mounts(), _own_paths()
-    except OSError:
+        mounts, paths = _mounts(), _parent_paths()
+    except (OSError, SandboxError):
         return {}
     for root, point, fstype, options in mounts:
         version = 2 if fstype == "cgroup2" else 1

@@ -119,6 +119,10 @@ class DockerSandbox(Sandbox):
             self._client.close()
             raise
 
+    @property
+    def memory_enforcement(self) -> str:
+        return "the container's memory limit (no swap)"
+
     def _start_container(self, gpus: str | int | None) -> None:
         try:
             image = self._client.images.get(self.image)
