@@ -76,8 +76,9 @@ def open_sandbox(
     image: Docker image; default $SANDBOX_IMAGE, else autoexperiment-base:bookworm. Ignored by
         bubblewrap, which uses the host's /usr.
     env: extra environment variables for commands, on top of the fixed allow-list.
-    gpus: pass GPUs through: "all", a count, or comma-separated device ids. Docker uses device
-        requests (needs the NVIDIA container toolkit); bubblewrap binds /dev/nvidia*.
+    gpus: pass GPUs through: "all", a count (an int), or comma-separated device ids (a str, such
+        as a lease from sandbox.gpus gives). Docker uses device requests (needs the NVIDIA container
+        toolkit); bubblewrap binds the driver's /dev/nvidia* nodes and those of the GPUs given.
     """
     options = {"image": image} if canonical_backend(backend) == "docker" else {}
     return backend_class(backend)(workspace, limits=limits, name=name, env=env, gpus=gpus, **options)

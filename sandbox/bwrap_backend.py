@@ -275,9 +275,8 @@ class BubblewrapSandbox(Sandbox):
             "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/tmp",
             "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/dev/shm",
         ]
-        if self._gpus:
-            for device in sorted(glob.glob("/dev/nvidia*")) + ["/dev/dri"]:
-                argv += ["--dev-bind-try", device, device]
+        for device in _gpu_device_nodes(self._gpus):
+            argv += ["--dev-bind-try", device, device]
         # /dev is an unbounded tmpfs; read-only, its devices still work and /dev/shm stays writable.
         argv += ["--remount-ro", "/dev"]
         argv += [
@@ -316,6 +315,20 @@ class BubblewrapSandbox(Sandbox):
         if self._gpus:
             return "RLIMIT_DATA per process (a GPU sandbox without a cgroup: see $SANDBOX_CGROUP_PARENT)"
         return "RLIMIT_AS per process (no cgroup could be made)"
+
+
+def _gpu_device_nodes(gpus: str | int | None) -> list[str]:
+    """The device nodes a sandbox with `gpus` sees: every NVIDIA node for "all"; else the driver's
+    shared nodes (nvidiactl, nvidia-uvm, ...) and the numbered nodes of the GPUs it was given (ids
+    "0,2", or a count: the first ones), so that a GPU leased to another sandbox cannot be opened."""
+    if not gpus:
+        return []
+    nodes = sorted(glob.glob("/dev/nvidia*"))
+    if gpus == "all":
+        return [*nodes, "/dev/dri"]
+    numbered = {node[len("/dev/nvidia"):]: node for node in nodes if node[len("/dev/nvidia"):].isdigit()}
+    wanted = sorted(numbered, key=int)[: int(gpus)] if isinstance(gpus, int) else str(gpus).split(",")
+    return [node for node in nodes if node not in numbered.values()] + [f"/dev/nvidia{gpu}" for gpu in wanted]
 
 
 def _sandbox_init(process: subprocess.Popen, status_fd: int, *, deadline: float) -> tuple[int | None, bytes]:

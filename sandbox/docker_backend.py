@@ -362,8 +362,8 @@ def _device_requests(gpus: str | int | None) -> list[DeviceRequest] | None:
         return None
     if gpus == "all":
         return [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    if isinstance(gpus, int) or str(gpus).isdigit():
-        return [DeviceRequest(count=int(gpus), capabilities=[["gpu"]])]
+    if isinstance(gpus, int):
+        return [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
     return [DeviceRequest(device_ids=str(gpus).split(","), capabilities=[["gpu"]])]
 
 

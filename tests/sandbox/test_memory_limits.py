@@ -13,7 +13,7 @@ import pytest
 
 from sandbox import Limits, SandboxError, open_sandbox
 from sandbox.cgroup import leftover_cgroups
-from tests.support import require_backend, run_sandbox_script, worker_scratch  # noqa: F401 (a fixture)
+from tests.support import require_backend, run_sandbox_script
 
 LIMITS = Limits(memory_mb=256, pids=64, cpus=1.0)
 # What CUDA does at start-up (an address-space reservation it never touches), then what a memory hog does.
