@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from docker.types import DeviceRequest, Ulimit
+from docker.types import DeviceRequest, Mount, Ulimit
 from docker.utils.socket import frames_iter
 
-from .base import WORKSPACE_MOUNT, ExecResult, Limits, Sandbox, SandboxError, resource_name
+from .base import DATA_MOUNT, WORKSPACE_MOUNT, ExecResult, Limits, Sandbox, SandboxError, resource_name
 from .output import BoundedOutput
 
 DEFAULT_IMAGE = "autoexperiment-base:bookworm"
@@ -107,8 +107,10 @@ class DockerSandbox(Sandbox):
         image: str | None = None,
         env: Mapping[str, str] | None = None,
         gpus: str | int | None = None,
+        environment: str | os.PathLike[str] | None = None,
+        data: Mapping[str, str | os.PathLike[str]] | None = None,
     ) -> None:
-        super().__init__(workspace, limits=limits, name=name, env=env)
+        super().__init__(workspace, limits=limits, name=name, env=env, environment=environment, data=data)
         self.image = image or os.environ.get("SANDBOX_IMAGE") or DEFAULT_IMAGE
         self.container_name = container_name(name)
         self._client = _client()
@@ -149,7 +151,7 @@ class DockerSandbox(Sandbox):
                 security_opt=["no-new-privileges"],
                 read_only=True,
                 tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.limits.tmp_mb}m,mode=1777"},
-                volumes={str(self.workspace): {"bind": WORKSPACE_MOUNT, "mode": "rw"}},
+                mounts=self._mounts(),
                 mem_limit=f"{self.limits.memory_mb}m",
                 memswap_limit=f"{self.limits.memory_mb}m",
                 pids_limit=self.limits.pids,
@@ -165,6 +167,16 @@ class DockerSandbox(Sandbox):
             self._remove_container()
             raise SandboxError(f"cannot start container {self.container_name}: {error}") from error
         self._pids_file = _pids_file(self._container)
+
+    def _mounts(self) -> list[Mount]:
+        """The workspace, read-write; the environment at its own path (its venv names that path and
+        /usr/bin/python3, which the image has too) and the data files, read-only."""
+        mounts = [Mount(WORKSPACE_MOUNT, str(self.workspace), type="bind")]
+        if self.environment is not None:
+            mounts.append(Mount(str(self.environment), str(self.environment), type="bind", read_only=True))
+        for name, path in sorted(self.data.items()):
+            mounts.append(Mount(f"{DATA_MOUNT}/{name}", str(path), type="bind", read_only=True))
+        return mounts
 
     @property
     def _fsize(self) -> int:
