@@ -132,6 +132,12 @@ def _copy_checked(data: DataFile, target, *, label: str) -> tuple[str, int]:
                 received += len(chunk)
                 if received > data.size:
                     break
+            # http.client ends a body cut short (fewer bytes than its Content-Length) like a whole one.
+            if received <= data.size and getattr(source, "length", None):
+                raise DataError(
+                    f"{label}: the download broke off after {received} of {data.size} bytes "
+                    f"({source.length} bytes the server announced never came)"
+                )
     except DataError:
         raise
     except Exception as error:  # noqa: BLE001 - a broken connection has many types (IncompleteRead, OSError, ...)

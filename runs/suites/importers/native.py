@@ -605,6 +605,15 @@ def _write_paper(suite: Suite, spec: _PaperSpec, *, report: ImportReport) -> Non
                             where=f"{file}: experiments")
 
 
+def native_suite_read(path: Path) -> _SuiteSpec:
+    """The suite in directory `path`, checked as an import checks it, without writing anything
+    (preparing a suite's environments before it is imported). Raises SuiteFormatError."""
+    suite_dir = Path(path)
+    if not suite_dir.is_dir():
+        raise SuiteFormatError(f"{suite_dir}: not a directory")
+    return _check_suite(suite_dir, report=ImportReport())
+
+
 def import_native_suite(path: Path) -> tuple[Suite, ImportReport]:
     """Import (or re-import) the suite in directory `path`; return the suite and what was done.
 
