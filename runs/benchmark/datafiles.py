@@ -74,6 +74,14 @@ def data_source_problem(source: str) -> str | None:
     return None
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def cached_path(root: Path, sha256: str) -> Path:
     """Where the file of this content lives in the cache (present or not)."""
     return Path(root) / sha256

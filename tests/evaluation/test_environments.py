@@ -130,3 +130,36 @@ def run_suite():
     from runs.models import Suite
 
     return Suite.objects.get(name="envy")
+
+
+@pytest.mark.django_db
+def test_debian_packages_are_refused_on_docker_with_the_way_out(envy_suite):
+    from runs.models import Paper
+    from runs.suites.environments import NotPrepared, paper_provisions
+
+    paper = Paper.objects.select_related("suite").get(paper_id="envy-paper")
+    paper.environment = {"requirements": [TINY_REQUIREMENT], "debian_packages": ["libgomp1"]}
+
+    with pytest.raises(NotPrepared, match=r"declares Debian packages \(libgomp1\), which the Docker backend does not "
+                                          r"install: run it on the bubblewrap backend"):
+        paper_provisions(paper, backend="docker")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_build_environment_names_the_paper_and_the_requirement_that_failed(tmp_path, settings, native_suite_writer,
+                                                                           native_paper):
+    import os
+
+    settings.ENVIRONMENTS_ROOT = root = tmp_path / "environments"
+    native_paper["environment"] = {"requirements": [TINY_REQUIREMENT, "idna==99.0"]}
+    suite_dir = native_suite_writer(tmp_path / "toy", paper=native_paper)
+
+    with pytest.raises(CommandError) as raised:
+        call_command("build_environment", str(suite_dir), "--paper", "toy-paper", stdout=io.StringIO())
+
+    assert str(raised.value).startswith("paper toy-paper: the environment could not be built: pip install failed for "
+                                        "idna==99.0 (exit 1); its last lines:")
+    assert [name for name in os.listdir(root) if not name.endswith(".lock")] == []
+    with pytest.raises(CommandError, match="suite toy has no paper 'nope'"):
+        call_command("build_environment", str(suite_dir), "--paper", "nope", stdout=io.StringIO())

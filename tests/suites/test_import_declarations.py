@@ -74,6 +74,9 @@ BAD_DECLARATIONS = {
                            "data[0].source: no file data/gone.csv in toy-paper/"),
     "ftp": ({"data": [{"name": "n", "source": "ftp://example.org/n", "sha256": DIGEST, "size": 6}]},
             "data[0].source: must be an http(s) URL or a path relative to the paper's directory"),
+    "stale hash": ({"data": [{"name": "n", "source": "data/numbers.csv", "sha256": "0" * 64, "size": 6}]},
+                   f"toy-paper/paper.json: data[0]: data/numbers.csv has 6 bytes with sha256 {DIGEST}, but 6 bytes "
+                   f"with sha256 {'0' * 64} are declared"),
     "a name twice": ({"data": [{"name": "n", "source": "data/numbers.csv", "sha256": DIGEST, "size": 6}] * 2},
                      "data: names a file more than once"),
     "gpu": ({"gpu": "maybe"}, 'gpu: expected "none", "optional" or "required", got \'maybe\''),

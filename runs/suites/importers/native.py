@@ -42,7 +42,7 @@ from pathlib import Path
 from django.db import transaction
 from pydantic import BaseModel, ValidationError
 
-from runs.benchmark.datafiles import is_url
+from runs.benchmark.datafiles import file_sha256, is_url
 from runs.benchmark.json_objects import read_object
 from runs.benchmark.masking import MaskingError, locate_function
 from runs.benchmark.scoring import as_number, flatten_numbers
@@ -529,6 +529,13 @@ def _check_data(raw: list, *, paper_dir: Path, suite_dir: Path, file: str, probl
                 continue
             if not local.is_file():
                 problems.add(file, f"{path}.source", f"no file {values['source']} in {paper_dir.name}/")
+                continue
+            # The suite's own copy is checked now, so a stale hash is the author's error at import,
+            # not every worker's at fetch time.
+            size, digest = local.stat().st_size, file_sha256(local)
+            if (size, digest) != (values["size"], values["sha256"]):
+                problems.add(file, path, f"{values['source']} has {size} bytes with sha256 {digest}, but "
+                             f"{values['size']} bytes with sha256 {values['sha256']} are declared")
                 continue
         entries.append({key: values[key] for key in ("name", "source", "sha256", "size")})
     return entries
