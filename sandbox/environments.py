@@ -198,9 +198,10 @@ def _build_into(building: Path, target: Path, declaration: Declaration, *, pytho
         )
     _retarget_scripts(building, target)
     # Sandboxes cannot write byte code (the environment is read-only, PYTHONDONTWRITEBYTECODE):
-    # compile it once, naming the files where they will be.
+    # compile it once, naming the files where they will be. Like pip, tolerate files that do not
+    # compile: packages ship some for other Python versions (torch's py312_intrinsics.py).
     _run([python, "-m", "compileall", "-q", "-j", "0", "-s", str(building), "-p", str(target), str(building / "lib")],
-         what="compiling the environment's byte code", timeout=timeout)
+         what="compiling the environment's byte code", timeout=timeout, check=False)
     manifest = {
         **declaration.canonical(),
         "python": interpreter_version(python),
@@ -223,10 +224,10 @@ def _installed(building: Path, *, python: str) -> list[str]:
 
 
 def _retarget_scripts(building: Path, target: Path) -> None:
-    """Entry-point scripts and activate files name the directory they were installed into; after the
-    rename they must name the target."""
+    """Entry-point scripts, activate files and pyvenv.cfg name the directory they were made in; after
+    the rename they must name the target."""
     old, new = str(building).encode(), str(target).encode()
-    for path in (building / "bin").iterdir():
+    for path in [*(building / "bin").iterdir(), building / "pyvenv.cfg"]:
         if path.is_symlink() or not path.is_file():
             continue
         data = path.read_bytes()

@@ -141,7 +141,11 @@ def test_two_builds_at_once_give_one_environment(reachable):
     assert sorted(os.listdir(reachable)) == sorted([target.name, f".{target.name}.lock"])  # no half-built copies
     completed = subprocess.run([target / "bin" / "python3", "-c", "import six; print(six.__file__)"],
                                capture_output=True, text=True, check=True)
-    assert completed.stdout.startswith(str(target))  # the scripts and paths name the target, not the build directory
+    assert completed.stdout.startswith(str(target))
+    # Nothing names the temporary build directory any more (scripts, pyvenv.cfg, byte code's sources).
+    assert ".building-" not in (target / "pyvenv.cfg").read_text()
+    six_code = next(target.glob("lib/python3*/site-packages/__pycache__/six.*.pyc")).read_bytes()
+    assert b".building-" not in six_code and str(target).encode() in six_code
 
 
 @pytest.mark.slow
