@@ -23,6 +23,9 @@ NAME_PREFIX = "autoexperiment-sandbox-"
 ENGINE_HINT = "start one with sandbox/images/start_docker_engine.sh (or point DOCKER_HOST at one)"
 IMAGE_HINT = "build it with sandbox/images/build_base_image.sh"
 UID_LABEL = "org.autoexperiment.sandbox-uid"
+# The version of the image's /usr/bin/python3 (build_base_image.sh sets it): an environment made by
+# another version cannot run there. Images built before the label are not checked.
+PYTHON_LABEL = "org.autoexperiment.python"
 
 # PID 1 of every container, in Python because it must never fork: a fork bomb takes every free
 # process slot, and a shell that fails to fork exits, stopping the container. It reaps orphans, and
@@ -131,6 +134,13 @@ class DockerSandbox(Sandbox):
             raise SandboxError(
                 f"Docker image {self.image} was built for sandbox uid {built_for or 'unknown'}, not {self.uid}; "
                 f"rebuild it (FORCE=1 sandbox/images/build_base_image.sh, then any suite image)"
+            )
+        made_by = _environment_python(self.environment)
+        image_python = (image.labels or {}).get(PYTHON_LABEL)
+        if made_by and image_python and made_by != image_python:
+            raise SandboxError(
+                f"environment {self.environment} was made by Python {made_by}, but image {self.image} has Python "
+                f"{image_python}: build the environment with the image's interpreter, or use the bubblewrap backend"
             )
         self._prepare_workspace()
         if self.name:  # a random name (no name given) cannot be left over from a crashed worker
@@ -318,6 +328,21 @@ class DockerSandbox(Sandbox):
             if time.monotonic() > deadline:
                 return 137
             time.sleep(0.01)
+
+
+def _environment_python(environment) -> str | None:
+    """The Python version a venv was made by (its pyvenv.cfg's `version`), None when not known."""
+    if environment is None:
+        return None
+    try:
+        lines = (environment / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() in ("version", "version_info"):
+            return value.strip()
+    return None
 
 
 def _pids_file(container) -> str | None:

@@ -173,3 +173,31 @@ def test_a_failing_requirement_is_named_and_nothing_is_left(reachable):
 def test_a_requirement_that_is_not_an_exact_pin_is_refused_by_name(requirement, problem):
     with pytest.raises(EnvironmentBuildError, match=re.escape(f"requirement {requirement!r} {problem}")):
         Declaration.from_json({"requirements": [requirement]})
+
+
+def test_docker_refuses_an_environment_of_another_python_than_the_image_s(tmp_path, reachable):
+    import docker
+
+    from tests.support import require_backend
+
+    require_backend("docker")
+    client = docker.from_env()
+    base = client.images.get(os.environ.get("SANDBOX_IMAGE") or "autoexperiment-base:bookworm")
+    container = client.containers.create(base.id, ["true"])
+    labelled = "autoexperiment-test-python-label:latest"
+    try:
+        container.commit(repository=labelled.split(":")[0], tag="latest",
+                         changes=["LABEL org.autoexperiment.python=3.11.2"])
+        made_elsewhere = reachable / "env"
+        (made_elsewhere / "bin").mkdir(parents=True)
+        (made_elsewhere / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.13.1\n")
+
+        with pytest.raises(SandboxError, match=r"made by Python 3\.13\.1, but image .* has Python 3\.11\.2"):
+            open_sandbox("docker", tmp_path, image=labelled, environment=made_elsewhere)
+    finally:
+        container.remove(force=True)
+        try:
+            client.images.remove(labelled, force=True)
+        except docker.errors.ImageNotFound:
+            pass
+        client.close()
