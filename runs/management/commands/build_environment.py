@@ -26,8 +26,11 @@ class Command(BaseCommand):
 def prepare(command: BaseCommand, *, suite: str, paper: str | None, environment: bool, data: bool) -> None:
     """The work of build_environment and fetch_data, with their errors as CommandErrors."""
     try:
-        for needs in suite_needs(suite=suite, paper_id=paper):
+        papers = suite_needs(suite=suite, paper_id=paper)
+        for needs in papers:
             paper_prepare(needs, log=command.stdout.write, environment=environment, data=data)
     except (Suite.DoesNotExist, SuiteFormatError, NotPrepared, PreparationError) as error:
         raise CommandError(str(error)) from None
-    command.stdout.write(command.style.SUCCESS(f"Suite {suite} is prepared on this machine"))
+    what = "environments and data" if environment and data else "environments" if environment else "data"
+    name = papers[0].suite_name if papers else suite
+    command.stdout.write(command.style.SUCCESS(f"Suite {name}: the {what} of {len(papers)} paper(s) are ready on this machine"))
