@@ -163,3 +163,19 @@ def test_build_environment_names_the_paper_and_the_requirement_that_failed(tmp_p
     assert [name for name in os.listdir(root) if not name.endswith(".lock")] == []
     with pytest.raises(CommandError, match="suite toy has no paper 'nope'"):
         call_command("build_environment", str(suite_dir), "--paper", "nope", stdout=io.StringIO())
+
+
+@pytest.mark.slow
+@transactional
+def test_make_gold_and_validate_suite_run_with_the_environment_and_data(envy_suite, built_environment, settings):
+    settings.ENVIRONMENTS_ROOT = built_environment[0]
+    call_command("fetch_data", "envy", stdout=io.StringIO())
+
+    out = io.StringIO()
+    call_command("make_gold", "envy", "--repeats", "2", stdout=out)  # run.py fails outside the environment
+    assert "Gold results stored for suite envy" in out.getvalue()
+    assert json.loads((envy_suite / "envy-paper" / "gold.json").read_text())["results"] == {"0": {"total": 10.0}}
+
+    out = io.StringIO()
+    call_command("validate_suite", "envy", "--repeats", "1", stdout=out)  # raises when gold fails or a mask breaks nothing
+    assert "gold stability: 0 of 1 experiments unstable" in out.getvalue()
