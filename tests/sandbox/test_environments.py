@@ -3,6 +3,7 @@ atomically, under a lock, and failing with the requirement named."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import SandboxError, open_sandbox
+from sandbox.base import sandbox_identity
 from sandbox.environments import (
     MANIFEST,
     Declaration,
@@ -56,8 +58,17 @@ def test_the_environment_s_python_and_packages_are_the_sandbox_s(backend, built_
 
 
 @pytest.mark.slow
-def test_a_sandbox_cannot_change_the_environment_or_the_data(backend, built_environment, data_file, tmp_path):
-    _, environment = built_environment
+def test_a_sandbox_cannot_change_the_environment_or_the_data(backend, built_environment, reachable, tmp_path):
+    # Copies the sandbox user owns and may write: only the read-only binds stop it.
+    environment = reachable / "environment"
+    shutil.copytree(built_environment[1], environment, symlinks=True)
+    data_file = reachable / "numbers.csv"
+    data_file.write_bytes(DATA)
+    uid, gid = sandbox_identity()
+    for path in [data_file, reachable, *environment.rglob("*"), environment]:
+        os.lchown(path, uid, gid)
+        if not path.is_symlink():
+            path.chmod(0o777 if path.is_dir() else 0o666)
     site = next(environment.glob("lib/python3*/site-packages"))
     attacks = [
         "echo forged > /data/numbers.csv",
@@ -76,6 +87,7 @@ def test_a_sandbox_cannot_change_the_environment_or_the_data(backend, built_envi
         after_in_sandbox = box.execute("cat /data/numbers.csv; ls /data", timeout=30).output
 
     assert all(not result.ok for result in results.values()), {a: r.output for a, r in results.items() if r.ok}
+    assert all("Read-only file system" in result.output for result in results.values())
     assert data_file.read_bytes() == DATA and (site / "six.py").read_bytes() == before
     assert not (site / "sitecustomize.py").exists() and (environment / "bin").is_dir()
     assert after_in_sandbox == DATA.decode() + "numbers.csv\n"
