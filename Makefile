@@ -62,6 +62,7 @@ demo: install services $(SECRET_KEY_FILE)
 	@scripts/ensure_services.sh $(DEMO_DATABASE)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py import_suite runs/suites/builtin --samples 1,2
+	$(BIN)/python manage.py build_environment builtin
 	$(BIN)/python manage.py load_demo
 	$(BIN)/python manage.py analyse_attempts
 	$(BIN)/python manage.py refresh_standings --all

@@ -208,6 +208,12 @@ SANDBOX_BACKEND = env_choice("SANDBOX_BACKEND", "bubblewrap", BACKEND_NAMES)
 SANDBOX_IMAGE = env_str("SANDBOX_IMAGE", "autoexperiment-base:bookworm")
 # Where workspaces are built. Kept apart from the gold code so nothing of it is ever copied in.
 WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(DATA_DIR / "workspaces")))
+# Built paper environments (runs.suites.environments: one venv per declared content, built by
+# `manage.py build_environment`) and fetched data files (one file per sha256). The sandboxes bind
+# them read-only, so the sandbox uid (61000) must be able to reach them: every directory above
+# them searchable by other users.
+ENVIRONMENTS_ROOT = Path(env_str("ENVIRONMENTS_ROOT", str(DATA_DIR / "environments")))
+DATA_CACHE_ROOT = Path(env_str("DATA_CACHE_ROOT", str(DATA_DIR / "data_cache")))
 # This worker host's name in attempts' claims (`host:pid`, runs.evaluation.claims.worker_identity);
 # blank: the machine's host name. Set it when two worker "hosts" share one machine (each with its
 # own WORKSPACE_ROOT and SANDBOX_BACKEND): a claim's pid is only checked on the host that made it.

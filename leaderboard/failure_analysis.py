@@ -60,10 +60,11 @@ COUNTED_ROWS = [
 # Rows shown indented under the one before them (the parts of "No answer").
 PART_ROWS = {Attempt.NO_ANSWER, Attempt.UNPARSEABLE_ANSWER}
 # Not the model's doing: shown apart, never in the denominator.
-APART_OUTCOMES = (Attempt.INFRASTRUCTURE, Attempt.MODEL_PROVIDER)
+APART_OUTCOMES = (Attempt.INFRASTRUCTURE, Attempt.MODEL_PROVIDER, Attempt.NOT_PREPARED)
 APART_ROWS = [
     (Attempt.INFRASTRUCTURE, "Sandbox or worker failure", (Attempt.INFRASTRUCTURE,)),
     (Attempt.MODEL_PROVIDER, "Model provider error", (Attempt.MODEL_PROVIDER,)),
+    (Attempt.NOT_PREPARED, "Environment or data not prepared", (Attempt.NOT_PREPARED,)),
     (UNCLASSIFIED, "Error, cause not recorded", ("",)),
 ]
 # The paper's outcome split, as fractions, by row key.
@@ -365,9 +366,10 @@ def failure_analysis(*, slug: str, run_ids: list[int], filters: LeaderboardFilte
 
     outcome_rows = [outcome_row(*spec, counted, shared=True) for spec in COUNTED_ROWS]
     apart_rows = [outcome_row(*spec, apart, shared=False) for spec in APART_ROWS]
-    # Rows of nothing are left out where they would only add noise (nothing unclassified, no unlabelled error).
+    # Rows of nothing are left out where they would only add noise (nothing unclassified, no unlabelled
+    # error, no attempt refused by a worker that lacked the paper's environment).
     outcome_rows = [row for row in outcome_rows if row.key != UNCLASSIFIED or row.total]
-    apart_rows = [row for row in apart_rows if row.key != UNCLASSIFIED or row.total]
+    apart_rows = [row for row in apart_rows if row.key not in (UNCLASSIFIED, Attempt.NOT_PREPARED) or row.total]
 
     by_n = {row["sample__n"]: row for row in trajectory_rows}
     trajectories = []

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .base import (
+    DATA_MOUNT,
     DISK_QUOTA_EXIT_CODE,
     TIMEOUT_EXIT_CODE,
     ExecResult,
@@ -33,6 +34,7 @@ BACKEND_NAMES = {"docker": "docker", "bubblewrap": "bubblewrap", "bwrap": "bubbl
 
 __all__ = [
     "BACKENDS",
+    "DATA_MOUNT",
     "BACKEND_NAMES",
     "DISK_QUOTA_EXIT_CODE",
     "TIMEOUT_EXIT_CODE",
@@ -66,6 +68,8 @@ def open_sandbox(
     image: str | None = None,
     env: Mapping[str, str] | None = None,
     gpus: str | int | None = None,
+    environment: str | Path | None = None,
+    data: Mapping[str, str | Path] | None = None,
 ) -> Sandbox:
     """Opens a sandbox on an existing workspace directory with the named backend.
 
@@ -79,9 +83,14 @@ def open_sandbox(
     gpus: pass GPUs through: "all", a count (an int), or comma-separated device ids (a str, such
         as a lease from sandbox.gpus gives). Docker uses device requests (needs the NVIDIA container
         toolkit); bubblewrap binds the driver's /dev/nvidia* nodes and those of the GPUs given.
+    environment: a built Python environment (sandbox.environments), bound read-only at its own
+        path, its bin/ first on PATH: `python3` is then the environment's in both backends.
+    data: file name -> host file, each bound read-only at /data/<name>.
     """
     options = {"image": image} if canonical_backend(backend) == "docker" else {}
-    return backend_class(backend)(workspace, limits=limits, name=name, env=env, gpus=gpus, **options)
+    return backend_class(backend)(
+        workspace, limits=limits, name=name, env=env, gpus=gpus, environment=environment, data=data, **options
+    )
 
 
 def backend_class(backend: str) -> type[Sandbox]:

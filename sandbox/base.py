@@ -23,6 +23,8 @@ from . import fs
 from .output import BoundedOutput
 
 WORKSPACE_MOUNT = "/workspace"
+# Where a sandbox's data files are (read-only): /data/<name>.
+DATA_MOUNT = "/data"
 # The unprivileged identity commands run as when the worker is root; the base image creates it as
 # user "sandbox". It must not be an account of the host (then a process escaping the sandbox, or a
 # file it leaves, would belong to somebody real): opening a sandbox refuses one that is.
@@ -133,6 +135,46 @@ def resource_name(name: str) -> str:
     return _UNSAFE_IN_NAME.sub("-", name)[:100] or "anonymous"
 
 
+def _environment_dir(environment: str | os.PathLike[str] | None) -> Path | None:
+    """A Python environment (a venv prefix) to bind read-only at its own path, checked."""
+    if environment is None:
+        return None
+    path = Path(environment)
+    if not path.is_absolute() or not (path / "bin").is_dir():
+        raise SandboxError(f"environment {environment} is not an absolute path of a built environment (no bin/ in it)")
+    path = path.resolve()
+    if path.parts[1:2] in (("workspace",), ("data",), ("proc",), ("dev",)):
+        raise SandboxError(f"environment {path} would be hidden by the sandbox's own /{path.parts[1]}")
+    return path
+
+
+def _data_files(data: Mapping[str, str | os.PathLike[str]] | None) -> dict[str, Path]:
+    """name -> host file, each bound read-only at /data/<name>; checked."""
+    files = {}
+    for name, source in (data or {}).items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+            raise SandboxError(f"data file name {name!r} is not a plain file name")
+        path = Path(source)
+        if not path.is_file():
+            raise SandboxError(f"data file {name}: {source} is not a file")
+        files[name] = path.resolve()
+    return files
+
+
+def readable_by_sandbox(path: Path, uid: int) -> str | None:
+    """Why the sandbox uid cannot reach `path` (a directory to bind, or a file), None when it can:
+    a root worker's bubblewrap binds it as that uid, which needs search permission on every
+    directory above it and read permission on it."""
+    if uid == os.geteuid():
+        return None
+    for directory in reversed(path.parents):
+        if not os.stat(directory).st_mode & 0o001:
+            return f"{directory} is not searchable by other users (chmod o+x {directory})"
+    if not os.stat(path).st_mode & 0o004:
+        return f"{path} is not readable by other users"
+    return None
+
+
 def sandbox_identity() -> tuple[int, int]:
     """The (uid, gid) that commands run as, and that must own the workspace to write it."""
     if os.geteuid() == 0:
@@ -189,6 +231,8 @@ class Sandbox(ABC):
         limits: Limits | None = None,
         name: str = "",
         env: Mapping[str, str] | None = None,
+        environment: str | os.PathLike[str] | None = None,
+        data: Mapping[str, str | os.PathLike[str]] | None = None,
     ) -> None:
         path = Path(workspace)
         if not path.is_dir():
@@ -197,6 +241,11 @@ class Sandbox(ABC):
         self.limits = limits or Limits()
         self.name = name
         self.env = sandbox_env(env)
+        self.environment = _environment_dir(environment)
+        if self.environment is not None:
+            # The environment's interpreter and scripts come first; the rest of PATH stays usable.
+            self.env["PATH"] = f"{self.environment}/bin:{self.env['PATH']}"
+        self.data = _data_files(data)
         self.uid, self.gid = sandbox_identity()
         _check_identity_is_not_a_host_account(self.uid)
         self._lock = threading.Lock()

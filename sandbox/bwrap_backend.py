@@ -17,12 +17,14 @@ import time
 from collections.abc import Callable, Mapping
 
 from .base import (
+    DATA_MOUNT,
     SANDBOX_UID,
     WORKSPACE_MOUNT,
     ExecResult,
     Limits,
     Sandbox,
     SandboxError,
+    readable_by_sandbox,
     resource_name,
     signal_exit_code,
 )
@@ -90,8 +92,13 @@ class BubblewrapSandbox(Sandbox):
         name: str = "",
         env: Mapping[str, str] | None = None,
         gpus: str | int | None = None,
+        environment: str | os.PathLike[str] | None = None,
+        data: Mapping[str, str | os.PathLike[str]] | None = None,
     ) -> None:
-        super().__init__(workspace, limits=limits, name=name, env=env)
+        super().__init__(workspace, limits=limits, name=name, env=env, environment=environment, data=data)
+        for path in ([self.environment] if self.environment else []) + list(self.data.values()):
+            if problem := readable_by_sandbox(path, self.uid):
+                raise SandboxError(f"the sandbox uid {self.uid} cannot read {path}: {problem}")
         self._bwrap = shutil.which("bwrap", path="/usr/local/bin:/usr/bin:/bin")
         if self._bwrap is None:
             raise SandboxError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
@@ -279,6 +286,12 @@ class BubblewrapSandbox(Sandbox):
             argv += ["--dev-bind-try", device, device]
         # /dev is an unbounded tmpfs; read-only, its devices still work and /dev/shm stays writable.
         argv += ["--remount-ro", "/dev"]
+        # The paper's environment at its own path (its venv names that path) and its data files, both
+        # read-only: binds over the read-only root, which the agent cannot change or add to.
+        if self.environment is not None:
+            argv += ["--ro-bind", str(self.environment), str(self.environment)]
+        for name, path in sorted(self.data.items()):
+            argv += ["--ro-bind", str(path), f"{DATA_MOUNT}/{name}"]
         argv += [
             "--bind", self._bind_source, WORKSPACE_MOUNT,
             # Last: everything outside the mounts above (the sandbox's own root) becomes read-only.

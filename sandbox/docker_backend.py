@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
-from docker.types import DeviceRequest, Ulimit
+from docker.types import DeviceRequest, Mount, Ulimit
 from docker.utils.socket import frames_iter
 
-from .base import WORKSPACE_MOUNT, ExecResult, Limits, Sandbox, SandboxError, resource_name
+from .base import DATA_MOUNT, WORKSPACE_MOUNT, ExecResult, Limits, Sandbox, SandboxError, resource_name
 from .output import BoundedOutput
 
 DEFAULT_IMAGE = "autoexperiment-base:bookworm"
@@ -23,6 +23,9 @@ NAME_PREFIX = "autoexperiment-sandbox-"
 ENGINE_HINT = "start one with sandbox/images/start_docker_engine.sh (or point DOCKER_HOST at one)"
 IMAGE_HINT = "build it with sandbox/images/build_base_image.sh"
 UID_LABEL = "org.autoexperiment.sandbox-uid"
+# The version of the image's /usr/bin/python3 (build_base_image.sh sets it): an environment made by
+# another version cannot run there. Images built before the label are not checked.
+PYTHON_LABEL = "org.autoexperiment.python"
 
 # PID 1 of every container, in Python because it must never fork: a fork bomb takes every free
 # process slot, and a shell that fails to fork exits, stopping the container. It reaps orphans, and
@@ -107,8 +110,10 @@ class DockerSandbox(Sandbox):
         image: str | None = None,
         env: Mapping[str, str] | None = None,
         gpus: str | int | None = None,
+        environment: str | os.PathLike[str] | None = None,
+        data: Mapping[str, str | os.PathLike[str]] | None = None,
     ) -> None:
-        super().__init__(workspace, limits=limits, name=name, env=env)
+        super().__init__(workspace, limits=limits, name=name, env=env, environment=environment, data=data)
         self.image = image or os.environ.get("SANDBOX_IMAGE") or DEFAULT_IMAGE
         self.container_name = container_name(name)
         self._client = _client()
@@ -134,6 +139,13 @@ class DockerSandbox(Sandbox):
                 f"Docker image {self.image} was built for sandbox uid {built_for or 'unknown'}, not {self.uid}; "
                 f"rebuild it (FORCE=1 sandbox/images/build_base_image.sh, then any suite image)"
             )
+        made_by = _environment_python(self.environment)
+        image_python = (image.labels or {}).get(PYTHON_LABEL)
+        if made_by and image_python and made_by != image_python:
+            raise SandboxError(
+                f"environment {self.environment} was made by Python {made_by}, but image {self.image} has Python "
+                f"{image_python}: build the environment with the image's interpreter, or use the bubblewrap backend"
+            )
         self._prepare_workspace()
         if self.name:  # a random name (no name given) cannot be left over from a crashed worker
             self._remove_container()
@@ -153,7 +165,7 @@ class DockerSandbox(Sandbox):
                 security_opt=["no-new-privileges"],
                 read_only=True,
                 tmpfs={"/tmp": f"rw,nosuid,nodev,size={self.limits.tmp_mb}m,mode=1777"},
-                volumes={str(self.workspace): {"bind": WORKSPACE_MOUNT, "mode": "rw"}},
+                mounts=self._mounts(),
                 mem_limit=f"{self.limits.memory_mb}m",
                 memswap_limit=f"{self.limits.memory_mb}m",
                 pids_limit=self.limits.pids,
@@ -169,6 +181,16 @@ class DockerSandbox(Sandbox):
             self._remove_container()
             raise SandboxError(f"cannot start container {self.container_name}: {error}") from error
         self._pids_file = _pids_file(self._container)
+
+    def _mounts(self) -> list[Mount]:
+        """The workspace, read-write; the environment at its own path (its venv names that path and
+        /usr/bin/python3, which the image has too) and the data files, read-only."""
+        mounts = [Mount(WORKSPACE_MOUNT, str(self.workspace), type="bind")]
+        if self.environment is not None:
+            mounts.append(Mount(str(self.environment), str(self.environment), type="bind", read_only=True))
+        for name, path in sorted(self.data.items()):
+            mounts.append(Mount(f"{DATA_MOUNT}/{name}", str(path), type="bind", read_only=True))
+        return mounts
 
     @property
     def _fsize(self) -> int:
@@ -310,6 +332,21 @@ class DockerSandbox(Sandbox):
             if time.monotonic() > deadline:
                 return 137
             time.sleep(0.01)
+
+
+def _environment_python(environment) -> str | None:
+    """The Python version a venv was made by (its pyvenv.cfg's `version`), None when not known."""
+    if environment is None:
+        return None
+    try:
+        lines = (environment / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() in ("version", "version_info"):
+            return value.strip()
+    return None
 
 
 def _pids_file(container) -> str | None:

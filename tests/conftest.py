@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from runs.agents.llm import pricing
-from tests.support import import_builtin_suite, redis_test_client, redis_test_url, require
+from tests.support import TINY_REQUIREMENT, import_builtin_suite, redis_test_client, redis_test_url, require
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
@@ -65,6 +65,35 @@ def workspace_root(tmp_path, settings) -> Path:
     settings.WORKSPACE_ROOT = root
     settings.SANDBOX_BACKEND = "bubblewrap"
     return root
+
+
+@pytest.fixture(scope="session")
+def built_environment():
+    """(root, path) of one tiny environment (TINY_REQUIREMENT) built once for the whole session,
+    under a root the sandbox uid can reach (a 0700 pytest-of-root is not)."""
+    import shutil
+    import tempfile
+
+    from sandbox.environments import Declaration, environment_build
+
+    root = Path(tempfile.mkdtemp(prefix="autoexperiment-environments-"))
+    os.chmod(root, 0o755)
+    path, _ = environment_build(root, Declaration(requirements=(TINY_REQUIREMENT,)))
+    yield root, path
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def data_cache(settings) -> Path:
+    """This test's own DATA_CACHE_ROOT, which the sandbox uid can reach."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="autoexperiment-data-"))
+    os.chmod(root, 0o755)
+    settings.DATA_CACHE_ROOT = root
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -14,6 +14,10 @@ import pytest
 
 BUILTIN_SUITE_DIR = Path(__file__).resolve().parents[1] / "runs" / "suites" / "builtin"
 
+# A pure-Python package on this machine's local index (/opt/pypi), so building an environment of it
+# needs no network (tests' conftest.built_environment).
+TINY_REQUIREMENT = "six==1.17.0"
+
 
 def require(condition: bool, how_to_fix: str) -> None:
     """Fail in CI, where every component must be there; skip elsewhere, saying how to install it."""

@@ -62,6 +62,11 @@ SMOKES = [
     *[Smoke("bench_sandbox.py", ("--runs", "1", "--backend", backend), backends=(backend,), redis_db=False, figures=(
         rf"^{backend}\s+{MS}\s+{MS}\s+{MS}" + (r"\s+storage driver \S+" if backend == "docker" else ""),
     )) for backend in ("bubblewrap", "docker")],
+    Smoke("bench_environment.py", ("--runs", "1", "--backend", "bubblewrap"), backends=("bubblewrap",), redis_db=False,
+          figures=(
+              rf"^environment of six==1\.17\.0: cold build {NUMBER} s, warm \(already built\) {MS}",
+              rf"^import six: bare {MS}   bubblewrap {MS}",
+          )),
     Smoke("bench_explore.py", ("--attempts", "200", "--steps", "3", "--systems", "8", "--requests", "1"), figures=(
         rf"^  200 attempts across 8 systems in {NUMBER} s",
         rf"^  600 steps of {NUMBER} characters on average; \"cuda device-side assert\" in 5 of them, Traceback in {NUMBER}",

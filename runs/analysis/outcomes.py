@@ -16,7 +16,7 @@ from django.db.models import Case, CharField, F, Value, When
 from runs.models import Attempt
 
 # The failure labels that say the attempt's result is not the model's (whatever re-execution found).
-_NOT_THE_MODELS = (Attempt.MODEL_PROVIDER, Attempt.INFRASTRUCTURE)
+_NOT_THE_MODELS = (Attempt.MODEL_PROVIDER, Attempt.NOT_PREPARED, Attempt.INFRASTRUCTURE)
 # The failure labels that say the agent gave no usable answer.
 _NO_USABLE_ANSWER = (Attempt.BUDGET_EXHAUSTED, Attempt.NO_ANSWER, Attempt.UNPARSEABLE_ANSWER)
 
@@ -106,7 +106,7 @@ def outcome_from(values: dict, attempt: Any = None) -> str:
 
 def shown_outcome_expression() -> Case:
     """The outcome to show for an attempt, as an ORM expression: a done attempt's outcome, an
-    errored attempt's failure label (infrastructure or model_provider), "" otherwise."""
+    errored attempt's failure label (infrastructure, model_provider, not_prepared), "" otherwise."""
     return Case(
         When(status=Attempt.ERROR, then=F("failure_label")),
         When(status=Attempt.DONE, then=F("outcome")),

@@ -15,7 +15,9 @@ attempt was recovered meanwhile writes nothing. Infrastructure failures (sandbox
 bugs, dead workers) are re-queued up to `ATTEMPT_MAX_INFRA_RETRIES` times, then end as status
 `error` labelled `infrastructure`; they are never the model's result. A model provider failure
 (status `error`, label `model_provider`) is not retried automatically: an outage or a missing key
-would only burn the retries; `run_retry_failed` re-queues both kinds.
+would only burn the retries; `run_retry_failed` re-queues both kinds. Nor is an attempt of a paper
+whose environment or data files this worker lacks (status `error`, label `not_prepared`, the message
+naming `manage.py build_environment`): checked before anything is built or any model called.
 """
 
 from __future__ import annotations
@@ -59,9 +61,10 @@ from runs.evaluation.workdirs import (
     remove_tree,
 )
 from runs.models import Attempt, Run
+from runs.suites.environments import NotPrepared, paper_provisions, paper_sandbox
 from runs.suites.selectors import SampleTask, sample_task
 from runs.suites.services import workspace_build
-from sandbox import SandboxError, open_sandbox
+from sandbox import SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +102,18 @@ def _result_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
             },
             timings={},
         )
+    except NotPrepared as missing:
+        # Not retried either: no retry builds an environment; the message names the command that does
+        # (run_retry_failed re-queues the attempt once it has run).
+        result = _Result(
+            fields={
+                "status": Attempt.ERROR,
+                "exit_message": str(missing),
+                "failure_label": Attempt.NOT_PREPARED,
+                "failure_detail": str(missing),
+            },
+            timings={},
+        )
     fields = {
         **result.fields,
         "finished_at": timezone.now(),
@@ -128,6 +143,9 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
     backend = attempt_sandbox_backend(run)
     timings: dict[str, float] = {}
     total_started = time.monotonic()
+    # Before anything is built or any model called: a worker without the paper's environment or data
+    # says so at once (NotPrepared), rather than failing in its sandbox and burning the retries.
+    paper_provisions(sample.paper, backend=backend)
 
     workspace = attempt_workspace_dir(attempt.pk, attempt.tries)
     trajectory_path = attempt_trajectory_path(attempt.pk, attempt.tries)
@@ -149,10 +167,11 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
 
     started = time.monotonic()
     try:
-        sandbox = open_sandbox(
-            backend, workspace, name=attempt_sandbox_name(attempt.pk, attempt.tries), image=sandbox_image(backend)
+        sandbox = paper_sandbox(
+            sample.paper, backend=backend, workspace=workspace, name=attempt_sandbox_name(attempt.pk, attempt.tries),
+            image=sandbox_image(backend),
         )
-    except SandboxError as error:
+    except (SandboxError, NotPrepared) as error:  # NotPrepared: unprepared since the check above
         raise InfrastructureFailure(f"sandbox could not be opened: {error}") from error
     timings["sandbox_open"] = time.monotonic() - started
 

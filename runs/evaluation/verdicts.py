@@ -45,10 +45,11 @@ from runs.evaluation.claims import InfrastructureFailure
 from runs.evaluation.workdirs import remove_tree
 from runs.limits import patch_problem, trajectory_limits
 from runs.models import Attempt, Experiment, HeldOutCheck, Sample, Suite
+from runs.suites.environments import NotPrepared, paper_sandbox
 from runs.suites.gold import scoring_tolerances
 from runs.suites.selectors import SampleTask, experiment_spec, held_out_spec, sample_held_out_checks, sample_task
 from runs.suites.services import workspace_build
-from sandbox import SandboxError, fs, open_sandbox
+from sandbox import SandboxError, fs
 
 LIMIT_EXITS = (STEP_LIMIT, TIME_LIMIT, COST_LIMIT)
 
@@ -414,8 +415,10 @@ def reexecute(
     held_out_passed = held_out_scores = None
     started = time.monotonic()
     try:
-        sandbox = open_sandbox(backend, dest, name=name, image=sandbox_image(backend))
-    except SandboxError as error:
+        sandbox = paper_sandbox(sample.paper, backend=backend, workspace=dest, name=name, image=sandbox_image(backend))
+    except (SandboxError, NotPrepared) as error:
+        # NotPrepared: an attempt's harness checked before its agent ran; a submission's re-execution
+        # or a transplant is retried after the back-off, time for the operator to prepare the paper.
         raise InfrastructureFailure(f"re-execution sandbox could not be opened: {error}") from error
     timings["sandbox_open"] = time.monotonic() - started
     try:

@@ -104,6 +104,8 @@ class Attempt(ClaimedWork):
 
     INFRASTRUCTURE = "infrastructure"
     MODEL_PROVIDER = "model_provider"
+    # The paper's environment or data files are not prepared on this worker: nothing ran, not retried.
+    NOT_PREPARED = "not_prepared"
     BUDGET_EXHAUSTED = "budget_exhausted"
     NO_ANSWER = "no_answer"
     UNPARSEABLE_ANSWER = "unparseable_answer"
@@ -111,6 +113,7 @@ class Attempt(ClaimedWork):
     FAILURE_LABELS = [
         (INFRASTRUCTURE, "Sandbox or worker failure"),
         (MODEL_PROVIDER, "Model provider error"),
+        (NOT_PREPARED, "Environment or data not prepared"),
         (BUDGET_EXHAUSTED, "Budget exhausted"),
         (NO_ANSWER, "No answer"),
         (UNPARSEABLE_ANSWER, "Unparseable answer"),
@@ -136,6 +139,7 @@ class Attempt(ClaimedWork):
         (GOLD_LITERAL, "Hard-codes a gold number"),
         (PATCH_TOO_LARGE, "Final patch over the limits"),
         (MODEL_PROVIDER, "Model provider error"),
+        (NOT_PREPARED, "Environment or data not prepared"),
         (INFRASTRUCTURE, "Sandbox or worker failure"),
     ]
 

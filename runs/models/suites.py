@@ -29,6 +29,9 @@ class Suite(models.Model):
     # Whether everyone may read the gold bodies beside an agent's implementations on the replay
     # (staff always may): declared by the suite (suite.json "gold_public"); never for upstream suites.
     gold_public = models.BooleanField(default=False, help_text="Its gold code is public: replays show it to everyone.")
+    # What its papers' sandboxes run with (runs.suites.environments): {"requirements": [...],
+    # "debian_packages": [...]}; null: the host's /usr (bubblewrap) or the base image (Docker).
+    environment = models.JSONField(null=True, blank=True, help_text="Declared environment of every paper without its own.")
     imported_at = models.DateTimeField(auto_now=True)
 
     def __str__(self):
@@ -42,6 +45,14 @@ class Paper(models.Model):
     text = models.TextField(blank=True, help_text="The paper without its numeric results.")
     code_dir = models.CharField(max_length=1000, blank=True, help_text="Gold codebase; empty when none was found.")
     source_url = models.URLField(max_length=500, blank=True)
+    environment = models.JSONField(null=True, blank=True, help_text="Declared environment; replaces the suite's (no merge).")
+    data = models.JSONField(
+        default=list, blank=True, help_text='Declared data files: [{"name", "source", "sha256", "size"}], at /data/<name>.'
+    )
+    GPU_NONE, GPU_OPTIONAL, GPU_REQUIRED = "none", "optional", "required"
+    GPU_CHOICES = [(GPU_NONE, "needs no GPU"), (GPU_OPTIONAL, "may use a GPU"), (GPU_REQUIRED, "needs a GPU")]
+    gpu = models.CharField(max_length=10, choices=GPU_CHOICES, default=GPU_NONE)
+    gpus = models.PositiveSmallIntegerField(default=1, help_text="GPUs one attempt uses when it gets any.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["suite", "paper_id"], name="unique_paper_per_suite")]

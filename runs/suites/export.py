@@ -5,7 +5,10 @@ An export directory holds
   description, command and answer format), taken from the task.json the harness writes; never gold;
 - `samples/<sample_id>.tar.gz`: the sample's workspace exactly as the harness builds it
   (`workspace_build`), under a top directory named after the sample;
-- `README.md`: the task, the answer format and the upload format.
+- `README.md`: the task, the answer format and the upload format;
+- `data/<paper_id>/<name>`: the papers' declared data files up to EXPORT_DATA_MAX_BYTES each (the
+  sandboxes bind them at /data/<name>); every data file, larger ones too, is listed in the manifest
+  with its source, sha256 and size.
 
 Archives are deterministic (sorted members, fixed times and owners, gzip time 0), so the same suite
 version exports the same bytes, and the download cache (`task_archive_cached`) can be rebuilt at any
@@ -22,13 +25,21 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
+
+from runs.benchmark.datafiles import DataError, DataFile, cached, data_fetch, is_url
 from runs.benchmark.workspace import CONTEXT_CONDITIONS, WorkspaceError
-from runs.models import Sample, Suite
+from runs.models import Paper, Sample, Suite
+from runs.suites.environments import paper_needs
 from runs.suites.services import samples_ensure, workspace_build
 
 MANIFEST = "manifest.jsonl"
 README = "README.md"
 SAMPLES_DIR = "samples"
+DATA_DIR = "data"
+# Data files up to this size travel in the export; larger ones are listed (source, sha256, size) for
+# the submitter to fetch: a 1 MiB file is a few percent of a typical sample archive's download.
+EXPORT_DATA_MAX_BYTES = 1 << 20
 # Every member's modification time: 2000-01-01, a fixed point (0 makes some tools warn about 1970).
 ARCHIVE_MTIME = 946684800
 
@@ -69,6 +80,7 @@ def tasks_export(*, suite: Suite, n_values: list[int], context: str, dest: Path,
     (dest / SAMPLES_DIR).mkdir(parents=True, exist_ok=True)
     notes = []
     manifest_lines = []
+    data = {paper.pk: _paper_data(paper, dest, notes) for paper in {sample.paper for sample in samples}}
     with tempfile.TemporaryDirectory(prefix="export-") as scratch:
         for sample in samples:
             workspace = Path(scratch) / sample.sample_id
@@ -78,12 +90,42 @@ def tasks_export(*, suite: Suite, n_values: list[int], context: str, dest: Path,
                 raise ExportError(f"sample {sample.sample_id}: {error}") from None
             notes.extend(f"{sample.sample_id}: {note}" for note in built.notes)
             task = json.loads((workspace / "task.json").read_text(encoding="utf-8"))
-            manifest_lines.append(json.dumps(_manifest_line(sample, task), sort_keys=True))
+            manifest_lines.append(json.dumps({**_manifest_line(sample, task), "data": data[sample.paper.pk]}, sort_keys=True))
             (dest / sample_archive_name(sample.sample_id)).write_bytes(directory_tar_gz(workspace, top=sample.sample_id))
             shutil.rmtree(workspace)
     (dest / MANIFEST).write_text("\n".join(manifest_lines) + "\n", encoding="utf-8")
     (dest / README).write_text(_readme(suite, n_values, context, upload_format), encoding="utf-8")
     return ExportSummary(dest=dest, samples=len(samples), notes=notes)
+
+
+def _paper_data(paper: Paper, dest: Path, notes: list[str]) -> list[dict]:
+    """The manifest's entries of the paper's data files; the small ones are copied into the export
+    (from this machine's data cache, filled from the suite's own copy when it has one: an export
+    never downloads)."""
+    entries = []
+    for file in paper_needs(paper).data:
+        path = None
+        if file.size <= EXPORT_DATA_MAX_BYTES:
+            path = _cached_or_local(file, paper, notes)
+        relative = f"{DATA_DIR}/{paper.paper_id}/{file.name}" if path is not None else None
+        if path is not None:
+            (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest / relative)
+            os.chmod(dest / relative, 0o644)
+        entries.append({**file.as_entry(), "file": relative})
+    return entries
+
+
+def _cached_or_local(file: DataFile, paper: Paper, notes: list[str]) -> Path | None:
+    path = cached(settings.DATA_CACHE_ROOT, file)
+    if path is not None or is_url(file.source):
+        if path is None:
+            notes.append(f"{paper.paper_id}: data file {file.name} is not fetched here; listed with its URL only")
+        return path
+    try:
+        return data_fetch(settings.DATA_CACHE_ROOT, file, where=f"paper {paper.paper_id}")[0]
+    except DataError as error:
+        raise ExportError(str(error)) from None
 
 
 def _manifest_line(sample: Sample, task: dict) -> dict:
@@ -123,6 +165,13 @@ def _readme(suite: Suite, n_values: list[int], context: str, upload_format: str)
             "under `code/`, `TASK.md` and `task.json` (the task), `refsol.sh` (every experiment's",
             "command; run them from `code/`) and `paper.md` unless the context is `none`.",
             "This is byte for byte the workspace the site's own agents are given.",
+            "",
+            "## Data files",
+            "",
+            "A sample's `data` lists the files its paper's code reads from `/data/<name>` (read-only in the",
+            "site's sandboxes): `name`, `source` (a URL, or a path in the suite), `sha256` and `size`.",
+            f"Files up to {EXPORT_DATA_MAX_BYTES // 2**20} MiB are in this export at `file`",
+            f"(`{DATA_DIR}/<paper_id>/<name>`); fetch larger ones from their source and check their sha256.",
             "",
             "## Answer format",
             "",

@@ -41,8 +41,8 @@ from runs.benchmark.stability import (
 )
 from runs.benchmark.workspace import CODE_DIR, ExperimentSpec, WorkspaceSpec, build_workspace
 from runs.models import Experiment, Function, HeldOutCheck, Paper, Suite
+from runs.suites.environments import NotPrepared, paper_provisions, paper_sandbox
 from runs.suites.selectors import experiment_spec, gold_workspace_spec, held_out_spec
-from sandbox import open_sandbox
 
 Progress = Callable[[str], None]
 
@@ -99,7 +99,22 @@ def _paper_sandbox(paper: Paper, scratch: Path, backend: str, *, repeat: int = 1
     workspace's spec, when read already (gold_workspace_spec queries the database)."""
     workspace = scratch / f"{paper.paper_id}-{repeat}"
     build_workspace(spec or gold_workspace_spec(paper=paper), workspace)
-    return workspace, open_sandbox(backend, workspace, name=f"suite-check-{paper.paper_id}-{repeat}")
+    try:
+        return workspace, paper_sandbox(paper, backend=backend, workspace=workspace, name=f"suite-check-{paper.paper_id}-{repeat}")
+    except NotPrepared as error:
+        raise GoldError(str(error)) from None
+
+
+def _papers_prepared(papers: list[Paper], backend: str) -> None:
+    """Refuse, before anything runs, a suite whose papers' environments or data this machine lacks."""
+    missing = []
+    for paper in papers:
+        try:
+            paper_provisions(paper, backend=backend)
+        except NotPrepared as error:
+            missing.append(str(error))
+    if missing:
+        raise GoldError("the suite is not prepared on this machine:\n" + "\n".join(missing))
 
 
 def _gold_pass(paper: Paper, experiments: list[GoldTarget], scratch: Path, backend: str, *, repeat: int,
@@ -118,8 +133,10 @@ def _gold_runs(suite: Suite, backend: str, repeats: int, environments: dict[str,
     each of `repeats` passes (a fresh workspace and sandbox per paper and pass, so no run sees
     another's files)."""
     runs = []
+    papers = list(suite.papers.exclude(code_dir="").select_related("suite").order_by("paper_id"))
+    _papers_prepared(papers, backend)
     with tempfile.TemporaryDirectory(prefix="make-gold-") as scratch:
-        for paper in suite.papers.exclude(code_dir="").order_by("paper_id"):
+        for paper in papers:
             experiments = _paper_targets(paper)
             passes = [
                 _gold_pass(paper, experiments, Path(scratch), backend, repeat=repeat,
@@ -572,7 +589,9 @@ def suite_validate(
     if jobs < 1:
         raise GoldError(f"validate_suite needs at least 1 job, got {jobs}")
     report = ValidationReport(policy=suite.unstable_policy)
-    plans = [_paper_plan(paper) for paper in suite.papers.exclude(code_dir="").order_by("paper_id")]
+    papers = list(suite.papers.exclude(code_dir="").select_related("suite").order_by("paper_id"))
+    _papers_prepared(papers, backend)
+    plans = [_paper_plan(paper) for paper in papers]
     with tempfile.TemporaryDirectory(prefix="validate-suite-") as scratch:
         def validate(plan: _PaperPlan) -> _PaperValidation:
             return _paper_validate(plan, Path(scratch), backend, mutants_per_function, seed, repeats, progress)

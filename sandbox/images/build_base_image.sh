@@ -51,6 +51,10 @@ rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
   "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
   "$rootfs"/usr/share/locale/*
 
+# Environments (sandbox/environments.py) are venvs of the host's /usr/bin/python3: the Docker
+# backend refuses one made by another version than the image's, which this label records.
+python_version="$(chroot "$rootfs" /usr/bin/python3 -c 'import platform; print(platform.python_version())')"
+
 echo "Importing $name"
 # Import untagged and tag only once the image works: a failed tar must not leave an empty image
 # under NAME, which would make the next run skip the build.
@@ -62,6 +66,7 @@ image_id="$(tar --numeric-owner -C "$rootfs" -c . | docker import \
   --change 'CMD ["sleep", "infinity"]' \
   --change 'LABEL org.autoexperiment.sandbox=base' \
   --change "LABEL org.autoexperiment.sandbox-uid=$uid" \
+  --change "LABEL org.autoexperiment.python=$python_version" \
   -)"
 if ! docker run --rm --network none "$image_id" python3 -c "import numpy" >/dev/null; then
   docker rmi "$image_id" >/dev/null || true

@@ -223,3 +223,32 @@ def test_a_private_suites_tasks_are_for_staff_only(builtin, client, tmp_path, se
     staff = Client()
     staff.force_login(make_user(is_staff=True))
     assert staff.get(url).status_code == 200 and url in staff.get(suite_page).content.decode()
+
+
+def test_an_export_lists_the_data_files_and_carries_the_small_ones(tmp_path, native_suite_writer, native_paper, data_cache):
+    import hashlib
+
+    from runs.suites.export import EXPORT_DATA_MAX_BYTES
+    from runs.suites.importers.native import import_native_suite
+
+    small = b"1,2,3\n"
+    native_paper["data"] = [
+        {"name": "small.csv", "source": "data/small.csv", "sha256": hashlib.sha256(small).hexdigest(), "size": len(small)},
+        {"name": "large.npz", "source": "https://example.org/large.npz", "sha256": "a" * 64,
+         "size": EXPORT_DATA_MAX_BYTES + 1},
+    ]
+    root = native_suite_writer(tmp_path / "toy", paper=native_paper)
+    (root / "toy-paper" / "data").mkdir()
+    (root / "toy-paper" / "data" / "small.csv").write_bytes(small)
+    suite, _ = import_native_suite(root)
+
+    summary = tasks_export(suite=suite, n_values=[1], context="full", dest=tmp_path / "export", upload_format="")
+
+    lines = [json.loads(line) for line in (summary.dest / "manifest.jsonl").read_text().splitlines()]
+    assert all(line["data"] == [
+        {**native_paper["data"][0], "file": "data/toy-paper/small.csv"},
+        {**native_paper["data"][1], "file": None},
+    ] for line in lines)
+    assert (summary.dest / "data" / "toy-paper" / "small.csv").read_bytes() == small
+    assert not (summary.dest / "data" / "toy-paper" / "large.npz").exists()  # never downloaded by an export
+    assert "Files up to 1 MiB are in this export" in (summary.dest / "README.md").read_text()

@@ -4,9 +4,14 @@ Layout::
 
     <suite>/suite.json          {"name", "version", "description", "papers": ["<paper dir>", ...],
                                  optional "unstable_policy": "widen" (default) or "exclude",
-                                 optional "gold_public": false (default) or true}
+                                 optional "gold_public": false (default) or true,
+                                 optional "environment": {"requirements": ["name==version", ...],
+                                                          "debian_packages": [...]}}
     <suite>/<paper>/paper.md    "# Title" on the first line; the whole file is the paper text
-    <suite>/<paper>/paper.json  {"id", "title", "functions": [...], "experiments": [...]}
+    <suite>/<paper>/paper.json  {"id", "title", "functions": [...], "experiments": [...],
+                                 optional "environment" (replaces the suite's, no merge),
+                                 optional "data": [{"name", "source", "sha256", "size"}],
+                                 optional "gpu": "none" (default), "optional" or "required", "gpus": 1}
     <suite>/<paper>/gold.json   optional, written by `make_gold`: {"results": {...}, "spread": {...},
                                  "repeats": N, "spreads": {id: {key: {"min", "max"}}}, "unstable": [ids],
                                  "held_out": {id: {variant id: {"result", "spread", "spreads", "unstable"}}}}
@@ -37,6 +42,7 @@ from pathlib import Path
 from django.db import transaction
 from pydantic import BaseModel, ValidationError
 
+from runs.benchmark.datafiles import file_sha256, is_url
 from runs.benchmark.json_objects import read_object
 from runs.benchmark.masking import MaskingError, locate_function
 from runs.benchmark.scoring import as_number, flatten_numbers
@@ -58,6 +64,8 @@ from runs.suites.importers.common import (
 )
 from runs.suites.importers.schema import (
     TOLERANCE,
+    DataEntry,
+    EnvironmentEntry,
     ExperimentEntry,
     FunctionEntry,
     GoldFile,
@@ -168,6 +176,10 @@ class _PaperSpec:
     code_dir: str
     functions: list[_FunctionSpec] = field(default_factory=list)
     experiments: list[_ExperimentSpec] = field(default_factory=list)
+    environment: dict | None = None
+    data: list[dict] = field(default_factory=list)
+    gpu: str = Paper.GPU_NONE
+    gpus: int = 1
 
 
 @dataclass
@@ -178,6 +190,7 @@ class _SuiteSpec:
     root: str
     unstable_policy: str
     gold_public: bool = False
+    environment: dict | None = None
     papers: list[_PaperSpec] = field(default_factory=list)
 
 
@@ -480,10 +493,52 @@ def _check_paper(suite_dir: Path, directory: str, *, suite_name: str, problems: 
                                      file=file, problems=problems)
     _check_gold(paper_dir / "gold.json", file=f"{directory}/gold.json", experiments=experiments,
                 suite_name=suite_name, problems=problems, report=report)
+    environment = _check_environment(values.get("environment"), file=file, problems=problems)
+    data = _check_data(values.get("data", []), paper_dir=paper_dir, suite_dir=suite_dir, file=file, problems=problems)
     if "id" not in values or "title" not in values:
         return None
     return _PaperSpec(directory=directory, paper_id=values["id"], title=values["title"], text=text,
-                      code_dir=str(code_dir.resolve()), functions=functions, experiments=experiments)
+                      code_dir=str(code_dir.resolve()), functions=functions, experiments=experiments,
+                      environment=environment, data=data, gpu=values.get("gpu", Paper.GPU_NONE),
+                      gpus=values.get("gpus", 1))
+
+
+def _check_environment(raw, *, file: str, problems: _Problems) -> dict | None:
+    """The declared environment as stored ({"requirements", "debian_packages"}), None when none is."""
+    if raw is None:
+        return None
+    values = _read_object(raw, EnvironmentEntry, file=file, path="environment", problems=problems)
+    if not values or len(values) != len(EnvironmentEntry.model_fields):
+        return None
+    return {"requirements": values["requirements"], "debian_packages": values["debian_packages"]}
+
+
+def _check_data(raw: list, *, paper_dir: Path, suite_dir: Path, file: str, problems: _Problems) -> list[dict]:
+    """The declared data files; a local source must be a file inside the suite (what it holds is
+    checked when it is fetched, runs.suites.data)."""
+    entries = []
+    for index, item in enumerate(raw):
+        path = f"data[{index}]"
+        values = _read_object(item, DataEntry, file=file, path=path, problems=problems)
+        if not values or len(values) != len(DataEntry.model_fields):
+            continue
+        if not is_url(values["source"]):
+            local = (paper_dir / values["source"]).resolve()
+            if not local.is_relative_to(suite_dir.resolve()):
+                problems.add(file, f"{path}.source", "leads outside the suite (through a symbolic link)")
+                continue
+            if not local.is_file():
+                problems.add(file, f"{path}.source", f"no file {values['source']} in {paper_dir.name}/")
+                continue
+            # The suite's own copy is checked now, so a stale hash is the author's error at import,
+            # not every worker's at fetch time.
+            size, digest = local.stat().st_size, file_sha256(local)
+            if (size, digest) != (values["size"], values["sha256"]):
+                problems.add(file, path, f"{values['source']} has {size} bytes with sha256 {digest}, but "
+                             f"{values['size']} bytes with sha256 {values['sha256']} are declared")
+                continue
+        entries.append({key: values[key] for key in ("name", "source", "sha256", "size")})
+    return entries
 
 
 def _check_suite(suite_dir: Path, *, report: ImportReport) -> _SuiteSpec:
@@ -496,7 +551,8 @@ def _check_suite(suite_dir: Path, *, report: ImportReport) -> _SuiteSpec:
     name = values.get("name", suite_dir.name)
     spec = _SuiteSpec(name=name, version=values.get("version", ""), description=values.get("description", ""),
                       root=str(suite_dir.resolve()), unstable_policy=values.get("unstable_policy", Suite.WIDEN),
-                      gold_public=values.get("gold_public", False))
+                      gold_public=values.get("gold_public", False),
+                      environment=_check_environment(values.get("environment"), file="suite.json", problems=problems))
     seen: dict[str, str] = {}
     for directory in values["papers"]:
         paper = _check_paper(suite_dir, directory, suite_name=name, problems=problems, report=report)
@@ -524,7 +580,8 @@ def _raise(suite_dir: Path, problems: _Problems):
 def _write_paper(suite: Suite, spec: _PaperSpec, *, report: ImportReport) -> None:
     file = f"{spec.directory}/paper.json"
     paper = upsert(Paper, lookup={"suite": suite, "paper_id": spec.paper_id}, report=report, kind="paper",
-                   values={"title": spec.title, "text": spec.text, "code_dir": spec.code_dir, "source_url": ""})
+                   values={"title": spec.title, "text": spec.text, "code_dir": spec.code_dir, "source_url": "",
+                           "environment": spec.environment, "data": spec.data, "gpu": spec.gpu, "gpus": spec.gpus})
     functions = {}
     for function in spec.functions:
         functions[function.func_id] = upsert(
@@ -555,6 +612,15 @@ def _write_paper(suite: Suite, spec: _PaperSpec, *, report: ImportReport) -> Non
                             where=f"{file}: experiments")
 
 
+def native_suite_read(path: Path) -> _SuiteSpec:
+    """The suite in directory `path`, checked as an import checks it, without writing anything
+    (preparing a suite's environments before it is imported). Raises SuiteFormatError."""
+    suite_dir = Path(path)
+    if not suite_dir.is_dir():
+        raise SuiteFormatError(f"{suite_dir}: not a directory")
+    return _check_suite(suite_dir, report=ImportReport())
+
+
 def import_native_suite(path: Path) -> tuple[Suite, ImportReport]:
     """Import (or re-import) the suite in directory `path`; return the suite and what was done.
 
@@ -572,7 +638,8 @@ def import_native_suite(path: Path) -> tuple[Suite, ImportReport]:
         suite = upsert(Suite, lookup={"name": spec.name}, report=report, kind="suite",
                        values={"version": spec.version, "description": spec.description,
                                "source_format": Suite.NATIVE, "gold_root": spec.root,
-                               "unstable_policy": spec.unstable_policy, "gold_public": spec.gold_public})
+                               "unstable_policy": spec.unstable_policy, "gold_public": spec.gold_public,
+                               "environment": spec.environment})
         for paper in spec.papers:
             _write_paper(suite, paper, report=report)
         delete_gone_papers(suite=suite, keep={paper.paper_id for paper in spec.papers}, report=report,

@@ -14,9 +14,11 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from runs.benchmark.datafiles import DATA_NAME, SHA256, data_source_problem
 from runs.benchmark.json_objects import refused_as
 from runs.benchmark.text import json_type
 from runs.models import Experiment, Function, Paper, Suite
+from sandbox.environments import debian_package_problem, requirement_problem
 
 # PositiveIntegerField is a 32-bit integer in Postgres; a larger id would crash the write.
 MAX_ID = 2**31 - 1
@@ -97,6 +99,73 @@ class _Object(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
+def _entries_checked(problem_of, what: str):
+    """An AfterValidator refusing a list whose entries `problem_of` finds fault with, naming each."""
+
+    def check(value: list[str]) -> list[str]:
+        bad = [f"{entry!r} {problem}" for entry in value if (problem := problem_of(entry))]
+        if bad:
+            raise PydanticCustomError(what, "{bad}", {"bad": "; ".join(bad)})
+        if len(set(value)) != len(value):
+            raise PydanticCustomError("duplicate", "lists an entry more than once")
+        return value
+
+    return AfterValidator(check)
+
+
+Strings = Annotated[list[str], refused_as(lambda value: f"expected an array of strings, got {json_type(value)}")]
+
+
+class EnvironmentEntry(_Object):
+    """suite.json's or paper.json's "environment": what the sandboxes of its papers run with
+    (runs.suites.environments). Absent: the host's /usr (bubblewrap) or the base image (Docker)."""
+
+    requirements: Annotated[Strings, _entries_checked(requirement_problem, "requirement")] = Field(
+        default_factory=list, description='Python packages, each pinned exactly: "name==version" (extras allowed).'
+    )
+    debian_packages: Annotated[Strings, _entries_checked(debian_package_problem, "debian_package")] = Field(
+        default_factory=list, description="Debian packages installed on the host (bubblewrap only)."
+    )
+
+
+def _source_checked(value: str) -> str:
+    if problem := data_source_problem(value):
+        raise PydanticCustomError("source", "{problem}", {"problem": problem})
+    return value
+
+
+class DataEntry(_Object):
+    """One of paper.json's "data" files: fetched once into the data cache (runs.suites.data), checked,
+    and bound read-only at /data/<name> in every sandbox of the paper."""
+
+    name: Annotated[
+        str,
+        Field(pattern=DATA_NAME.pattern, max_length=200),
+        refused_as(lambda value: f"{value!r} is not a plain file name (letters, digits, '.', '-', '_')"),
+    ]
+    source: Annotated[String, AfterValidator(_source_checked)] = Field(
+        description="An http(s) URL, or a path relative to the paper's directory (inside the suite)."
+    )
+    sha256: Annotated[
+        str, Field(pattern=SHA256.pattern), refused_as(lambda value: f"expected 64 lowercase hex digits, got {value!r}")
+    ]
+    size: Annotated[
+        int, Field(ge=0), refused_as(lambda value: f"expected the file's size in bytes (an integer >= 0), got {value!r}")
+    ]
+
+
+def _data_names_once(value: list) -> list:
+    names = [item.get("name") for item in value if isinstance(item, dict)]
+    if len(set(names)) != len(names):
+        raise PydanticCustomError("duplicate", "names a file more than once: {names}", {"names": repr(names)})
+    return value
+
+
+Environment = Annotated[
+    dict[str, Any] | None, refused_as(lambda value: f"expected an object (requirements, debian_packages), got {json_type(value)}")
+]
+
+
 class SuiteFile(_Object):
     """suite.json"""
 
@@ -119,6 +188,7 @@ class SuiteFile(_Object):
     ] = Field(
         default=False, description="The gold code is public (replays show it beside agents' code to everyone; Suite.gold_public)."
     )
+    environment: Environment = Field(default=None, description="Every paper's environment (EnvironmentEntry) unless it declares its own.")
 
 
 class PaperFile(_Object):
@@ -133,6 +203,17 @@ class PaperFile(_Object):
     title: Annotated[Text, Field(max_length=_column(Paper, "title"))] = Field(description='As paper.md\'s "# Title" line.')
     functions: Array = Field(description="The functions a sample may mask (FunctionEntry).")
     experiments: Array = Field(description="The experiments the agent runs (ExperimentEntry).")
+    environment: Environment = Field(default=None, description="Replaces the suite's environment (EnvironmentEntry), no merge.")
+    data: Annotated[Array, AfterValidator(_data_names_once)] = Field(
+        default_factory=list, description="Data files (DataEntry), at /data/<name> in the paper's sandboxes."
+    )
+    gpu: Annotated[
+        Literal["none", "optional", "required"],
+        refused_as(lambda value: f'expected "none", "optional" or "required", got {value!r}'),
+    ] = Field(default=Paper.GPU_NONE, description="Whether its experiments need a GPU, may use one, or need none.")
+    gpus: Annotated[
+        int, Field(ge=1, le=64), refused_as(lambda value: f"expected a number of GPUs from 1 to 64, got {value!r}")
+    ] = Field(default=1, description="How many GPUs one attempt uses when it gets any.")
 
 
 class FunctionEntry(_Object):
