@@ -82,35 +82,48 @@ def waiting_counts() -> dict[str, int] | None:
         return None
 
 
+def _queue_state(name: str, client: redis.Redis) -> tuple[int, int, float | None]:
+    """(jobs queued, live workers listening, age in seconds of the oldest job or None) of queue `name`."""
+    queue = Queue(name, connection=client)
+    queued = queue.count
+    workers, _ = workers_listening(queue)
+    oldest_age = None
+    if queued:
+        jobs = Job.fetch_many(queue.get_job_ids(0, HEAD_PEEK - 1), connection=client)
+        enqueued = [job.enqueued_at for job in jobs if job is not None and job.enqueued_at is not None]
+        if enqueued:
+            oldest_age = max(0.0, (now() - min(enqueued)).total_seconds())
+    return queued, workers, oldest_age
+
+
 def queue_check(*, client: redis.Redis, max_age_seconds: int) -> dict:
     """Length of the evaluation queue, the age of its oldest job (the head: RQ appends at the tail),
-    how many live workers listen to it, and what the database holds as waiting. Failing means jobs
-    wait longer than `max_age_seconds` with no worker to take them: a long queue with workers at it
-    is busy, not broken (anyone may lengthen it by uploading, and a load balancer must not take the
-    site down for that)."""
+    how many live workers listen to it, what the database holds as waiting, and the same of the GPU
+    queue. Failing means jobs wait longer than `max_age_seconds` with no worker to take them (for
+    the GPU queue: no worker with GPUs): a long queue with workers at it is busy, not broken (anyone
+    may lengthen it by uploading, and a load balancer must not take the site down for that)."""
     waiting = waiting_counts()
     try:
-        queue = Queue(queue_name(), connection=client)
-        queued = queue.count
-        workers, _ = workers_listening(queue)
-        oldest_age = None
-        if queued:
-            jobs = Job.fetch_many(queue.get_job_ids(0, HEAD_PEEK - 1), connection=client)
-            enqueued = [job.enqueued_at for job in jobs if job is not None and job.enqueued_at is not None]
-            if enqueued:
-                oldest_age = max(0.0, (now() - min(enqueued)).total_seconds())
+        queued, workers, oldest_age = _queue_state(queue_name(), client)
+        gpu_queued, gpu_workers, gpu_oldest_age = _queue_state(settings.GPU_QUEUE, client)
     except Exception as error:  # noqa: BLE001
         return _failure("queue", error)
+    stuck = oldest_age is not None and oldest_age > max_age_seconds and not workers
+    gpu_stuck = gpu_oldest_age is not None and gpu_oldest_age > max_age_seconds and not gpu_workers
     result = {
-        "ok": oldest_age is None or oldest_age <= max_age_seconds or workers > 0,
+        "ok": not stuck and not gpu_stuck,
         "queued": queued,
         "waiting": waiting,
         "workers": workers,
         "oldest_age_seconds": None if oldest_age is None else round(oldest_age),
         "max_age_seconds": max_age_seconds,
+        "gpu": {"queued": gpu_queued, "workers": gpu_workers,
+                "oldest_age_seconds": None if gpu_oldest_age is None else round(gpu_oldest_age)},
     }
-    if not result["ok"]:
+    if stuck:
         result["error"] = "oldest queued job is older than max_age_seconds and no worker listens to the queue"
+    elif gpu_stuck:
+        result["error"] = "work that needs a GPU waits longer than max_age_seconds and no worker with GPUs (WORKER_GPUS) listens"
     return result
 
 

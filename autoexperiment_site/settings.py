@@ -12,7 +12,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from autoexperiment_site.env import env_bool, env_choice, env_int, env_list, env_rate, env_str, env_url
-from sandbox import BACKEND_NAMES
+from sandbox import BACKEND_NAMES, SandboxError
+from sandbox.gpus import parse_gpu_ids as _parse_gpu_ids
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("AUTOEXPERIMENT_DATA_DIR", str(BASE_DIR / "var")))
@@ -198,6 +199,17 @@ MAINTENANCE_INTERVAL_SECONDS = env_int("MAINTENANCE_INTERVAL_SECONDS", 10, minim
 # Transplants (one masked function of a failed attempt at n >= 2 judged alone, runs.evaluation.transplants):
 # every evaluation worker takes them last, when no attempt or re-execution waits.
 TRANSPLANT_QUEUE = _deployment_queue(env_str("TRANSPLANT_QUEUE", "transplant"))
+# Work on papers that need a GPU (Paper.gpu "required": attempts, re-executions, transplants) goes on
+# this queue, which only workers with GPUs (WORKER_GPUS) listen on, before the evaluation queue.
+GPU_QUEUE = _deployment_queue(env_str("GPU_QUEUE", "gpu"))
+# The GPUs of this machine its workers may use (nvidia-smi's numbers, "0,1"; blank or "none": none).
+# Each sandbox of a paper that needs or may use a GPU leases Paper.gpus of them (sandbox.gpus): one
+# GPU to one sandbox at a time, across every worker of the machine sharing GPU_LOCK_DIR.
+try:
+    WORKER_GPUS = _parse_gpu_ids(env_str("WORKER_GPUS", ""))
+except SandboxError as error:
+    raise ImproperlyConfigured(f"WORKER_GPUS: {error}") from None
+GPU_LOCK_DIR = Path(env_str("GPU_LOCK_DIR", "/tmp/autoexperiment-gpu-leases"))
 # Imports the harness, the sandbox backend and the SDKs jobs ask for once in the worker, not in every forked job.
 RQ = {"WORKER_CLASS": "runs.evaluation.worker.EvaluationWorker"}
 # /healthz reports unhealthy when the oldest job waiting in the evaluation queue is older than this:

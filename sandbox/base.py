@@ -251,6 +251,12 @@ class Sandbox(ABC):
         self._lock = threading.Lock()
         self._left_over_quota = False  # the last command ended with the workspace over its disk cap
         self._closed = False
+        self._on_close: list[Callable[[], object]] = []
+        # The GPUs this sandbox holds (set by whoever leased them: sandbox.gpus) and, once closed,
+        # the GPU-seconds it held them for.
+        self.gpu_ids: list[str] = []
+        self.gpu_seconds = 0.0
+        self._opened_at = time.monotonic()
 
     @property
     @abstractmethod
@@ -272,7 +278,16 @@ class Sandbox(ABC):
             if self._closed:
                 return
             self._closed = True
-            self._close()
+            try:
+                self._close()
+            finally:
+                self.gpu_seconds = (time.monotonic() - self._opened_at) * len(self.gpu_ids)
+                for callback in self._on_close:
+                    callback()
+
+    def call_on_close(self, callback: Callable[[], object]) -> None:
+        """Have `callback` called once the sandbox is closed (a lease of what it held released)."""
+        self._on_close.append(callback)
 
     @property
     def closed(self) -> bool:

@@ -31,7 +31,7 @@ from runs.agents import load_trajectory
 from runs.analysis.services import attempt_analysis_record_quietly
 from runs.benchmark.text import json_safe, storable_text
 from runs.evaluation.kinds import WorkKind
-from runs.evaluation.queue import FailedJob, enqueue, failed_jobs_get, failure_recorded, kind_queue, retry_in_seconds
+from runs.evaluation.queue import FailedJob, enqueue, failure_recorded, kind_failed_jobs, retry_in_seconds
 from runs.evaluation.workdirs import attempt_trajectory_path
 from runs.models import Attempt
 
@@ -342,7 +342,7 @@ def record_unstarted(kind: WorkKind, *, run=None) -> list[int]:
         return []
     return [
         by_job[job_id].pk
-        for job_id, failure in failed_jobs_get(job_ids=by_job, cleanup=False, queue=kind_queue(kind)).items()
+        for job_id, failure in kind_failed_jobs(kind, job_ids=by_job, cleanup=False).items()
         if _record_unstarted(kind, attempt_id=by_job[job_id].pk, tries=by_job[job_id].tries, failure=failure)
     ]
 

@@ -232,6 +232,7 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
         "cost": None if header.cost_unknown else header.cost,
         "trajectory": json_safe(trajectory.to_dict()),
         "agent_seconds": timings["agent"],
+        "gpu_seconds": sandbox.gpu_seconds,
     }
 
     if result.exit_status == MODEL_ERROR:
@@ -261,7 +262,7 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
     reported_passed = fields["reported_passed"]
     passed = reported_passed and reexecution.passed
     fields.update(
-        **reexecution.stored_fields(),
+        **{**reexecution.stored_fields(), "gpu_seconds": sandbox.gpu_seconds + reexecution.gpu_seconds},
         status=Attempt.DONE,
         passed=passed,
         # Code never run (a patch over the limits) says nothing of whether it produces the numbers.

@@ -54,6 +54,7 @@ class WorkKind:
     model: type = Attempt  # the rows claimed: a runs.models.evaluation.ClaimedWork (Attempt, Transplant)
     queue_name: Callable[[], str] = lambda: settings.EVALUATION_QUEUE  # the RQ queue its jobs go on
     run_field: str = "run"  # the lookup from a claimed row to its run
+    sample_field: str = "sample"  # the lookup from a claimed row to its sample
     # Modules the job's work horse will import (an LLM SDK): the worker imports them before forking.
     preload: Callable[[Attempt], tuple[str, ...]] = lambda attempt: ()
 

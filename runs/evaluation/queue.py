@@ -28,7 +28,7 @@ from rq.utils import now
 
 from runs.benchmark.text import storable_text
 from runs.evaluation.kinds import RUN_ATTEMPT, WorkKind
-from runs.models import Attempt
+from runs.models import Attempt, Paper
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,16 @@ def kind_queue(kind: WorkKind):
     return queue_named(kind.queue_name())
 
 
+def kind_failed_jobs(kind: WorkKind, *, job_ids: Iterable[str], cleanup: bool = True) -> dict[str, FailedJob]:
+    """failed_jobs_get over both queues a job of `kind` may have been on: its own, and the GPU queue
+    (work on a paper that needs a GPU, runs.evaluation.queue.enqueue)."""
+    job_ids = list(job_ids)
+    failed: dict[str, FailedJob] = {}
+    for name in dict.fromkeys([kind.queue_name(), settings.GPU_QUEUE]):
+        failed |= failed_jobs_get(job_ids=job_ids, cleanup=cleanup, queue=queue_named(name))
+    return failed
+
+
 def maintenance_queue():
     """settings.MAINTENANCE_QUEUE: quick upkeep jobs every evaluation worker takes before its next
     attempt (runs.evaluation.worker)."""
@@ -177,8 +187,12 @@ def enqueue(kind: WorkKind, *, attempts: Iterable[Attempt], delay: float = 0) ->
     which a caller may save after): the healing leaves work queued a moment ago to its job, which
     may not be in Redis yet (runs.evaluation.recovery.attempts_requeue_lost)."""
     attempts = list(attempts)
+    needing_gpu = _needing_gpu(kind, [attempt.pk for attempt in attempts])
     pending = [
-        (attempt.pk, kind.job_id(attempt.pk, attempt.tries), kind.job_timeout(attempt), kind.preload(attempt))
+        (
+            attempt.pk, kind.job_id(attempt.pk, attempt.tries), kind.job_timeout(attempt), kind.preload(attempt),
+            settings.GPU_QUEUE if attempt.pk in needing_gpu else kind.queue_name(),
+        )
         for attempt in attempts
     ]
     if pending:
@@ -189,15 +203,25 @@ def enqueue(kind: WorkKind, *, attempts: Iterable[Attempt], delay: float = 0) ->
         transaction.on_commit(lambda: _enqueue_now(kind, pending, delay))
 
 
-def _enqueue_now(kind: WorkKind, pending: list[tuple[int, str, int, tuple[str, ...]]], delay: float) -> int:
+def _needing_gpu(kind: WorkKind, pks: list[int]) -> set[int]:
+    """Those of `pks` whose paper needs a GPU: their jobs go on settings.GPU_QUEUE, which only
+    workers with GPUs take (one query, whatever their number)."""
+    if not pks:
+        return set()
+    return set(kind.model.objects.filter(
+        pk__in=pks, **{f"{kind.sample_field}__paper__gpu": Paper.GPU_REQUIRED}
+    ).values_list("pk", flat=True))
+
+
+def _enqueue_now(kind: WorkKind, pending: list[tuple[int, str, int, tuple[str, ...], str]], delay: float) -> int:
     try:
-        queue = kind_queue(kind)
+        queues = {name: queue_named(name) for name in {entry[-1] for entry in pending}}
         return sum(
             job_enqueue_replacing(
-                queue, kind.job_function, attempt_id, job_id=job_id, timeout=timeout, delay=delay,
+                queues[queue], kind.job_function, attempt_id, job_id=job_id, timeout=timeout, delay=delay,
                 description=f"{kind.name} {attempt_id} ({job_id})", preload=preload,
             )
-            for attempt_id, job_id, timeout, preload in pending
+            for attempt_id, job_id, timeout, preload, queue in pending
         )
     except Exception as error:
         if kind.enqueue_failed is None:

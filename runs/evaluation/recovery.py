@@ -44,8 +44,8 @@ from runs.evaluation.queue import (
     LIVE_JOB_STATUSES,
     enqueue,
     evaluation_queue,
-    failed_jobs_get,
     job_statuses,
+    kind_failed_jobs,
     kind_queue,
     retry_in_seconds,
 )
@@ -106,7 +106,7 @@ def attempts_recover(
             held = held.filter(**{kind.run_field: run})
         held = list(held.select_related(*kind.select_related))
         job_ids = [attempt.job_id for attempt in held if attempt.job_id]
-        failed = failed_jobs_get(job_ids=job_ids, queue=kind_queue(kind)) if held else {}
+        failed = kind_failed_jobs(kind, job_ids=job_ids) if held else {}
         for attempt in held:
             if kind is RUN_ATTEMPT and attempt.claimed_at is not None and timezone.now() > attempt_deadline(attempt):
                 outcome = attempt_overrun(attempt=attempt)

@@ -113,6 +113,7 @@ TRANSPLANT = register(
         model=Transplant,
         queue_name=lambda: settings.TRANSPLANT_QUEUE,
         run_field="attempt__run",
+        sample_field="attempt__sample",
     )
 )
 

@@ -174,6 +174,7 @@ class Reexecution:
     out_of_scope_edits: list = field(default_factory=list)
     applied: bool = True  # False: the code was refused (a patch that does not apply), nothing ran
     too_large: bool = False  # the final patch was over the limits: refused before anything was read of it
+    gpu_seconds: float = 0.0  # GPU-seconds its sandbox held (seconds x GPUs leased)
     outcomes: list[ExperimentOutcome] = field(default_factory=list)  # each experiment's run, unbounded (not stored)
     # None: the sample has no hidden variants, or its public experiments failed (then none run).
     held_out_passed: bool | None = None
@@ -191,6 +192,7 @@ class Reexecution:
             "held_out_passed": self.held_out_passed,
             "held_out_scores": self.held_out_scores,
             "gold_literals": self.gold_literals,
+            "gpu_seconds": self.gpu_seconds,
         }
 
     def failure_detail(self, *, reported_passed: bool) -> str:
@@ -459,6 +461,7 @@ def reexecute(
         held_out_passed=held_out_passed,
         held_out_scores=held_out_scores,
         gold_literals=gold_literals,
+        gpu_seconds=sandbox.gpu_seconds,
     )
 
 

@@ -31,7 +31,9 @@ MAINTENANCE_INTERVAL_SECONDS after any worker took one, waiting attempts go firs
 changes are coalesced into one job per interval rather than one per attempt (and no worker waits
 for another's refresh to end); a worker with nothing else to do takes it at once. And it listens, last,
 on settings.TRANSPLANT_QUEUE: judging the functions of failed attempts alone
-(runs.evaluation.transplants) waits until no attempt or re-execution does.
+(runs.evaluation.transplants) waits until no attempt or re-execution does. A worker with GPUs
+(settings.WORKER_GPUS) listens on settings.GPU_QUEUE right after the maintenance queue: work on
+papers that need a GPU goes there, and only such workers take it.
 """
 import encodings.idna  # noqa: F401 - preloaded before the fork: a horse's connections encode host names with it
 import gc
@@ -215,6 +217,8 @@ class EvaluationWorker(Worker):
         super().__init__(*args, **kwargs)
         if self.queues:
             names = self.queue_names()
+            if settings.WORKER_GPUS and settings.GPU_QUEUE not in names:
+                self.queues.insert(0, self._queue(settings.GPU_QUEUE))  # work that needs its GPUs first
             if settings.MAINTENANCE_QUEUE not in names:
                 self.queues.insert(0, self._queue(settings.MAINTENANCE_QUEUE))
             if settings.TRANSPLANT_QUEUE not in names:

@@ -208,6 +208,8 @@ class Attempt(ClaimedWork):
     output_tokens = models.PositiveIntegerField(default=0)
     cost = models.FloatField(null=True, blank=True, help_text="USD; null when a price was unknown.")
     agent_seconds = models.FloatField(null=True, blank=True)
+    # Seconds its sandboxes (the agent's and the re-execution's) held GPUs, times the GPUs held.
+    gpu_seconds = models.FloatField(null=True, blank=True, help_text="GPU-seconds its sandboxes held (seconds x GPUs).")
     reexecution_seconds = models.FloatField(null=True, blank=True)
     harness_seconds = models.FloatField(null=True, blank=True, help_text="Workspaces, sandboxes, patching, scoring.")
     experiment_seconds = models.FloatField(null=True, blank=True, help_text="The re-execution's experiment commands.")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from sandbox.environments import (
     environment_built,
     environment_path,
 )
+from sandbox.gpus import gpu_lease
 
 Log = Callable[[str], None]
 
@@ -160,6 +162,11 @@ def paper_provisions(paper: Paper, *, backend: str) -> Provisions:
                 f"paper {needs.paper_id}: its environment is not built on this machine ({environment}); "
                 f"build it with `{needs.prepare_command}`"
             )
+    if paper.gpu == Paper.GPU_REQUIRED and paper.gpus > len(settings.WORKER_GPUS):
+        raise NotPrepared(
+            f"paper {needs.paper_id} needs {paper.gpus} GPU(s) and this worker may use {len(settings.WORKER_GPUS)} "
+            f"(WORKER_GPUS={','.join(settings.WORKER_GPUS) or 'none'}): run it on a worker with GPUs"
+        )
     data = {}
     for file in needs.data:
         path = cached(settings.DATA_CACHE_ROOT, file)
@@ -178,5 +185,24 @@ def paper_sandbox(paper: Paper, *, backend: str, workspace: Path, name: str, ima
     arguments pass through). Raises NotPrepared before opening anything when they are missing;
     SandboxError as open_sandbox does."""
     provisions = paper_provisions(paper, backend=backend)
-    return open_sandbox(backend, workspace, name=name, image=image, environment=provisions.environment,
-                        data=provisions.data, **options)
+    lease = ExitStack()
+    gpus = lease.enter_context(_paper_gpus(paper))
+    try:
+        sandbox = open_sandbox(backend, workspace, name=name, image=image, environment=provisions.environment,
+                               data=provisions.data, gpus=",".join(gpus) or None, **options)
+    except BaseException:
+        lease.close()
+        raise
+    sandbox.gpu_ids = gpus
+    sandbox.call_on_close(lease.close)
+    return sandbox
+
+
+def _paper_gpus(paper: Paper):
+    """The GPUs a sandbox of `paper` leases for its life (sandbox.gpus): none for a paper that needs
+    none; for one that may use a GPU, Paper.gpus of this worker's if free now, else none (the CPU);
+    for one that needs one, Paper.gpus, waiting until they are free."""
+    if paper.gpu == Paper.GPU_NONE or paper.gpus > len(settings.WORKER_GPUS):
+        return nullcontext([])  # a paper that needs more than this worker has was refused by paper_provisions
+    return gpu_lease(paper.gpus, devices=settings.WORKER_GPUS, lock_dir=settings.GPU_LOCK_DIR,
+                     wait=paper.gpu == Paper.GPU_REQUIRED)
