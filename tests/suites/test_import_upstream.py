@@ -510,3 +510,20 @@ def test_import_upstream_command(upstream_metadata, upstream_code):
     with pytest.raises(CommandError, match="metadata directory not found"):
         call_command("import_upstream", "--metadata", str(upstream_code / "nowhere"), "--code", str(upstream_code),
                      stdout=StringIO())
+
+
+def test_a_papers_requirements_become_its_environment_and_what_cannot_be_translated_is_reported(upstream_metadata, upstream_code):
+    (upstream_code / "2205.00048" / "requirements.txt").write_text("torch==2.13.0\nnumpy==1.26.4\n")
+    (upstream_code / "2303.11932" / "environment.yml").write_text(
+        "dependencies:\n  - pytorch=1.10.0\n  - cudatoolkit=11.3\n  - pip:\n    - tqdm>=4\n"
+    )
+    _, report = import_upstream(metadata_dir=upstream_metadata, code_dir=upstream_code)
+
+    assert Paper.objects.get(paper_id="2205.00048").environment == {
+        "requirements": ["torch==2.13.0", "numpy==1.26.4"], "debian_packages": [],
+    }
+    assert Paper.objects.get(paper_id="2303.11932").environment is None
+    reported = "\n".join(entries(report))
+    assert "2303.11932/environment.yml dependencies[1]" in reported and "CUDA toolkit" in reported
+    assert "2303.11932/environment.yml dependencies[2].pip[0]" in reported and "tqdm>=4" in reported
+    assert "the paper runs with the sandboxes' default until one is written" in reported

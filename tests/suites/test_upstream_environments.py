@@ -8,13 +8,15 @@ from runs.suites.importers.environments import from_environment_yml, from_requir
 
 
 def test_pinned_requirements_become_the_declaration():
-    text = "# training\ntorch==2.13.0\nnumpy == 1.26.4  # arrays\nPillow[jpeg]==10.0.1\n\nscipy==1.11.4; python_version >= '3.9'\n"
+    text = "# training\ntorch==2.13.0\nnumpy == 1.26.4  # arrays\nPillow[jpeg]==10.0.1\n\nscipy==1.11.4\n"
     translated = from_requirements_txt(text)
     assert translated.problems == []
     assert translated.environment == {
-        "requirements": ["torch==2.13.0", "numpy==1.26.4", "Pillow[jpeg]==10.0.1", 'scipy==1.11.4; python_version >= "3.9"'],
+        "requirements": ["torch==2.13.0", "numpy==1.26.4", "Pillow[jpeg]==10.0.1", "scipy==1.11.4"],
         "debian_packages": [],
     }
+    marked = from_requirements_txt("scipy==1.11.4; python_version >= '3.9'\n")
+    assert marked.environment is None and "environment marker" in marked.problems[0]
 
 
 def test_unpinned_urls_and_options_are_named_line_by_line_and_nothing_is_declared():

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
+from sandbox.environments import requirement_problem
+
 # Conda packages that exist under another name on PyPI.
 CONDA_TO_PYPI = {"pytorch": "torch", "py-opencv": "opencv-python", "tensorflow-gpu": "tensorflow", "pytables": "tables"}
 # Conda packages that are not Python packages (compilers, runtimes, CUDA): not ours to install.
@@ -55,9 +57,16 @@ def _pinned(text: str, *, where: str, problems: list[str]) -> str | None:
     if len(specifiers) != 1 or specifiers[0].operator not in ("==", "===") or "*" in specifiers[0].version:
         problems.append(f"{where}: {stripped!r} is not pinned to one version: write {requirement.name}==<version>")
         return None
+    if requirement.marker:
+        problems.append(f"{where}: {stripped!r} has an environment marker; an environment is built for one machine: "
+                        "keep the line that applies without its marker")
+        return None
     extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
-    marker = f"; {requirement.marker}" if requirement.marker else ""
-    return f"{requirement.name}{extras}=={specifiers[0].version}{marker}"
+    pinned = f"{requirement.name}{extras}=={specifiers[0].version}"
+    if problem := requirement_problem(pinned):  # the declaration's own rule (sandbox.environments), checked once more
+        problems.append(f"{where}: {stripped!r} {problem}")
+        return None
+    return pinned
 
 
 def _declaration(requirements: list[str], problems: list[str], python: str | None = None) -> TranslatedEnvironment:

@@ -69,6 +69,7 @@ from runs.suites.importers.common import (
     upsert,
     upsert_tracked,
 )
+from runs.suites.importers.environments import from_environment_yml, from_requirements_txt
 from runs.suites.importers.schema import MAX_ID, PAPER_ID, SLUG
 
 MAIN, FUNCS, EXPS = "mlrc_main.csv", "mlrc_funcs.csv", "mlrc_exps.csv"
@@ -108,6 +109,7 @@ class _Paper:
     text: str
     code_dir: str
     source_url: str
+    environment: dict | None = None
 
 
 @dataclass
@@ -356,7 +358,40 @@ def _plan_papers(rows: list[_Row], *, metadata_dir: Path, code_dir: Path, plan: 
             report.skip(row.at("code"), f"no code directory {code_dir / paper_id} (nor "
                         f"{metadata_dir / paper_id / 'code'}): paper imported without code; "
                         "its functions, experiments and samples are skipped")
-        plan.papers[paper_id] = _Paper(paper_id=paper_id, title=title, text=text, code_dir=code, source_url=url)
+        environment = _paper_environment(paper_code, paper_id, report=report) if paper_code is not None else None
+        plan.papers[paper_id] = _Paper(paper_id=paper_id, title=title, text=text, code_dir=code, source_url=url,
+                                       environment=environment)
+
+
+# The environment files an upstream paper's code may ship, in the order they are preferred.
+ENVIRONMENT_FILES = {
+    "requirements.txt": from_requirements_txt,
+    "environment.yml": from_environment_yml,
+    "environment.yaml": from_environment_yml,
+}
+
+
+def _paper_environment(code_dir: Path, paper_id: str, *, report: ImportReport) -> dict | None:
+    """The paper's environment declaration, read from the first environment file its code ships;
+    each line that cannot be translated is reported (and then nothing is declared: the paper runs
+    with the sandboxes' default until its declaration is written by hand)."""
+    for name, translate in ENVIRONMENT_FILES.items():
+        path = code_dir / name
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            report.skip(f"{paper_id}/{name}", f"cannot be read ({error}); no environment declared")
+            return None
+        translated = translate(text, source=f"{paper_id}/{name}")
+        for problem in translated.problems:
+            report.skip(problem.split(":", 1)[0], problem.split(":", 1)[1].strip() if ":" in problem else problem)
+        if translated.environment is None:
+            report.skip(f"{paper_id}/{name}", "not translated into an environment declaration (see the lines above); "
+                        "the paper runs with the sandboxes' default until one is written")
+        return translated.environment
+    return None
 
 
 def _row_key(row: _Row, id_column: str, *, plan: _Plan, seen: dict, report: ImportReport):
@@ -761,7 +796,7 @@ def _write(plan: _Plan, *, suite_name: str, metadata_dir: Path, code_dir: Path, 
     for paper_plan in plan.papers.values():
         paper = upsert(Paper, lookup={"suite": suite, "paper_id": paper_plan.paper_id}, report=report, kind="paper",
                        values={"title": paper_plan.title, "text": paper_plan.text, "code_dir": paper_plan.code_dir,
-                               "source_url": paper_plan.source_url})
+                               "source_url": paper_plan.source_url, "environment": paper_plan.environment})
         functions = {}
         for (paper_id, func_id), spec in plan.functions.items():
             if paper_id == paper.paper_id:
