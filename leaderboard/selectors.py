@@ -70,7 +70,15 @@ from django.db.models import (
 )
 from django.urls import NoReverseMatch, get_script_prefix, reverse
 
-from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemStandingByN, VerifierSelection
+from leaderboard.models import (
+    SystemFunctionStanding,
+    SystemNearMiss,
+    SystemRunStanding,
+    SystemSampleStanding,
+    SystemStanding,
+    SystemStandingByN,
+    VerifierSelection,
+)
 from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
@@ -767,6 +775,7 @@ class StandingNumbers:
     by_n: dict[bool, dict[int, NMetrics]]
     functions: dict[bool, list[FunctionCounts]]  # by counting rule
     run_ids: list[int]
+    page: SystemPageRows  # what its page lists
     k: int = 1
     date: datetime | None = None
     unfinished_runs: int = 0
@@ -798,7 +807,8 @@ def standing_numbers_computed(slugs: list[str]) -> Iterator[tuple[str, StandingN
             built = _build_systems(own, summary, verifiers, tolerances=TOLERANCES, diagnoses=diagnoses)
             by_n[verified_only] = built[0].by_n if built else {}
             functions[verified_only] = _function_counts(own, filters) if not own.empty else []
-        yield slug, StandingNumbers(by_n=by_n, functions=functions, **_run_facts(own))
+        page = system_page_rows_computed([int(pk) for pk in own["run_id"]])
+        yield slug, StandingNumbers(by_n=by_n, functions=functions, page=page, **_run_facts(own))
 
 
 def metrics_stored(metrics: NMetrics) -> dict:
@@ -1243,6 +1253,7 @@ class RunSummary:
     counts: dict[str, int]
     verified: bool
     url: str | None
+    refreshed: bool = True  # counted at the system's last refresh (a run added since: its counts are being updated)
 
 
 @dataclass
@@ -1284,6 +1295,7 @@ class SystemDetail:
     near_miss_total: int = 0
     not_reexecuted: int = 0  # done attempts the harness has not re-executed (counted only with ?unverified=1)
     all_runs: list[RunSummary] = field(default_factory=list)  # every run, newest first (the runs CSV)
+    standing_pk: int | None = None  # its stored numbers (None: not computed yet), which its samples page reads
 
     @property
     def tolerance_rows(self) -> list[ToleranceRow]:
@@ -1321,8 +1333,9 @@ def system_key_q(standing: SystemStanding | None, prefix: str = "") -> Q:
 
 def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | None:
     """A system's metrics (with its tolerance sensitivity), runs and near misses (None: no such
-    system); its samples are `system_samples_page`'s. A fixed number of queries, each grouped or
-    limited in the database: nothing in it grows with the system's attempts."""
+    system); its samples are `system_samples_page`'s. Read from what its last refresh stored
+    (leaderboard.standings: SystemStandingByN, SystemRunStanding, SystemNearMiss) for its runs that
+    are public now: five queries, none of which reads an attempt, whatever their number."""
     standing = SystemStanding.objects.filter(slug=slug).first()
     runs = runs_frame(system_key_q(standing))
     runs = runs[runs["slug"] == slug]
@@ -1341,53 +1354,48 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         stale=standing is None or standing.stale,
     )
 
-    attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))
-    done = Q(status=Attempt.DONE)
-    by_run_status = (
-        attempts.order_by().values("run_id", "status")
-        .annotate(
-            count=Count("pk"),
-            not_reexecuted=Count("pk", filter=done & Q(reexecution_passed__isnull=True)),
-            out_of_scope=Count("pk", filter=~Q(out_of_scope_edits=[])),
-            near_misses=Count("pk", filter=_near_miss_q(filters)),
-        )
-        .values_list("run_id", "status", "count", "not_reexecuted", "out_of_scope", "near_misses")
-    )
     counts: dict[int, dict[str, int]] = {pk: {} for pk in run_ids}
     unverified_runs: set[int] = set()
     out_of_scope_attempts = not_reexecuted = near_miss_total = 0
-    for run_id, status, count, run_not_reexecuted, out_of_scope, near in by_run_status:
-        counts[run_id][status] = count
-        if run_not_reexecuted:
-            unverified_runs.add(run_id)
-        not_reexecuted += run_not_reexecuted
-        out_of_scope_attempts += out_of_scope
-        near_miss_total += near
-
-    attempt_url = attempt_url_maker()
-    nearest = (
-        attempts.filter(_near_miss_q(filters))
-        .order_by("tolerance_ratio", "sample__n", "sample__sample_id", "pk")
-        .values_list("pk", "run_id", "index", "sample__sample_id", "sample__n", "tolerance_ratio", "reexecution_passed")
-    )[:NEAR_MISS_LIMIT] if near_miss_total else []
-    near_misses = [
-        NearMiss(pk, run_id, index, sample_id, n, ratio, reexecuted is not None, attempt_url(pk))
-        for pk, run_id, index, sample_id, n, ratio, reexecuted in nearest
-    ]
+    near_misses: list[NearMiss] = []
+    if standing is not None:
+        stored = SystemRunStanding.objects.filter(
+            Q(standing=standing, run_id__in=run_ids) & _n_filter(filters, "")
+        ).values_list("run_id", "by_status", "not_reexecuted", "out_of_scope", "near_misses", "near_misses_verified")
+        for run_id, by_status, run_not_reexecuted, out_of_scope, near, near_verified in stored:
+            for status, count in by_status.items():
+                counts[run_id][status] = counts[run_id].get(status, 0) + count
+            if run_not_reexecuted:
+                unverified_runs.add(run_id)
+            not_reexecuted += run_not_reexecuted
+            out_of_scope_attempts += out_of_scope
+            near_miss_total += near_verified if filters.verified_only else near
+        attempt_url = attempt_url_maker()
+        nearest = (
+            SystemNearMiss.objects.filter(
+                Q(standing=standing, verified_only=filters.verified_only, run_id__in=run_ids) & _n_filter(filters, "")
+            )
+            .order_by("tolerance_ratio", "n", "sample_name", "attempt_id")
+            .values_list("attempt_id", "run_id", "index", "sample_name", "n", "tolerance_ratio", "verified")
+        )[:NEAR_MISS_LIMIT] if near_miss_total else []
+        near_misses = [NearMiss(pk, run_id, index, sample_id, n, ratio, verified, attempt_url(pk))
+                       for pk, run_id, index, sample_id, n, ratio, verified in nearest]
+    refreshed_runs = set(standing.run_ids) if standing is not None else set()
 
     run_summaries = [
         RunSummary(
             pk=int(run.run_id), created_at=run.created_at, finished_at=None if pd.isna(run.finished_at) else run.finished_at,
             n_values=run.n_values, k=int(run.k), counts=counts[run.run_id],
             verified=run.run_id not in unverified_runs and counts[run.run_id].get(Attempt.DONE, 0) > 0,
-            url=_url("runs:run_detail", int(run.run_id)),
+            url=_url("runs:run_detail", int(run.run_id)), refreshed=run.run_id in refreshed_runs,
         )
         for run in runs.sort_values("run_id", ascending=False).itertuples(index=False)
     ]
     return SystemDetail(system=system, runs=run_summaries[:SYSTEM_RUNS_SHOWN], run_ids=run_ids, runs_total=len(run_summaries),
                         all_runs=run_summaries, n_values=sorted(system.by_n),
                         out_of_scope_attempts=out_of_scope_attempts, near_misses=near_misses,
-                        near_miss_total=near_miss_total, not_reexecuted=not_reexecuted)
+                        near_miss_total=near_miss_total, not_reexecuted=not_reexecuted,
+                        standing_pk=standing.pk if standing is not None else None)
 
 
 class BadSamplesPage(ValueError):
@@ -1408,77 +1416,127 @@ def _explore_url_maker(slug: str):
     return lambda paper, sample_id: f"{base}?{urlencode({'system': slug, 'paper': paper, 'sample': sample_id})}"
 
 
-def _verifier_choices(run_ids: list[int], sample_pks: list[int] | None = None) -> Iterator[tuple[int, str, int]]:
-    """(sample pk, verifier label, chosen attempt pk) of the runs' verifier selections (at the
-    samples `sample_pks`, else at all of them, streamed), oldest run first, so that a dict built
-    from them keeps the newest run's choice."""
-    rows = VerifierSelection.objects.filter(run_id__in=run_ids).order_by("run_id").values_list("sample_id", "verifier", "attempt_id")
-    chosen = rows.filter(sample_id__in=sample_pks) if sample_pks is not None else rows.iterator(chunk_size=5000)
-    for sample_pk, verifier, attempt_id in chosen:
-        yield sample_pk, verifier_label(verifier), attempt_id
+def _verifier_choices(run_ids: list[int]) -> Iterator[tuple[int, str, int, int]]:
+    """(sample pk, verifier label, chosen attempt pk, run pk) of the runs' verifier selections,
+    streamed, oldest run first, so that a dict built from them keeps the newest run's choice."""
+    rows = VerifierSelection.objects.filter(run_id__in=run_ids).order_by("run_id").values_list(
+        "sample_id", "verifier", "attempt_id", "run_id"
+    )
+    for sample_pk, verifier, attempt_id, run_id in rows.iterator(chunk_size=5000):
+        yield sample_pk, verifier_label(verifier), attempt_id, run_id
 
 
-class _SampleSummaries:
-    """A system's per-sample summaries as a sequence Paginator can page: `count()` counts its
-    samples (an index-only scan), a slice groups its attempts per sample id (a hash of integers,
-    no join) and only then joins the few groups to their samples to order and cut them. Grouping by
-    the sample's sort columns instead would join and sort every attempt first (several times the cost)."""
-
-    def __init__(self, *, run_ids: list[int], filters: LeaderboardFilters):
-        counted = counted_q(filters)
-        self._attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__")).order_by()
-        self._grouped = self._attempts.values("sample_id").annotate(
-            total=Count("pk", filter=Q(status__in=ENDED_STATUSES)),
-            counted=Count("pk", filter=counted),
-            passes=Count("pk", filter=counted & filters_passes_q(filters)),
-            errors=Count("pk", filter=Q(status=Attempt.ERROR)),
-            out_of_scope=Count("pk", filter=~Q(out_of_scope_edits=[])),
-        )
-
-    def count(self) -> int:
-        return self._attempts.values("sample_id").distinct().count()
-
-    def __getitem__(self, window: slice) -> list[dict]:
-        sql, params = self._grouped.query.sql_with_params()
-        statement = (
-            "SELECT grouped.*, sample.sample_id AS sample_name, sample.n, paper.paper_id "
-            f"FROM ({sql}) grouped JOIN {Sample._meta.db_table} sample ON sample.id = grouped.sample_id "
-            f"JOIN {Paper._meta.db_table} paper ON paper.id = sample.paper_id "
-            "ORDER BY sample.n, paper.paper_id, sample.sample_id, sample.id LIMIT %s OFFSET %s"
-        )
-        with connections[self._grouped.db].cursor() as cursor:
-            cursor.execute(statement, (*params, window.stop - window.start, window.start))
-            names = [column.name for column in cursor.description]
-            return [dict(zip(names, row)) for row in cursor.fetchall()]
-
-
-def system_samples_page(*, slug: str, run_ids: list[int], filters: LeaderboardFilters, number: str | None) -> Page:
+def system_samples_page(*, detail: SystemDetail, filters: LeaderboardFilters, number: str | None) -> Page:
     """Page `number` (from 1; None: the first) of the system's samples in the n range of `filters`,
-    SYSTEM_SAMPLES_PER_PAGE to a page, each summarised (three queries: the count, the page grouped
-    in the database, its verifier choices). Raises BadSamplesPage, whose message names the pages
-    there are."""
-    paginator = Paginator(_SampleSummaries(run_ids=run_ids, filters=filters), SYSTEM_SAMPLES_PER_PAGE)
+    SYSTEM_SAMPLES_PER_PAGE to a page, each summarised as the system's last refresh stored it
+    (SystemSampleStanding: two queries, the count and an index range, whatever the number of
+    attempts). A verifier's choice in a run hidden since is left out. Raises BadSamplesPage, whose
+    message names the pages there are."""
+    stored = SystemSampleStanding.objects.none()
+    if detail.standing_pk is not None:
+        stored = SystemSampleStanding.objects.filter(Q(standing_id=detail.standing_pk) & _n_filter(filters, ""))
+    counted, passes = ("counted_verified", "passes_verified") if filters.verified_only else ("counted", "passes")
+    stored = stored.order_by("n", "paper", "sample_name", "sample_id").values_list(
+        "sample_id", "sample_name", "paper", "n", "ended", counted, passes, "errors", "out_of_scope", "choices"
+    )
+    paginator = Paginator(stored, SYSTEM_SAMPLES_PER_PAGE)
     text = number or "1"
     if not (text.isascii() and text.isdigit() and 1 <= int(text) <= paginator.num_pages):
         raise BadSamplesPage(f"samples_page={text[:20]!r}: the pages of samples run from 1 to {paginator.num_pages}")
     page = paginator.page(int(text))
-    explore_url = _explore_url_maker(slug)
+    explore_url = _explore_url_maker(detail.system.slug)
     attempt_url = attempt_url_maker()
-    rows = [
-        SampleSummary(
-            sample_pk=row["sample_id"], sample_id=row["sample_name"], paper=row["paper_id"], n=row["n"],
-            total=row["total"], counted=row["counted"], passes=row["passes"], errors=row["errors"],
-            out_of_scope=row["out_of_scope"], attempts_url=explore_url(row["paper_id"], row["sample_name"]),
+    public = set(detail.run_ids)
+    rows = []
+    for sample_pk, name, paper, n, ended, counted_m, passed, errors, out_of_scope, choices in page.object_list:
+        row = SampleSummary(
+            sample_pk=sample_pk, sample_id=name, paper=paper, n=n, total=ended, counted=counted_m, passes=passed,
+            errors=errors, out_of_scope=out_of_scope, attempts_url=explore_url(paper, name),
+            choices={label: pk for label, (pk, run_id) in choices.items() if run_id in public},
         )
-        for row in page.object_list
-    ]
-    by_pk = {row.sample_pk: row for row in rows}
-    for sample_pk, label, attempt_id in _verifier_choices(run_ids, list(by_pk)):
-        by_pk[sample_pk].choices[label] = attempt_id
-    for row in rows:
         row.choice_links = [(label, pk, attempt_url(pk)) for label, pk in row.choices.items()]
+        rows.append(row)
     page.object_list = rows
     return page
+
+
+@dataclass
+class SystemPageRows:
+    """What a system's page lists, computed at its refresh (leaderboard.standings stores them): per
+    sample (SystemSampleStanding's fields), per run and n (SystemRunStanding's) and its nearest near
+    misses per counting rule and n (SystemNearMiss's)."""
+
+    samples: list[dict]
+    runs: list[dict]
+    near_misses: list[dict]
+
+
+def system_page_rows_computed(run_ids: list[int]) -> SystemPageRows:
+    """What the page of the system whose public runs are `run_ids` lists, from their attempts (three
+    grouped queries, the verifier choices streamed, and one LIMIT query per counting rule and n
+    with near misses): a refresh's work, never a request's."""
+    if not run_ids:
+        return SystemPageRows(samples=[], runs=[], near_misses=[])
+    every, verified = LeaderboardFilters(verified_only=False), LeaderboardFilters(verified_only=True)
+    attempts = Attempt.objects.filter(run_id__in=run_ids).order_by()
+    out_of_scope = ~Q(out_of_scope_edits=[])
+    per_sample = attempts.values("sample_id").annotate(
+        ended=Count("pk", filter=Q(status__in=ENDED_STATUSES)),
+        errors=Count("pk", filter=Q(status=Attempt.ERROR)),
+        out_of_scope=Count("pk", filter=out_of_scope),
+        counted=Count("pk", filter=counted_q(every)),
+        passes=Count("pk", filter=counted_q(every) & filters_passes_q(every)),
+        counted_verified=Count("pk", filter=counted_q(verified)),
+        passes_verified=Count("pk", filter=counted_q(verified) & filters_passes_q(verified)),
+    )
+    # Grouped by sample id alone, then joined to the few groups' samples (grouping by the sample's
+    # columns would join every attempt first).
+    sql, params = per_sample.query.sql_with_params()
+    statement = (
+        "SELECT grouped.*, sample.n, paper.paper_id, sample.sample_id AS sample_name "
+        f"FROM ({sql}) grouped JOIN {Sample._meta.db_table} sample ON sample.id = grouped.sample_id "
+        f"JOIN {Paper._meta.db_table} paper ON paper.id = sample.paper_id"
+    )
+    with connections[per_sample.db].cursor() as cursor:
+        cursor.execute(statement, params)
+        names = ["paper" if column.name == "paper_id" else column.name for column in cursor.description]
+        samples = {row[0]: {**dict(zip(names, row)), "choices": {}} for row in cursor.fetchall()}
+    for sample_pk, label, attempt_id, run_id in _verifier_choices(run_ids):
+        if sample_pk in samples:
+            samples[sample_pk]["choices"][label] = [attempt_id, run_id]
+
+    near = {flag: _near_miss_q(LeaderboardFilters(verified_only=flag)) for flag in (False, True)}
+    per_status = attempts.values("run_id", "status", n=F("sample__n")).annotate(
+        count=Count("pk"),
+        not_reexecuted=Count("pk", filter=Q(status=Attempt.DONE, reexecution_passed__isnull=True)),
+        out_of_scope=Count("pk", filter=out_of_scope),
+        near_misses=Count("pk", filter=near[False]),
+        near_misses_verified=Count("pk", filter=near[True]),
+    )
+    runs: dict[tuple[int, int], dict] = {}
+    for row in per_status:
+        own = runs.setdefault((row["run_id"], row["n"]), {
+            "run_id": row["run_id"], "n": row["n"], "by_status": {}, "not_reexecuted": 0, "out_of_scope": 0,
+            "near_misses": 0, "near_misses_verified": 0,
+        })
+        own["by_status"][row["status"]] = row["count"]
+        for name in ("not_reexecuted", "out_of_scope", "near_misses", "near_misses_verified"):
+            own[name] += row[name]
+
+    near_misses = []
+    for flag, column in ((False, "near_misses"), (True, "near_misses_verified")):
+        for n in sorted({own["n"] for own in runs.values() if own[column]}):
+            nearest = (
+                attempts.filter(near[flag], sample__n=n)
+                .order_by("tolerance_ratio", "sample__sample_id", "pk")
+                .values_list("pk", "run_id", "index", "sample__sample_id", "tolerance_ratio", "reexecution_passed")
+            )[:NEAR_MISS_LIMIT]
+            near_misses += [
+                {"verified_only": flag, "n": n, "attempt_id": pk, "run_id": run_id, "index": index,
+                 "sample_name": sample_name, "tolerance_ratio": ratio, "verified": reexecuted is not None}
+                for pk, run_id, index, sample_name, ratio, reexecuted in nearest
+            ]
+    return SystemPageRows(samples=list(samples.values()), runs=list(runs.values()), near_misses=near_misses)
 
 
 def system_sample_rows(*, run_ids: list[int], filters: LeaderboardFilters) -> Iterator[dict]:
@@ -1486,7 +1544,7 @@ def system_sample_rows(*, run_ids: list[int], filters: LeaderboardFilters) -> It
     of those that pass (the samples export: complete, whatever its size). Streamed from the database
     in chunks: memory holds one sample's attempts and the verifier choices (a few per sample)."""
     choices: dict[int, dict[str, int]] = {}
-    for sample_pk, label, attempt_id in _verifier_choices(run_ids):
+    for sample_pk, label, attempt_id, _ in _verifier_choices(run_ids):
         choices.setdefault(sample_pk, {})[label] = attempt_id
     attempts = (
         Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))

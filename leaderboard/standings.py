@@ -29,7 +29,14 @@ from django.db.models.signals import post_delete
 from django.utils import timezone
 
 from leaderboard.figures import cost_figure_payload, figure_payload
-from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemStandingByN
+from leaderboard.models import (
+    SystemFunctionStanding,
+    SystemNearMiss,
+    SystemRunStanding,
+    SystemSampleStanding,
+    SystemStanding,
+    SystemStandingByN,
+)
 from leaderboard.reference import reference_rows
 from leaderboard.selectors import (
     LeaderboardFilters,
@@ -182,10 +189,25 @@ def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
             SystemFunctionStanding(standing=standing, verified_only=verified_only, **counts._asdict())
             for verified_only, rows in numbers.functions.items() for counts in rows
         ], batch_size=1000)
+        _page_rows_store(standing, numbers)
         standing.run_ids, standing.k, standing.date = numbers.run_ids, numbers.k, numbers.date
         standing.unfinished_runs = numbers.unfinished_runs
         standing.refreshed_changes, standing.refreshed_at = seen, timezone.now()
         standing.save(update_fields=["run_ids", "k", "date", "unfinished_runs", "refreshed_changes", "refreshed_at"])
+
+
+def _page_rows_store(standing: SystemStanding, numbers: StandingNumbers) -> None:
+    """Replace the rows the system's page reads (leaderboard.selectors.system_detail, system_samples_page)."""
+    for model in (SystemSampleStanding, SystemRunStanding, SystemNearMiss):
+        model.objects.filter(standing=standing).delete()
+    page = numbers.page
+    SystemSampleStanding.objects.bulk_create(
+        [SystemSampleStanding(standing=standing, **row) for row in page.samples], batch_size=1000
+    )
+    SystemRunStanding.objects.bulk_create([SystemRunStanding(standing=standing, **row) for row in page.runs], batch_size=1000)
+    SystemNearMiss.objects.bulk_create(
+        [SystemNearMiss(standing=standing, **row) for row in page.near_misses], batch_size=1000
+    )
 
 
 # --- receivers (connected by leaderboard.apps) ------------------------------------------------------

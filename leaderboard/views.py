@@ -312,13 +312,12 @@ def system(request, slug: str):
         return _system_csv(request, slug, detail, filters)
     problem = None
     try:
-        samples_page = system_samples_page(slug=slug, run_ids=detail.run_ids, filters=filters,
-                                           number=request.GET.get("samples_page"))
+        samples_page = system_samples_page(detail=detail, filters=filters, number=request.GET.get("samples_page"))
     except BadSamplesPage as error:
         if output == "json":
             return JsonResponse({"error": str(error)}, status=400)
         problem = str(error)  # the first page, with the message
-        samples_page = system_samples_page(slug=slug, run_ids=detail.run_ids, filters=filters, number=None)
+        samples_page = system_samples_page(detail=detail, filters=filters, number=None)
     page_urls = {
         "previous": query_with(request, samples_page=samples_page.previous_page_number()) if samples_page.has_previous() else None,
         "next": query_with(request, samples_page=samples_page.next_page_number()) if samples_page.has_next() else None,
