@@ -5,7 +5,7 @@ Systems' numbers by n are computed here (`standing_numbers_computed`) but never 
 leaderboard.standings stores them after each change, and the leaderboard, the system pages and
 their exports read what it stored (`leaderboard_get`, `system_detail`: a fixed number of queries).
 Who may see a run is never stored: each read keeps a stored system only with its runs that are
-public now (`_shown_runs`, one query), so a run hidden or deleted leaves every page in the request
+public now (`standings_shown_runs`, one query), so a run hidden or deleted leaves every page in the request
 that hid it; only the numbers of what stays wait for the refresh (marked as being updated).
 Computing one is a handful of queries whatever the number of rows: the database groups attempts per
 (system, sample) with `.values(...).annotate(...)` and those per (system, n, c of m), and pandas
@@ -54,11 +54,12 @@ from typing import NamedTuple
 from urllib.parse import urlencode
 
 import pandas as pd
-from django.core.paginator import Page, Paginator
+from django.core.paginator import Page
 from django.db import connections
 from django.db.models import (
     Avg,
     Case,
+    CharField,
     Count,
     F,
     FloatField,
@@ -68,6 +69,7 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.functions import Lower
 from django.urls import NoReverseMatch, get_script_prefix, reverse
 
 from leaderboard.models import (
@@ -79,6 +81,7 @@ from leaderboard.models import (
     SystemStandingByN,
     VerifierSelection,
 )
+from leaderboard.paging import page_get
 from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
@@ -107,6 +110,9 @@ NEAR_MISS_LIMIT = 50
 # A system's page lists its samples (summarised) and its runs this many at a time / at most, so
 # that its size does not grow with the system's attempts or uploads; the exports hold them all.
 SYSTEM_SAMPLES_PER_PAGE = 100
+# The leaderboard lists its systems this many at a time (HTML and JSON; the CSV holds them all): one
+# account can add systems without end by varying a model's name.
+LEADERBOARD_PER_PAGE = 100
 SYSTEM_RUNS_SHOWN = 50
 # Attempts that ended, as the attempts explorer lists them (its LISTED_STATUSES).
 ENDED_STATUSES = (Attempt.DONE, Attempt.ERROR)
@@ -177,6 +183,12 @@ class SystemLabels:
     @property
     def config_label(self) -> str:
         return "" if self.config_json == "{}" else self.config_json
+
+
+def system_name_order():
+    """A stored system's model as its name sorts, in SQL (then its agent): `system_name`'s "model · agent",
+    "baseline" for a blank model, in lower case."""
+    return Lower(Case(When(model="", then=Value("baseline")), default=F("model"), output_field=CharField()))
 
 
 def verifier_label(verifier: str) -> str:
@@ -834,7 +846,7 @@ def _standing_filter(filters: LeaderboardFilters) -> Q:
     return q
 
 
-def _shown_runs(standings: list[SystemStanding]) -> dict[int, tuple[int, ...]]:
+def standings_shown_runs(standings: list[SystemStanding]) -> dict[int, tuple[int, ...]]:
     """Per computed standing (by pk): the runs of its last refresh that are public now (one query).
     A standing none of whose runs is public now (all hidden or deleted since) is left out: its
     system leaves every page at once, before any refresh. A run made public since the refresh joins
@@ -849,7 +861,7 @@ def _standing_rows(
     standings: list[SystemStanding], filters: LeaderboardFilters, *, shown_runs: dict[int, tuple[int, ...]],
     tolerances: tuple[float, ...] = (),
 ) -> list[SystemRow]:
-    """The systems of `standings` that are shown (`shown_runs`, by `_shown_runs`: the runs each is
+    """The systems of `standings` that are shown (`shown_runs`, by `standings_shown_runs`: the runs each is
     listed with) and have numbers in `filters`' n range (one query), with Pass@1 at each of
     `tolerances` and `filters.tolerance` the one shown."""
     standings = [standing for standing in standings if standing.pk in shown_runs]
@@ -912,13 +924,13 @@ def default_sort(n_values: list[int]) -> str:
 
 def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
     """The measured systems for `filters`, sorted, as last computed by leaderboard.standings, each
-    with its runs that are public now (a system with none is not shown: `_shown_runs`).
+    with its runs that are public now (a system with none is not shown: `standings_shown_runs`).
 
     Two queries while the standings and their public runs are as this process last saw them, three
     when they changed: the board built from them is kept (`_leaderboard_built`), shared between
     requests, and must not be modified."""
     standings = list(SystemStanding.objects.filter(_standing_filter(filters)))
-    return _leaderboard_built(_Standings(filters, standings, _shown_runs(standings)))
+    return _leaderboard_built(_Standings(filters, standings, standings_shown_runs(standings)))
 
 
 class _Standings:
@@ -958,6 +970,18 @@ def _leaderboard_built(source: _Standings) -> Leaderboard:
             metrics.pareto_frontier = row.slug in frontier.get(n, ())
     return Leaderboard(rows=rows, n_values=n_values, sort=sort, filters=filters, cost_accuracy=charts,
                        computing=len(standings) - len(computed))
+
+
+def leaderboard_page(board: Leaderboard, rows: list[SystemRow]) -> Leaderboard:
+    """`board` as one page of it shows it: its `rows` (a page of `board.rows`), and the cost charts
+    placing only those (the frontier, and so each row's badge, stays that of every system)."""
+    keys = {row.slug for row in rows}
+    charts = [
+        dataclasses.replace(chart, placed=tuple(point for point in chart.placed if point.key in keys),
+                            unknown=tuple(row for row in chart.unknown if row.slug in keys))
+        for chart in board.cost_accuracy
+    ]
+    return dataclasses.replace(board, rows=rows, cost_accuracy=[chart for chart in charts if chart.placed or chart.unknown])
 
 
 FLAT_COLUMNS = (
@@ -1097,13 +1121,13 @@ class FunctionDifficulty(PassRates):
 def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficulty]:
     """Every function of the suites in view, with how often the attempts masking it got it right, from
     the stored per-function counts of the systems in view that have a public run now
-    (leaderboard.standings, `_shown_runs`; four queries).
+    (leaderboard.standings, `standings_shown_runs`; four queries).
 
     Hardest first (lowest right rate), functions never decided last.
     """
     computed = list(SystemStanding.objects.filter(_standing_filter(filters), refreshed_at__isnull=False)
                     .exclude(run_ids=[]).only("pk", "suite", "run_ids", "refreshed_at"))
-    shown = _shown_runs(computed)
+    shown = standings_shown_runs(computed)
     standings = [standing.pk for standing in computed if standing.pk in shown]
     suites = sorted({standing.suite for standing in computed if standing.pk in shown})
     functions = Function.objects.filter(paper__suite__name__in=suites).order_by().values_list(
@@ -1398,10 +1422,6 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
                         standing_pk=standing.pk if standing is not None else None)
 
 
-class BadSamplesPage(ValueError):
-    """A system's samples were asked for a page that they do not have; the message says which."""
-
-
 # A system's samples in the order its page and exports list them.
 _SAMPLE_ORDER = ("sample__n", "sample__paper__paper_id", "sample__sample_id", "sample_id")
 
@@ -1430,7 +1450,7 @@ def system_samples_page(*, detail: SystemDetail, filters: LeaderboardFilters, nu
     """Page `number` (from 1; None: the first) of the system's samples in the n range of `filters`,
     SYSTEM_SAMPLES_PER_PAGE to a page, each summarised as the system's last refresh stored it
     (SystemSampleStanding: two queries, the count and an index range, whatever the number of
-    attempts). A verifier's choice in a run hidden since is left out. Raises BadSamplesPage, whose
+    attempts). A verifier's choice in a run hidden since is left out. Raises BadPage, whose
     message names the pages there are."""
     stored = SystemSampleStanding.objects.none()
     if detail.standing_pk is not None:
@@ -1439,11 +1459,7 @@ def system_samples_page(*, detail: SystemDetail, filters: LeaderboardFilters, nu
     stored = stored.order_by("n", "paper", "sample_name", "sample_id").values_list(
         "sample_id", "sample_name", "paper", "n", "ended", counted, passes, "errors", "out_of_scope", "choices"
     )
-    paginator = Paginator(stored, SYSTEM_SAMPLES_PER_PAGE)
-    text = number or "1"
-    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= paginator.num_pages):
-        raise BadSamplesPage(f"samples_page={text[:20]!r}: the pages of samples run from 1 to {paginator.num_pages}")
-    page = paginator.page(int(text))
+    page = page_get(stored, number=number, per_page=SYSTEM_SAMPLES_PER_PAGE, parameter="samples_page", what="samples")
     explore_url = _explore_url_maker(detail.system.slug)
     attempt_url = attempt_url_maker()
     public = set(detail.run_ids)

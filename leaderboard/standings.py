@@ -11,7 +11,7 @@ so that a request only reads them (leaderboard.selectors).
 - Until it has run, pages show the previous numbers marked as being updated (`stale`); a system
   never computed yet is counted, not shown.
 - Who may see a run is not stored here: pages show a system with its runs of the last refresh that
-  are public now, and not at all when none is (leaderboard.selectors._shown_runs), so hiding or
+  are public now, and not at all when none is (leaderboard.selectors.standings_shown_runs), so hiding or
   deleting a run takes it off every page in its own request. The numbers of a system whose runs are
   all hidden are kept (shown to nobody), so that showing one again brings it back at once, marked as
   being updated; those of a system whose runs are all gone are deleted.
@@ -39,10 +39,12 @@ from leaderboard.models import (
 )
 from leaderboard.reference import reference_rows
 from leaderboard.selectors import (
+    LEADERBOARD_PER_PAGE,
     LeaderboardFilters,
     StandingNumbers,
     canonical_config,
     leaderboard_get,
+    leaderboard_page,
     metrics_stored,
     public_system_keys,
     standing_numbers_computed,
@@ -144,7 +146,8 @@ def default_view_build() -> None:
     """Build the figures and table rows of the leaderboard as first opened (no filter) into the shared
     cache, so that the first request after a change waits neither for Plotly (leaderboard.figures._memoised)
     nor for the rows' templates (leaderboard.table)."""
-    board = leaderboard_get(filters=LeaderboardFilters())
+    whole = leaderboard_get(filters=LeaderboardFilters())
+    board = leaderboard_page(whole, whole.rows[:LEADERBOARD_PER_PAGE])  # its first page, as the page builds it
     reference = reference_rows()
     if board.rows or reference:
         figure_payload(board, reference)
