@@ -185,3 +185,41 @@ class SystemNearMiss(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["standing", "verified_only", "tolerance_ratio"], name="system_near_miss_order")]
+
+
+class SystemFailureStanding(models.Model):
+    """A system's failure analysis and error taxonomy at one n under one counting rule, as of its last
+    refresh (leaderboard.failure_analysis: what its page builds them from, so that a view reads no
+    attempt): its counted and failed attempts by status and outcome, its crash and recovery figures,
+    and how many of its attempts raised exceptions (the patterns kept are SystemExceptionStanding's)."""
+
+    standing = models.ForeignKey(SystemStanding, on_delete=models.CASCADE, related_name="failures")
+    verified_only = models.BooleanField()
+    n = models.PositiveSmallIntegerField()
+    outcomes = models.JSONField(help_text="[status, shown outcome, count] of its counted attempts and errors.")
+    trajectory = models.JSONField(null=True, help_text="Crash, recovery and the way to a working run (None: no counted attempt).")
+    exception_attempts = models.PositiveIntegerField(default=0)
+    exception_occurrences = models.PositiveIntegerField(default=0)
+    patterns = models.PositiveIntegerField(default=0, help_text="Distinct (exception type, pattern) at this n.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["standing", "verified_only", "n"], name="unique_failure_standing_per_variant_and_n")
+        ]
+
+
+class SystemExceptionStanding(models.Model):
+    """One of a system's most frequent exception patterns at one n under one counting rule, as of its
+    last refresh, with its newest example attempts (each [attempt pk, step, message, run pk])."""
+
+    standing = models.ForeignKey(SystemStanding, on_delete=models.CASCADE, related_name="exception_patterns")
+    verified_only = models.BooleanField()
+    n = models.PositiveSmallIntegerField()
+    exception_type = models.CharField(max_length=200)
+    pattern = models.CharField(max_length=300)
+    attempts = models.PositiveIntegerField()
+    occurrences = models.PositiveIntegerField()
+    examples = models.JSONField(default=list)
+
+    class Meta:
+        indexes = [models.Index(fields=["standing", "verified_only", "n"], name="system_exception_lookup")]

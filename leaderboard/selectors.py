@@ -851,9 +851,13 @@ def standings_shown_runs(standings: list[SystemStanding]) -> dict[int, tuple[int
     A standing none of whose runs is public now (all hidden or deleted since) is left out: its
     system leaves every page at once, before any refresh. A run made public since the refresh joins
     with the numbers, at the refresh (the change marked the system as being updated)."""
-    computed = [standing for standing in standings if standing.refreshed_at is not None]
-    public = public_run_ids(among=[pk for standing in computed for pk in standing.run_ids])
-    shown = {standing.pk: tuple(pk for pk in standing.run_ids if pk in public) for standing in computed}
+    return _shown_runs([(standing.pk, standing.run_ids) for standing in standings if standing.refreshed_at is not None])
+
+
+def _shown_runs(computed: list[tuple[int, list[int]]]) -> dict[int, tuple[int, ...]]:
+    """`standings_shown_runs` of computed standings given as (pk, run ids of its last refresh)."""
+    public = public_run_ids(among=[pk for _, run_ids in computed for pk in run_ids])
+    shown = {standing: tuple(pk for pk in run_ids if pk in public) for standing, run_ids in computed}
     return {pk: run_ids for pk, run_ids in shown.items() if run_ids}
 
 
@@ -926,24 +930,29 @@ def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
     """The measured systems for `filters`, sorted, as last computed by leaderboard.standings, each
     with its runs that are public now (a system with none is not shown: `standings_shown_runs`).
 
-    Two queries while the standings and their public runs are as this process last saw them, three
-    when they changed: the board built from them is kept (`_leaderboard_built`), shared between
-    requests, and must not be modified."""
-    standings = list(SystemStanding.objects.filter(_standing_filter(filters)))
-    return _leaderboard_built(_Standings(filters, standings, standings_shown_runs(standings)))
+    Two queries while the standings and their public runs are as this process last saw them (the
+    standings' marks, read as plain tuples: a few milliseconds at thousands of systems, and whether
+    their runs are all still public), a few more when they changed: the board built from them is
+    kept (`_leaderboard_built`), shared between requests, and must not be modified."""
+    marks = list(SystemStanding.objects.filter(_standing_filter(filters)).values_list(
+        "pk", "changes", "refreshed_changes", "run_ids"
+    ))
+    shown = _shown_runs([(pk, run_ids) for pk, _, refreshed, run_ids in marks if refreshed])
+    return _leaderboard_built(_Standings(filters, marks, shown))
 
 
 class _Standings:
-    """The standings a board is built from, equal to another when they would build the same board:
-    a standing is only ever rewritten with a new refreshed_at (leaderboard.standings._store), and only
-    its stale mark and which of its runs are public change in between."""
+    """The standings a board is built from (their marks: pk, changes, refreshed_changes, run ids), equal
+    to another when they would build the same board: a standing's numbers are only ever rewritten with a
+    new refreshed_changes (leaderboard.standings._store: 0 until the first), and only its stale mark and
+    which of its runs are public change in between."""
 
-    def __init__(self, filters: LeaderboardFilters, standings: list[SystemStanding], shown_runs: dict[int, tuple[int, ...]]):
-        self.filters, self.standings, self.shown_runs = filters, standings, shown_runs
+    def __init__(self, filters: LeaderboardFilters, marks: list[tuple], shown_runs: dict[int, tuple[int, ...]]):
+        self.filters, self.shown_runs = filters, shown_runs
+        self.computing = sum(not refreshed for _, _, refreshed, _ in marks)
         # The rows' links are built under the request's address prefix (a site mounted under a path).
         self.version = (filters, get_script_prefix(),
-                        tuple((standing.pk, standing.refreshed_at, standing.stale, shown_runs.get(standing.pk))
-                              for standing in standings))
+                        tuple((pk, refreshed, changes > refreshed, shown_runs.get(pk)) for pk, changes, refreshed, _ in marks))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, _Standings) and self.version == other.version
@@ -956,10 +965,11 @@ class _Standings:
 # about 30 ms: the boards of a few views (the first one, a few sorts and filters) are kept.
 @functools.lru_cache(maxsize=16)
 def _leaderboard_built(source: _Standings) -> Leaderboard:
-    filters, standings = source.filters, source.standings
-    computed = [standing for standing in standings if standing.refreshed_at is not None]
+    filters = source.filters
+    standings = [standing for standing in SystemStanding.objects.filter(_standing_filter(filters), refreshed_at__isnull=False)
+                 if standing.pk in source.shown_runs]
     tolerances = (filters.tolerance,) if filters.tolerance is not None else ()
-    rows = _standing_rows(computed, filters, shown_runs=source.shown_runs, tolerances=tolerances)
+    rows = _standing_rows(standings, filters, shown_runs=source.shown_runs, tolerances=tolerances)
     n_values = sorted({n for row in rows for n in row.by_n})
     sort = filters.sort or default_sort(n_values)
     rows = sort_systems(rows, sort)
@@ -969,7 +979,7 @@ def _leaderboard_built(source: _Standings) -> Leaderboard:
         for n, metrics in row.by_n.items():
             metrics.pareto_frontier = row.slug in frontier.get(n, ())
     return Leaderboard(rows=rows, n_values=n_values, sort=sort, filters=filters, cost_accuracy=charts,
-                       computing=len(standings) - len(computed))
+                       computing=source.computing)
 
 
 def leaderboard_page(board: Leaderboard, rows: list[SystemRow]) -> Leaderboard:

@@ -28,8 +28,11 @@ from django.db.models import F
 from django.db.models.signals import post_delete
 from django.utils import timezone
 
+from leaderboard.failure_analysis import FailureRows, failure_rows_computed
 from leaderboard.figures import cost_figure_payload, figure_payload
 from leaderboard.models import (
+    SystemExceptionStanding,
+    SystemFailureStanding,
     SystemFunctionStanding,
     SystemNearMiss,
     SystemRunStanding,
@@ -165,13 +168,13 @@ def standings_refresh(*, everything: bool = False) -> int:
     # The marks are read before the data: a change committed after this read is one more mark.
     stale = dict(SystemStanding.objects.filter(changes__gt=F("refreshed_changes")).values_list("slug", "changes"))
     for slug, numbers in standing_numbers_computed(list(stale)):
-        _store(slug, numbers, seen=stale[slug])
+        _store(slug, numbers, failure_rows_computed(numbers.run_ids), seen=stale[slug])
     if stale:
         logger.info("leaderboard standings refreshed: %d system(s)", len(stale))
     return len(stale)
 
 
-def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
+def _store(slug: str, numbers: StandingNumbers, failures: FailureRows, *, seen: int) -> None:
     with transaction.atomic():
         standing = SystemStanding.objects.select_for_update().filter(slug=slug).first()
         if standing is None or standing.refreshed_changes >= seen:
@@ -192,16 +195,17 @@ def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
             SystemFunctionStanding(standing=standing, verified_only=verified_only, **counts._asdict())
             for verified_only, rows in numbers.functions.items() for counts in rows
         ], batch_size=1000)
-        _page_rows_store(standing, numbers)
+        _page_rows_store(standing, numbers, failures)
         standing.run_ids, standing.k, standing.date = numbers.run_ids, numbers.k, numbers.date
         standing.unfinished_runs = numbers.unfinished_runs
         standing.refreshed_changes, standing.refreshed_at = seen, timezone.now()
         standing.save(update_fields=["run_ids", "k", "date", "unfinished_runs", "refreshed_changes", "refreshed_at"])
 
 
-def _page_rows_store(standing: SystemStanding, numbers: StandingNumbers) -> None:
-    """Replace the rows the system's page reads (leaderboard.selectors.system_detail, system_samples_page)."""
-    for model in (SystemSampleStanding, SystemRunStanding, SystemNearMiss):
+def _page_rows_store(standing: SystemStanding, numbers: StandingNumbers, failures: FailureRows) -> None:
+    """Replace the rows the system's page reads (leaderboard.selectors.system_detail, system_samples_page,
+    leaderboard.failure_analysis)."""
+    for model in (SystemSampleStanding, SystemRunStanding, SystemNearMiss, SystemFailureStanding, SystemExceptionStanding):
         model.objects.filter(standing=standing).delete()
     page = numbers.page
     SystemSampleStanding.objects.bulk_create(
@@ -210,6 +214,12 @@ def _page_rows_store(standing: SystemStanding, numbers: StandingNumbers) -> None
     SystemRunStanding.objects.bulk_create([SystemRunStanding(standing=standing, **row) for row in page.runs], batch_size=1000)
     SystemNearMiss.objects.bulk_create(
         [SystemNearMiss(standing=standing, **row) for row in page.near_misses], batch_size=1000
+    )
+    SystemFailureStanding.objects.bulk_create(
+        [SystemFailureStanding(standing=standing, **row) for row in failures.by_n], batch_size=1000
+    )
+    SystemExceptionStanding.objects.bulk_create(
+        [SystemExceptionStanding(standing=standing, **row) for row in failures.patterns], batch_size=1000
     )
 
 

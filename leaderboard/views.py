@@ -349,8 +349,8 @@ def system(request, slug: str):
         problem = str(error)  # the first page, with the message
         samples_page = system_samples_page(detail=detail, filters=filters, number=None)
     page_urls = _page_urls(request, samples_page, "samples_page")
-    analysis = failure_analysis(slug=slug, run_ids=detail.run_ids, filters=filters)
-    taxonomy = error_taxonomy(slug=slug, run_ids=detail.run_ids, filters=filters)
+    analysis = failure_analysis(slug=slug, standing_pk=detail.standing_pk, filters=filters)
+    taxonomy = error_taxonomy(slug=slug, standing_pk=detail.standing_pk, run_ids=detail.run_ids, filters=filters)
     csv_urls = {table: query_with(request, format="csv", table=table, samples_page=None) for table in ("samples", "runs", "by_n")}
     if output == "json":
         return _json({

@@ -12,24 +12,25 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from leaderboard.failure_analysis import error_taxonomy_computed, failure_analysis_computed
 from leaderboard.models import VerifierSelection
 from leaderboard.selectors import (
     NEAR_MISS_FACTOR,
     LeaderboardFilters,
     canonical_config,
-    system_detail,
-    system_samples_page,
     system_slug,
 )
 from leaderboard.standings import standings_refresh
 from runs.evaluation.services import runs_set_hidden
-from runs.models import Attempt, Paper, Sample, Suite
+from runs.models import Attempt, AttemptException, Paper, Sample, Suite
 from tests.leaderboard.factories import make_run
 from tests.support import standings_refreshed
 
 pytestmark = pytest.mark.django_db
 
 ATTEMPT_TABLE = Attempt._meta.db_table
+EXCEPTIONS = ["ValueError", "RuntimeError", "TypeError"]
+PATTERNS = ["shapes <n> and <n>", "loss is nan", "no key <s>"]
 
 
 @pytest.fixture
@@ -79,6 +80,11 @@ def add_runs(suite, *, runs: int, seed: int, samples_each: int = 40, k: int = 3)
             VerifierSelection(run=run, sample_id=attempt.sample_id, attempt=attempt, verifier="oracle", candidates=k)
             for attempt in attempts if attempt.index == 0
         ])
+        AttemptException.objects.bulk_create([
+            AttemptException(attempt=attempt, step=rng.choice([None, 1, 2, 3]), exception_type=rng.choice(EXCEPTIONS),
+                             pattern=rng.choice(PATTERNS), message="it went wrong")
+            for attempt in attempts if attempt.status == Attempt.DONE and rng.random() < 0.4
+        ])
         made.append(run)
     return made
 
@@ -110,16 +116,12 @@ def test_a_page_view_issues_as_many_queries_at_ten_times_the_attempts(suite, cli
     assert after == before
 
 
-def test_the_system_and_its_samples_are_read_without_touching_an_attempt(suite):
-    runs = add_runs(suite, runs=3, seed=3)
+@pytest.mark.parametrize("params", VIEWS)
+def test_a_page_view_reads_no_attempt(suite, client, params):
+    runs = add_runs(suite, runs=2, seed=8, samples_each=110, k=1)  # two pages of samples
     standings_refreshed()
-    for filters in (LeaderboardFilters(), LeaderboardFilters(verified_only=False, n_min=2)):
-        with CaptureQueriesContext(connection) as captured:
-            detail = system_detail(slug=_slug(runs[0]), filters=filters)
-            page = system_samples_page(detail=detail, filters=filters, number="1")
-        assert page.object_list and detail.near_misses
-        assert not [query["sql"] for query in captured.captured_queries if ATTEMPT_TABLE in query["sql"]]
-        assert len(captured.captured_queries) <= 7
+    queries = _queries(client, reverse("leaderboard:system", args=[_slug(runs[0])]), **params)
+    assert not [sql for sql in queries if ATTEMPT_TABLE in sql]
 
 
 def _expected(run_ids: list[int], filters: LeaderboardFilters) -> dict:
@@ -179,6 +181,11 @@ def test_the_stored_numbers_are_those_the_attempts_give(suite, client, params, m
     assert shown["runs"] == expected["runs"]
     assert (shown["near_total"], shown["near"]) == (expected["near_total"], expected["near"][:7])
     assert expected["near_total"] > 7 and not shown["stale"]
+    data = client.get(reverse("leaderboard:system", args=[_slug(runs[0])]), {**params, "format": "json"}).json()
+    slug, run_ids = _slug(runs[0]), [run.pk for run in runs]
+    assert data["failure_analysis"] == failure_analysis_computed(slug=slug, run_ids=run_ids, filters=filters).as_dict()
+    assert data["error_taxonomy"] == error_taxonomy_computed(slug=slug, run_ids=run_ids, filters=filters).as_dict()
+    assert data["error_taxonomy"]["rows"] and data["failure_analysis"]["counted"]
 
 
 def test_a_hidden_run_leaves_the_page_at_once_and_its_numbers_at_the_refresh(suite, client):
