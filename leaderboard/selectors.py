@@ -1415,13 +1415,14 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         near_misses = [NearMiss(pk, run_id, index, sample_id, n, ratio, verified, attempt_url(pk))
                        for pk, run_id, index, sample_id, n, ratio, verified in nearest]
     refreshed_runs = set(standing.run_ids) if standing is not None else set()
+    run_url = _url_maker("runs:run_detail", 987654321)
 
     run_summaries = [
         RunSummary(
             pk=int(run.run_id), created_at=run.created_at, finished_at=None if pd.isna(run.finished_at) else run.finished_at,
             n_values=run.n_values, k=int(run.k), counts=counts[run.run_id],
             verified=run.run_id not in unverified_runs and counts[run.run_id].get(Attempt.DONE, 0) > 0,
-            url=_url("runs:run_detail", int(run.run_id)), refreshed=run.run_id in refreshed_runs,
+            url=run_url(int(run.run_id)), refreshed=run.run_id in refreshed_runs,
         )
         for run in runs.sort_values("run_id", ascending=False).itertuples(index=False)
     ]
