@@ -10,16 +10,18 @@ the samples page (and listed by the explorer it links to) are those the viewer m
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
-from django.db.models import Count, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Cast, Coalesce, Lower
 from django.urls import NoReverseMatch, reverse
 
+from leaderboard.models import SystemStanding
 from leaderboard.selectors import (
     ENDED_STATUSES,
     LeaderboardFilters,
@@ -28,7 +30,9 @@ from leaderboard.selectors import (
     counted_q,
     passes_q,
     runs_frame,
+    standings_shown_runs,
     system_case,
+    system_name_order,
 )
 from runs.benchmark.masking import NEWLINE, MaskingError, MaskTarget, function_body_source, mask_source
 from runs.benchmark.workspace import EXCLUDED_DIRS, EXCLUDED_SUFFIXES
@@ -186,6 +190,46 @@ def rates_by_system(*, suite: str, samples) -> list[SystemRate]:
     return rates
 
 
+class StoredFunctionRates:
+    """A function's pass rates by system from the counts its systems' refreshes stored
+    (SystemFunctionStanding, the default counting rule: the same counts as `rates_by_system` at the
+    samples masking it), best first, as a sequence Paginator can page: `count()` and a slice are one
+    query each, sorted and cut in the database, whatever the number of systems or attempts. A slice
+    leaves out a system whose runs were all hidden since its refresh (one query), and a system
+    changed since is marked stale."""
+
+    def __init__(self, function: Function):
+        at_n1 = Q(functions__n=1)
+        self._standings = (
+            SystemStanding.objects.filter(functions__function=function, functions__verified_only=True,
+                                          refreshed_at__isnull=False)
+            .annotate(attempts=Sum("functions__attempts"), passes=Sum("functions__passes"),
+                      attempts_n1=Sum("functions__attempts", filter=at_n1), passes_n1=Sum("functions__passes", filter=at_n1))
+            .annotate(rate=Cast("passes", FloatField()) / Cast("attempts", FloatField()))
+            .order_by("-rate", system_name_order(), Lower("agent"), "slug")
+        )
+
+    def count(self) -> int:
+        return self._standings.count()
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, window: slice) -> list[SystemRate]:
+        standings = list(self._standings[window])
+        shown = standings_shown_runs(standings)
+        return [
+            SystemRate(
+                SystemRow(slug=standing.slug, suite=standing.suite, agent=standing.agent, model=standing.model,
+                          config=json.loads(standing.config_json), config_json=standing.config_json,
+                          context=standing.context, run_ids=list(shown[standing.pk]), k=standing.k, by_n={},
+                          stale=standing.stale),
+                standing.attempts, standing.passes, standing.attempts_n1 or 0, standing.passes_n1 or 0,
+            )
+            for standing in standings if standing.pk in shown
+        ]
+
+
 # --- a paper -------------------------------------------------------------------------------------------
 
 
@@ -281,7 +325,7 @@ class FunctionDetail:
     stub_problem: str  # why the stub could not be built (then `stub` is empty)
     gold_body: str | None  # None unless the viewer may see it (and found)
     experiments: list[Experiment]
-    rates: list[SystemRate]
+    rates: StoredFunctionRates  # a page of it at a time
     access: GoldAccess  # what the viewer may see of the suite's gold
 
 
@@ -310,8 +354,8 @@ def masked_stub(source: str, function: Function) -> str:
 
 def function_detail(*, suite: str, paper_id: str, func_id: int, user) -> FunctionDetail | None:
     """A function: its masked stub, its gold body when `user` may see the suite's gold code, the
-    experiments depending on it and how often each system implements it (five queries); None when
-    there is no such function."""
+    experiments depending on it (four queries) and how often each system implements it (read a page at
+    a time: StoredFunctionRates); None when there is no such function."""
     paper = paper_get(suite=suite, paper_id=paper_id)
     function = paper and paper.functions.filter(func_id=func_id).first()
     if function is None:
@@ -329,7 +373,7 @@ def function_detail(*, suite: str, paper_id: str, func_id: int, user) -> Functio
     return FunctionDetail(
         function=function, stub=stub, stub_problem=problem, gold_body=gold_body,
         experiments=list(function.experiments.order_by("exp_id")),
-        rates=rates_by_system(suite=suite, samples=Sample.objects.filter(functions=function)),
+        rates=StoredFunctionRates(function),
         access=access,
     )
 

@@ -8,6 +8,7 @@ the JSON for anyone else. Everybody sees the masked stub, as the agent does.
 """
 import json
 
+from django.core.paginator import Page
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -24,7 +25,8 @@ from leaderboard.benchmark import (
     samples_page,
     suite_overview,
 )
-from leaderboard.views import _json, query_with
+from leaderboard.paging import BadPage, page_get
+from leaderboard.views import _json, _page_payload, _page_urls, query_with
 from runs.models import Suite
 from runs.visibility import gold_access
 
@@ -128,6 +130,21 @@ def paper(request, suite: str, paper_id: str):
     })
 
 
+# A function's or an experiment's pass rates list their systems this many at a time.
+RATES_PER_PAGE = 100
+
+
+def _rates_page(request, rates: list) -> tuple[Page, dict, str | None]:
+    """The page of `rates` that `?page=` asks for, its neighbours' query strings and None; or, for a
+    page they do not have, the first page and what was wrong."""
+    try:
+        page, problem = page_get(rates, number=request.GET.get("page"), per_page=RATES_PER_PAGE, parameter="page",
+                                 what="systems"), None
+    except BadPage as error:
+        page, problem = page_get(rates, number=None, per_page=RATES_PER_PAGE, parameter="page", what="systems"), str(error)
+    return page, _page_urls(request, page, "page"), problem
+
+
 def _rates_payload(rates) -> list[dict]:
     return [{**rate.as_dict(), "url": _system_url(rate.system.slug)} for rate in rates]
 
@@ -144,6 +161,9 @@ def function(request, suite: str, paper_id: str, func_id: int):
         raise Http404(f"no function {func_id} in paper {paper_id} of suite {suite}")
     sees_gold = detail.access.code
     f = detail.function
+    rates, rate_urls, problem = _rates_page(request, detail.rates)
+    if problem and output == "json":
+        return JsonResponse({"error": problem}, status=400)
     experiments = [{"exp_id": e.exp_id, "url": _experiment_url(suite, paper_id, e.exp_id)} for e in detail.experiments]
     if output == "json":
         payload = {
@@ -151,7 +171,8 @@ def function(request, suite: str, paper_id: str, func_id: int):
             "description": f.description, "relevant_paper": f.relevant_paper,
             "masked_stub": detail.stub, "masked_stub_problem": detail.stub_problem,
             "experiments": experiments,
-            "systems": _rates_payload(detail.rates),
+            "systems": _rates_payload(rates.object_list),
+            "systems_page": _page_payload(request, rates, rate_urls),
         }
         if sees_gold:
             payload["gold_body"] = detail.gold_body
@@ -163,10 +184,13 @@ def function(request, suite: str, paper_id: str, func_id: int):
         "paper_id": paper_id,
         "paper_url": reverse("leaderboard:benchmark_paper", args=[suite, paper_id]),
         "experiments": experiments,
-        "rates": [{"rate": rate, "url": _system_url(rate.system.slug)} for rate in detail.rates],
+        "rates": [{"rate": rate, "url": _system_url(rate.system.slug)} for rate in rates.object_list],
+        "rates_page": rates,
+        "rate_urls": rate_urls,
+        "rates_problem": problem,
         "sees_gold": sees_gold,
         "json_url": query_with(request, format="json"),
-    })
+    }, status=400 if problem else 200)
 
 
 @heavy_page
@@ -181,6 +205,9 @@ def experiment(request, suite: str, paper_id: str, exp_id: int):
         raise Http404(f"no experiment {exp_id} in paper {paper_id} of suite {suite}")
     sees_gold = detail.access.numbers
     e = detail.experiment
+    rates, rate_urls, problem = _rates_page(request, detail.rates)
+    if problem and output == "json":
+        return JsonResponse({"error": problem}, status=400)
     dependencies = [
         {"func_id": f.func_id, "file": f.file, "name": f.name, "url": _function_url(suite, paper_id, f.func_id)}
         for f in detail.dependencies
@@ -192,7 +219,8 @@ def experiment(request, suite: str, paper_id: str, exp_id: int):
             "answer_format": e.answer_format, "rtol": e.rtol, "atol": e.atol, "timeout_seconds": e.timeout_seconds,
             "gold_unstable": e.gold_unstable, "gold_spread": e.gold_spread, "gold_repeats": e.gold_repeats,
             "depends_on": dependencies,
-            "systems": _rates_payload(detail.rates),
+            "systems": _rates_payload(rates.object_list),
+            "systems_page": _page_payload(request, rates, rate_urls),
             **(gold or {}),
         })
     return render(request, "leaderboard/benchmark_experiment.html", {
@@ -203,10 +231,13 @@ def experiment(request, suite: str, paper_id: str, exp_id: int):
         "paper_url": reverse("leaderboard:benchmark_paper", args=[suite, paper_id]),
         "dependencies": dependencies,
         "answer_format": _json_text(e.answer_format),
-        "rates": [{"rate": rate, "url": _system_url(rate.system.slug)} for rate in detail.rates],
+        "rates": [{"rate": rate, "url": _system_url(rate.system.slug)} for rate in rates.object_list],
+        "rates_page": rates,
+        "rate_urls": rate_urls,
+        "rates_problem": problem,
         "gold": gold and {key: _json_text(value) if value else "" for key, value in gold.items()},
         "json_url": query_with(request, format="json"),
-    })
+    }, status=400 if problem else 200)
 
 
 def _json_text(value) -> str:

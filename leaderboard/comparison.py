@@ -16,8 +16,8 @@ The rules (also shown on the page):
 - The samples where they *differ* are those whose scores differ, largest gap first; each links to
   the side-by-side replay of a passing attempt of the better system and a failing one of the other.
 
-Two queries whatever the number of attempts: the public runs, and one grouped query of counted
-attempts per (system, sample). The bootstrap is memoised by its input, in the process and in the
+Three queries whatever the number of attempts or systems: the two systems' standings, their public
+runs, and one grouped query of counted attempts per (system, sample). The bootstrap is memoised by its input, in the process and in the
 shared cache, because it costs far more than the queries (about 0.1 s at a few thousand samples).
 """
 from __future__ import annotations
@@ -29,10 +29,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import pandas as pd
+from django.core.paginator import Page
 from django.db.models import Count, F, Min, Q
+from django.db.models.functions import Lower
 from django.urls import reverse
 
 from autoexperiment_site.caching import cache_quietly, cached
+from leaderboard.models import SystemStanding
+from leaderboard.paging import page_get
 from leaderboard.selectors import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -43,7 +47,10 @@ from leaderboard.selectors import (
     counted_q,
     filters_passes_q,
     runs_frame,
+    standings_shown_runs,
     system_case,
+    system_key_q,
+    system_name_order,
 )
 from runs.benchmark.statistics import paired_bootstrap
 from runs.models import Attempt
@@ -197,8 +204,13 @@ class Comparison:
 
 
 def _systems(slug_a: str, slug_b: str) -> tuple[pd.DataFrame, ComparedSystem, ComparedSystem]:
-    """The public runs of both systems (one query); UnknownSystem names the parameter of a missing one."""
-    runs = runs_frame(Q())
+    """The public runs of both systems (two queries: their standings, then the runs sharing their keys'
+    plain columns, not every run of the site); UnknownSystem names the parameter of a missing one."""
+    standings = {standing.slug: standing for standing in SystemStanding.objects.filter(slug__in=[slug_a, slug_b])}
+    if slug_a in standings and slug_b in standings:
+        runs = runs_frame(system_key_q(standings[slug_a]) | system_key_q(standings[slug_b]))
+    else:  # a system never seen public yet: found among every run
+        runs = runs_frame(Q())
     runs = runs[runs["slug"].isin([slug_a, slug_b])].copy()
     found = []
     for parameter, slug in (("a", slug_a), ("b", slug_b)):
@@ -329,15 +341,29 @@ def systems_compare(*, slug_a: str, slug_b: str, verified_only: bool = True, n: 
     )
 
 
-def comparable_systems() -> list[ComparedSystem]:
-    """Every system with a public run, by name: the choices of the picking form (one query)."""
-    runs = runs_frame(Q())
-    systems = []
-    for _, own in runs.groupby("system_no", sort=True):
-        first = own.iloc[0]
-        systems.append(ComparedSystem(
-            slug=first["slug"], suite=first["suite"], agent=first["agent"], model=first["model"],
-            config_json=first["config_json"], context=first["context"], run_ids=tuple(int(pk) for pk in own["run_id"]),
-        ))
-    systems.sort(key=lambda system: (system.suite, system.name.lower(), system.context, system.config_json, system.slug))
-    return systems
+# The picking form offers the systems this many at a time (one account can add systems without end).
+CHOICES_PER_PAGE = 200
+
+
+def comparable_systems_page(*, number: str | None, chosen: tuple[str, ...] = ()) -> tuple[Page, list[ComparedSystem]]:
+    """Page `number` of the systems on the leaderboard (stored standings with a run public now), by
+    suite and name, and the systems to offer on it: that page's, and the `chosen` slugs' wherever
+    they are (so that a preselected system is always there). Sorted and cut in the database; a
+    system whose runs were all hidden since its refresh is left off (its page is a row shorter).
+    Raises BadPage for a page there is not."""
+    standings = SystemStanding.objects.filter(refreshed_at__isnull=False).exclude(run_ids=[]).order_by(
+        "suite", system_name_order(), Lower("agent"), "context", "config_json", "slug"
+    )
+    page = page_get(standings, number=number, per_page=CHOICES_PER_PAGE, parameter="choices_page",
+                    what="systems to choose from")
+    listed = list(page.object_list)
+    on_page = {standing.slug for standing in listed}
+    listed += [standing for standing in standings.filter(slug__in=[slug for slug in chosen if slug])
+               if standing.slug not in on_page]
+    shown = standings_shown_runs(listed)
+    systems = [
+        ComparedSystem(slug=standing.slug, suite=standing.suite, agent=standing.agent, model=standing.model,
+                       config_json=standing.config_json, context=standing.context, run_ids=shown[standing.pk])
+        for standing in listed if standing.pk in shown
+    ]
+    return page, systems

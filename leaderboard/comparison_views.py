@@ -16,11 +16,13 @@ from leaderboard.comparison import (
     DIFFERENCES_LIMIT,
     PASS_SHARE,
     UnknownSystem,
-    comparable_systems,
+    comparable_systems_page,
     systems_compare,
 )
 from leaderboard.comparison_figures import comparison_figure_payload
 from leaderboard.forms import MAX_N, FlagField
+from leaderboard.paging import BadPage
+from leaderboard.views import _page_urls
 
 FORMATS = ("html", "json")
 
@@ -56,13 +58,26 @@ def _address(**parameters) -> str:
     return reverse("leaderboard:compare") + (f"?{query}" if query else "")
 
 
+def _picking(request, *, a: str = "", b: str = "") -> tuple[dict, str | None]:
+    """The picking form's context: a page of the systems to choose from (`choices_page`), the chosen
+    ones always among them; and what was wrong with the page asked for (None: nothing, else the first page is given)."""
+    try:
+        page, systems = comparable_systems_page(number=request.GET.get("choices_page"), chosen=(a, b))
+        problem = None
+    except BadPage as error:
+        page, systems = comparable_systems_page(number=None, chosen=(a, b))
+        problem = str(error)
+    urls = _page_urls(request, page, "choices_page")
+    return {"systems": systems, "choices_page": page, "choices_urls": urls, "chosen_a": a, "chosen_b": b,
+            "rules": RULES}, problem
+
+
 def _problem(request, message: str, *, status: int, output: str, a: str = "", b: str = ""):
     """A 400 or 404 that says what was wrong, with the form to pick two systems."""
     if output == "json":
         return JsonResponse({"error": message}, status=status)
-    return render(request, "leaderboard/compare.html", {
-        "problem": message, "systems": comparable_systems(), "chosen_a": a, "chosen_b": b, "rules": RULES,
-    }, status=status)
+    context, _ = _picking(request, a=a, b=b)
+    return render(request, "leaderboard/compare.html", {**context, "problem": message}, status=status)
 
 
 @heavy_page
@@ -89,10 +104,8 @@ def compare(request):
     slug_a, slug_b = data.get("a") or "", data.get("b") or ""
     if not slug_a and not slug_b and output == "html":
         # Nothing asked yet (or "compare with..." from a system page): the picking form.
-        chosen = request.GET.get("with", "")
-        return render(request, "leaderboard/compare.html", {
-            "systems": comparable_systems(), "chosen_a": chosen, "chosen_b": "", "rules": RULES,
-        })
+        context, problem = _picking(request, a=request.GET.get("with", ""))
+        return render(request, "leaderboard/compare.html", {**context, "problem": problem}, status=400 if problem else 200)
     missing = [name for name, value in (("a", slug_a), ("b", slug_b)) if not value]
     if missing:
         return _problem(request, f"{' and '.join(missing)}: missing; give two system ids, as ?a=<id>&b=<id>.",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from decimal import Decimal
 from urllib.parse import urlencode
 
 from django.db import connections
@@ -34,6 +35,7 @@ from django.db.models.functions import DenseRank, RowNumber
 from django.urls import NoReverseMatch, reverse
 
 from leaderboard import reference as paper
+from leaderboard.models import SystemExceptionStanding, SystemFailureStanding
 from leaderboard.selectors import LeaderboardFilters, _n_filter, counted_q
 from runs.analysis.links import step_url_maker
 from runs.analysis.outcomes import shown_outcome_expression
@@ -307,11 +309,15 @@ def _share(count: int, total: int) -> float | None:
     return count / total if total else None
 
 
-def failure_analysis(*, slug: str, run_ids: list[int], filters: LeaderboardFilters) -> FailureAnalysis:
-    """The outcome split and the crash / recovery statistics of a system's runs, by n (two queries;
-    three where the database has no median)."""
-    explore = explorer_url_maker(slug=slug, filters=filters)
-    explore_done = explorer_url_maker(slug=slug, filters=filters, status=Attempt.DONE)  # what the crash figures count
+_TRAJECTORY_FIELDS = ("counted", "analysed", "ran", "crashed", "recovered", "working", "steps_mean", "seconds_mean",
+                      "cost_mean", "cost_known", "steps_median", "seconds_median", "cost_median")
+
+
+def _failure_numbers(run_ids: list[int], filters: LeaderboardFilters) -> dict[int, dict]:
+    """What the failure analysis of `run_ids`' attempts is built from, per n (two queries; three where
+    the database has no median): {"outcomes": [[status, shown outcome, count], ...], "trajectory":
+    the crash and recovery counts and statistics (_TRAJECTORY_FIELDS) or None}. Plain JSON, so that
+    leaderboard.standings can store it (SystemFailureStanding)."""
     attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__")).filter(
         counted_q(filters) | Q(status=Attempt.ERROR)
     )
@@ -319,15 +325,9 @@ def failure_analysis(*, slug: str, run_ids: list[int], filters: LeaderboardFilte
         attempts.annotate(shown=shown_outcome_expression()).order_by()
         .values_list("sample__n", "status", "shown").annotate(count=Count("id"))
     )
-    counted: dict[tuple[int, str], int] = defaultdict(int)
-    apart: dict[tuple[int, str], int] = defaultdict(int)
-    n_values: set[int] = set()
+    numbers: dict[int, dict] = {}
     for n, status, shown, count in outcome_counts:
-        n_values.add(n)
-        if status == Attempt.ERROR or shown in APART_OUTCOMES:
-            apart[n, shown or ""] += count
-        else:
-            counted[n, shown or ""] += count
+        numbers.setdefault(n, {"outcomes": [], "trajectory": None})["outcomes"].append([status, shown or "", count])
 
     trajectory_rows = (
         _counted_attempts(run_ids, filters).order_by().values("sample__n").annotate(
@@ -352,6 +352,47 @@ def failure_analysis(*, slug: str, run_ids: list[int], filters: LeaderboardFilte
         medians = None
     else:
         medians = _medians_apart(_counted_attempts(run_ids, filters))
+    for row in trajectory_rows:
+        n = row["sample__n"]
+        if medians is not None:
+            row["steps_median"], row["seconds_median"], row["cost_median"] = medians.get(n, (None, None, None))
+        numbers.setdefault(n, {"outcomes": [], "trajectory": None})["trajectory"] = {
+            name: float(row[name]) if isinstance(row[name], Decimal) else row[name] for name in _TRAJECTORY_FIELDS
+        }
+    return numbers
+
+
+def failure_analysis_computed(*, slug: str, run_ids: list[int], filters: LeaderboardFilters) -> FailureAnalysis:
+    """The outcome split and the crash / recovery statistics of a system's runs, by n, from their
+    attempts (two queries; three where the database has no median): what a refresh stores."""
+    return _analysis_built(slug, filters, _failure_numbers(run_ids, filters))
+
+
+def failure_analysis(*, slug: str, standing_pk: int | None, filters: LeaderboardFilters) -> FailureAnalysis:
+    """`failure_analysis_computed` as the system's last refresh stored it (SystemFailureStanding: one
+    query, whatever the number of attempts; nothing before the first refresh)."""
+    rows = SystemFailureStanding.objects.filter(
+        Q(standing_id=standing_pk, verified_only=filters.verified_only) & _n_filter(filters, "")
+    ).values_list("n", "outcomes", "trajectory") if standing_pk is not None else []
+    return _analysis_built(slug, filters, {
+        n: {"outcomes": outcomes, "trajectory": trajectory} for n, outcomes, trajectory in rows if outcomes or trajectory
+    })
+
+
+def _analysis_built(slug: str, filters: LeaderboardFilters, numbers: dict[int, dict]) -> FailureAnalysis:
+    """The failure analysis the page shows from its numbers by n (`_failure_numbers`)."""
+    explore = explorer_url_maker(slug=slug, filters=filters)
+    explore_done = explorer_url_maker(slug=slug, filters=filters, status=Attempt.DONE)  # what the crash figures count
+    counted: dict[tuple[int, str], int] = defaultdict(int)
+    apart: dict[tuple[int, str], int] = defaultdict(int)
+    n_values: set[int] = set()
+    for n, own in numbers.items():
+        for status, shown, count in own["outcomes"]:
+            n_values.add(n)
+            if status == Attempt.ERROR or shown in APART_OUTCOMES:
+                apart[n, shown] += count
+            else:
+                counted[n, shown] += count
     ordered = sorted(n_values)
     denominators = {n: sum(count for (m, _), count in counted.items() if m == n) for n in ordered}
 
@@ -371,23 +412,18 @@ def failure_analysis(*, slug: str, run_ids: list[int], filters: LeaderboardFilte
     outcome_rows = [row for row in outcome_rows if row.key != UNCLASSIFIED or row.total]
     apart_rows = [row for row in apart_rows if row.key not in (UNCLASSIFIED, Attempt.NOT_PREPARED) or row.total]
 
-    by_n = {row["sample__n"]: row for row in trajectory_rows}
     trajectories = []
     for n in ordered:
-        row = by_n.get(n)
+        row = numbers[n]["trajectory"]
         if row is None:
             trajectories.append(TrajectoryStats(n=n))
             continue
-        if medians is None:
-            steps_median, seconds_median, cost_median = row["steps_median"], row["seconds_median"], row["cost_median"]
-        else:
-            steps_median, seconds_median, cost_median = medians.get(n, (None, None, None))
         trajectories.append(TrajectoryStats(
             n=n, counted=row["counted"], analysed=row["analysed"], ran=row["ran"], crashed=row["crashed"],
             recovered=row["recovered"], working=row["working"],
-            steps_mean=row["steps_mean"], steps_median=steps_median,
-            seconds_mean=row["seconds_mean"], seconds_median=seconds_median,
-            cost_mean=row["cost_mean"], cost_median=cost_median, cost_known=row["cost_known"],
+            steps_mean=row["steps_mean"], steps_median=row["steps_median"],
+            seconds_mean=row["seconds_mean"], seconds_median=row["seconds_median"],
+            cost_mean=row["cost_mean"], cost_median=row["cost_median"], cost_known=row["cost_known"],
             urls={
                 "crashed": explore_done(n=n, crashed_first=1), "not_crashed": explore_done(n=n, crashed_first=0),
                 "recovered": explore_done(n=n, crashed_first=1, recovered=1),
@@ -398,10 +434,18 @@ def failure_analysis(*, slug: str, run_ids: list[int], filters: LeaderboardFilte
                            trajectories=trajectories)
 
 
-def error_taxonomy(*, slug: str, run_ids: list[int], filters: LeaderboardFilters) -> ErrorTaxonomy:
-    """The exceptions of a system's counted attempts by (type, pattern) and n, most frequent first
-    (the first TAXONOMY_LIMIT), each with up to EXAMPLES_PER_PATTERN example attempts (three queries)."""
-    explore_done = explorer_url_maker(slug=slug, filters=filters, status=Attempt.DONE)
+# Patterns a refresh keeps per counting rule and n (the most frequent): the page shows the
+# TAXONOMY_LIMIT most frequent over the n it shows, which these hold unless patterns at several n
+# add up to outrank one kept at each.
+STORED_PATTERNS = TAXONOMY_LIMIT * 5
+
+
+def _taxonomy_numbers(run_ids: list[int], filters: LeaderboardFilters) -> dict[int, dict]:
+    """What the error taxonomy of `run_ids`' counted attempts is built from, per n (three queries):
+    {"attempts": with an exception, "occurrences", "patterns": how many distinct, "groups": the
+    STORED_PATTERNS most frequent as [type, pattern, attempts, occurrences, examples], each example
+    [attempt pk, step, message, run pk], newest first}. Plain JSON, for SystemFailureStanding and
+    SystemExceptionStanding."""
     exceptions = AttemptException.objects.filter(
         Q(attempt__run_id__in=run_ids) & counted_q(filters, "attempt__") & _n_filter(filters, "attempt__sample__")
     )
@@ -409,57 +453,145 @@ def error_taxonomy(*, slug: str, run_ids: list[int], filters: LeaderboardFilters
         exceptions.order_by().values_list("attempt__sample__n", "exception_type", "pattern")
         .annotate(attempts=Count("attempt_id", distinct=True), occurrences=Count("id"))
     )
-    by_pattern: dict[tuple[str, str], dict[int, tuple[int, int]]] = defaultdict(dict)
+    by_n: dict[int, list[list]] = defaultdict(list)
     for n, exception_type, pattern, attempt_count, occurrence_count in groups:
-        by_pattern[exception_type, pattern][n] = (attempt_count, occurrence_count)
+        by_n[n].append([exception_type, pattern, attempt_count, occurrence_count, []])
     totals = (
         exceptions.order_by().values_list("attempt__sample__n")
         .annotate(attempts=Count("attempt_id", distinct=True), occurrences=Count("id"))
     )
-    attempts_by_n = {n: attempt_count for n, attempt_count, _ in totals}
-    occurrences_by_n = {n: occurrence_count for n, _, occurrence_count in totals}
-    n_values = sorted(attempts_by_n)
+    numbers = {n: {"attempts": attempt_count, "occurrences": occurrence_count, "patterns": len(by_n[n]), "groups": []}
+               for n, attempt_count, occurrence_count in totals}
+    for n, own in by_n.items():
+        own.sort(key=lambda group: (-group[2], -group[3], group[0], group[1]))
+        numbers[n]["groups"] = own[:STORED_PATTERNS]
+    _examples_attached(exceptions, numbers)
+    return numbers
+
+
+def _examples_attached(exceptions, numbers: dict[int, dict]) -> None:
+    """Up to EXAMPLES_PER_PATTERN attempts per kept group of `numbers` (the newest), each at its first
+    occurrence of the pattern (a step before the re-execution output): one query, ranked by window functions."""
+    wanted = Q()
+    groups = {}
+    for n, own in numbers.items():
+        for group in own["groups"]:
+            wanted |= Q(attempt__sample__n=n, exception_type=group[0], pattern=group[1])
+            groups[n, group[0], group[1]] = group
+    if not groups:
+        return
+    partition = [F("attempt__sample__n"), F("exception_type"), F("pattern")]
+    examples = (
+        exceptions.filter(wanted)
+        .annotate(
+            occurrence=Window(RowNumber(), partition_by=[*partition, F("attempt_id")],
+                              order_by=[F("step").asc(nulls_last=True), F("id").asc()]),
+            attempt_rank=Window(DenseRank(), partition_by=partition, order_by=F("attempt_id").desc()),
+        )
+        .filter(occurrence=1, attempt_rank__lte=EXAMPLES_PER_PATTERN)
+        .order_by("attempt__sample__n", "exception_type", "pattern", "-attempt_id")
+        .values_list("attempt__sample__n", "exception_type", "pattern", "attempt_id", "step", "message", "attempt__run_id")
+    )
+    for n, exception_type, pattern, attempt_pk, step, message, run_pk in examples:
+        groups[n, exception_type, pattern][4].append([attempt_pk, step, message, run_pk])
+
+
+def error_taxonomy_computed(*, slug: str, run_ids: list[int], filters: LeaderboardFilters) -> ErrorTaxonomy:
+    """The exceptions of a system's counted attempts by (type, pattern) and n, most frequent first
+    (the first TAXONOMY_LIMIT), each with up to EXAMPLES_PER_PATTERN example attempts, from the
+    attempts (four queries): what a refresh stores."""
+    numbers = _taxonomy_numbers(run_ids, filters)
+    return _taxonomy_built(slug, filters, numbers, public_runs=None)
+
+
+def error_taxonomy(*, slug: str, standing_pk: int | None, run_ids: list[int], filters: LeaderboardFilters) -> ErrorTaxonomy:
+    """`error_taxonomy_computed` as the system's last refresh stored it (two queries, whatever the
+    number of attempts), its examples only those of `run_ids` (its runs public now)."""
+    numbers: dict[int, dict] = {}
+    if standing_pk is not None:
+        in_view = Q(standing_id=standing_pk, verified_only=filters.verified_only) & _n_filter(filters, "")
+        for n, attempts, occurrences, patterns in SystemFailureStanding.objects.filter(in_view).values_list(
+            "n", "exception_attempts", "exception_occurrences", "patterns"
+        ):
+            if attempts or occurrences:
+                numbers[n] = {"attempts": attempts, "occurrences": occurrences, "patterns": patterns, "groups": []}
+        for n, *group in SystemExceptionStanding.objects.filter(in_view).values_list(
+            "n", "exception_type", "pattern", "attempts", "occurrences", "examples"
+        ):
+            if n in numbers:
+                numbers[n]["groups"].append(group)
+    return _taxonomy_built(slug, filters, numbers, public_runs=set(run_ids))
+
+
+def _taxonomy_built(slug: str, filters: LeaderboardFilters, numbers: dict[int, dict], *,
+                    public_runs: set[int] | None) -> ErrorTaxonomy:
+    """The error taxonomy the page shows from its numbers by n (`_taxonomy_numbers`); examples only
+    from `public_runs` (None: any)."""
+    explore_done = explorer_url_maker(slug=slug, filters=filters, status=Attempt.DONE)
+    by_pattern: dict[tuple[str, str], dict[int, tuple[int, int]]] = defaultdict(dict)
+    examples: dict[tuple[str, str], list] = defaultdict(list)
+    for n, own in numbers.items():
+        for exception_type, pattern, attempt_count, occurrence_count, found in own["groups"]:
+            by_pattern[exception_type, pattern][n] = (attempt_count, occurrence_count)
+            examples[exception_type, pattern] += [
+                example for example in found if public_runs is None or example[3] in public_runs
+            ]
+    n_values = sorted(numbers)
+    kept = sum(len(own["groups"]) for own in numbers.values())
+    # Every distinct pattern: exact where no n had more than it kept (a pattern at two n counts once).
+    patterns = len(by_pattern) + sum(own["patterns"] for own in numbers.values()) - kept
 
     def frequency(item):
         (exception_type, pattern), cells = item
         return (-sum(a for a, _ in cells.values()), -sum(o for _, o in cells.values()), exception_type, pattern)
 
     top = sorted(by_pattern.items(), key=frequency)[:TAXONOMY_LIMIT]
-    rows = [
-        TaxonomyRow(
+    step_url = step_url_maker()
+    rows = []
+    for (exception_type, pattern), cells in top:
+        newest = sorted(examples[exception_type, pattern], key=lambda example: -example[0])[:EXAMPLES_PER_PATTERN]
+        rows.append(TaxonomyRow(
             exception_type=exception_type, pattern=pattern,
             cells=[(n, *cells.get(n, (0, 0)), explore_done(n=n, exception=exception_type)) for n in n_values],
             url=explore_done(exception=exception_type),
-        )
-        for (exception_type, pattern), cells in top
-    ]
-    _attach_examples(exceptions, rows)
-    return ErrorTaxonomy(n_values=n_values, rows=rows, patterns=len(by_pattern), attempts=attempts_by_n,
-                         occurrences=occurrences_by_n)
+            examples=[Example(pk, step, message, step_url(pk, step)) for pk, step, message, _ in newest],
+        ))
+    return ErrorTaxonomy(n_values=n_values, rows=rows, patterns=patterns,
+                         attempts={n: own["attempts"] for n, own in sorted(numbers.items())},
+                         occurrences={n: own["occurrences"] for n, own in sorted(numbers.items())})
 
 
-def _attach_examples(exceptions, rows: list[TaxonomyRow]) -> None:
-    """Up to EXAMPLES_PER_PATTERN attempts per row (the newest), each at its first occurrence of the
-    pattern (a step before the re-execution output): one query, ranked by window functions."""
-    if not rows:
-        return
-    wanted = Q()
-    for row in rows:
-        wanted |= Q(exception_type=row.exception_type, pattern=row.pattern)
-    group = [F("exception_type"), F("pattern")]
-    examples = (
-        exceptions.filter(wanted)
-        .annotate(
-            occurrence=Window(RowNumber(), partition_by=[*group, F("attempt_id")],
-                              order_by=[F("step").asc(nulls_last=True), F("id").asc()]),
-            attempt_rank=Window(DenseRank(), partition_by=group, order_by=F("attempt_id").desc()),
-        )
-        .filter(occurrence=1, attempt_rank__lte=EXAMPLES_PER_PATTERN)
-        .order_by("exception_type", "pattern", "-attempt_id")
-        .values_list("exception_type", "pattern", "attempt_id", "step", "message")
-    )
-    step_url = step_url_maker()
-    by_key = {(row.exception_type, row.pattern): row for row in rows}
-    for exception_type, pattern, attempt_pk, step, message in examples:
-        by_key[exception_type, pattern].examples.append(Example(attempt_pk, step, message, step_url(attempt_pk, step)))
+@dataclass
+class FailureRows:
+    """What leaderboard.standings stores of a system's failure analysis and error taxonomy, per
+    counting rule and n (SystemFailureStanding's fields) and per kept pattern (SystemExceptionStanding's)."""
+
+    by_n: list[dict]
+    patterns: list[dict]
+
+
+def failure_rows_computed(run_ids: list[int]) -> FailureRows:
+    """The failure analysis and error taxonomy of `run_ids`' attempts under both counting rules, by n,
+    as stored at a refresh (a few grouped queries per rule)."""
+    by_n, patterns = [], []
+    if not run_ids:
+        return FailureRows(by_n=by_n, patterns=patterns)
+    for verified_only in (False, True):
+        filters = LeaderboardFilters(verified_only=verified_only)
+        failures = _failure_numbers(run_ids, filters)
+        taxonomy = _taxonomy_numbers(run_ids, filters)
+        for n in sorted(set(failures) | set(taxonomy)):
+            analysis = failures.get(n, {"outcomes": [], "trajectory": None})
+            exceptions = taxonomy.get(n, {"attempts": 0, "occurrences": 0, "patterns": 0, "groups": []})
+            by_n.append({
+                "verified_only": verified_only, "n": n, "outcomes": analysis["outcomes"], "trajectory": analysis["trajectory"],
+                "exception_attempts": exceptions["attempts"], "exception_occurrences": exceptions["occurrences"],
+                "patterns": exceptions["patterns"],
+            })
+            patterns += [
+                {"verified_only": verified_only, "n": n, "exception_type": exception_type, "pattern": pattern,
+                 "attempts": attempt_count, "occurrences": occurrence_count, "examples": examples}
+                for exception_type, pattern, attempt_count, occurrence_count, examples in exceptions["groups"]
+            ]
+    return FailureRows(by_n=by_n, patterns=patterns)
 

@@ -5,7 +5,7 @@ Systems' numbers by n are computed here (`standing_numbers_computed`) but never 
 leaderboard.standings stores them after each change, and the leaderboard, the system pages and
 their exports read what it stored (`leaderboard_get`, `system_detail`: a fixed number of queries).
 Who may see a run is never stored: each read keeps a stored system only with its runs that are
-public now (`_shown_runs`, one query), so a run hidden or deleted leaves every page in the request
+public now (`standings_shown_runs`, one query), so a run hidden or deleted leaves every page in the request
 that hid it; only the numbers of what stays wait for the refresh (marked as being updated).
 Computing one is a handful of queries whatever the number of rows: the database groups attempts per
 (system, sample) with `.values(...).annotate(...)` and those per (system, n, c of m), and pandas
@@ -54,11 +54,12 @@ from typing import NamedTuple
 from urllib.parse import urlencode
 
 import pandas as pd
-from django.core.paginator import Page, Paginator
+from django.core.paginator import Page
 from django.db import connections
 from django.db.models import (
     Avg,
     Case,
+    CharField,
     Count,
     F,
     FloatField,
@@ -68,9 +69,19 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.functions import Lower
 from django.urls import NoReverseMatch, get_script_prefix, reverse
 
-from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemStandingByN, VerifierSelection
+from leaderboard.models import (
+    SystemFunctionStanding,
+    SystemNearMiss,
+    SystemRunStanding,
+    SystemSampleStanding,
+    SystemStanding,
+    SystemStandingByN,
+    VerifierSelection,
+)
+from leaderboard.paging import page_get
 from leaderboard.pareto import CostAccuracy, cost_accuracy
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.benchmark.statistics import bootstrap_ci, pass_at_k
@@ -99,6 +110,9 @@ NEAR_MISS_LIMIT = 50
 # A system's page lists its samples (summarised) and its runs this many at a time / at most, so
 # that its size does not grow with the system's attempts or uploads; the exports hold them all.
 SYSTEM_SAMPLES_PER_PAGE = 100
+# The leaderboard lists its systems this many at a time (HTML and JSON; the CSV holds them all): one
+# account can add systems without end by varying a model's name.
+LEADERBOARD_PER_PAGE = 100
 SYSTEM_RUNS_SHOWN = 50
 # Attempts that ended, as the attempts explorer lists them (its LISTED_STATUSES).
 ENDED_STATUSES = (Attempt.DONE, Attempt.ERROR)
@@ -169,6 +183,12 @@ class SystemLabels:
     @property
     def config_label(self) -> str:
         return "" if self.config_json == "{}" else self.config_json
+
+
+def system_name_order():
+    """A stored system's model as its name sorts, in SQL (then its agent): `system_name`'s "model · agent",
+    "baseline" for a blank model, in lower case."""
+    return Lower(Case(When(model="", then=Value("baseline")), default=F("model"), output_field=CharField()))
 
 
 def verifier_label(verifier: str) -> str:
@@ -767,6 +787,7 @@ class StandingNumbers:
     by_n: dict[bool, dict[int, NMetrics]]
     functions: dict[bool, list[FunctionCounts]]  # by counting rule
     run_ids: list[int]
+    page: SystemPageRows  # what its page lists
     k: int = 1
     date: datetime | None = None
     unfinished_runs: int = 0
@@ -798,7 +819,8 @@ def standing_numbers_computed(slugs: list[str]) -> Iterator[tuple[str, StandingN
             built = _build_systems(own, summary, verifiers, tolerances=TOLERANCES, diagnoses=diagnoses)
             by_n[verified_only] = built[0].by_n if built else {}
             functions[verified_only] = _function_counts(own, filters) if not own.empty else []
-        yield slug, StandingNumbers(by_n=by_n, functions=functions, **_run_facts(own))
+        page = system_page_rows_computed([int(pk) for pk in own["run_id"]])
+        yield slug, StandingNumbers(by_n=by_n, functions=functions, page=page, **_run_facts(own))
 
 
 def metrics_stored(metrics: NMetrics) -> dict:
@@ -824,14 +846,18 @@ def _standing_filter(filters: LeaderboardFilters) -> Q:
     return q
 
 
-def _shown_runs(standings: list[SystemStanding]) -> dict[int, tuple[int, ...]]:
+def standings_shown_runs(standings: list[SystemStanding]) -> dict[int, tuple[int, ...]]:
     """Per computed standing (by pk): the runs of its last refresh that are public now (one query).
     A standing none of whose runs is public now (all hidden or deleted since) is left out: its
     system leaves every page at once, before any refresh. A run made public since the refresh joins
     with the numbers, at the refresh (the change marked the system as being updated)."""
-    computed = [standing for standing in standings if standing.refreshed_at is not None]
-    public = public_run_ids(among=[pk for standing in computed for pk in standing.run_ids])
-    shown = {standing.pk: tuple(pk for pk in standing.run_ids if pk in public) for standing in computed}
+    return _shown_runs([(standing.pk, standing.run_ids) for standing in standings if standing.refreshed_at is not None])
+
+
+def _shown_runs(computed: list[tuple[int, list[int]]]) -> dict[int, tuple[int, ...]]:
+    """`standings_shown_runs` of computed standings given as (pk, run ids of its last refresh)."""
+    public = public_run_ids(among=[pk for _, run_ids in computed for pk in run_ids])
+    shown = {standing: tuple(pk for pk in run_ids if pk in public) for standing, run_ids in computed}
     return {pk: run_ids for pk, run_ids in shown.items() if run_ids}
 
 
@@ -839,7 +865,7 @@ def _standing_rows(
     standings: list[SystemStanding], filters: LeaderboardFilters, *, shown_runs: dict[int, tuple[int, ...]],
     tolerances: tuple[float, ...] = (),
 ) -> list[SystemRow]:
-    """The systems of `standings` that are shown (`shown_runs`, by `_shown_runs`: the runs each is
+    """The systems of `standings` that are shown (`shown_runs`, by `standings_shown_runs`: the runs each is
     listed with) and have numbers in `filters`' n range (one query), with Pass@1 at each of
     `tolerances` and `filters.tolerance` the one shown."""
     standings = [standing for standing in standings if standing.pk in shown_runs]
@@ -902,26 +928,31 @@ def default_sort(n_values: list[int]) -> str:
 
 def leaderboard_get(*, filters: LeaderboardFilters) -> Leaderboard:
     """The measured systems for `filters`, sorted, as last computed by leaderboard.standings, each
-    with its runs that are public now (a system with none is not shown: `_shown_runs`).
+    with its runs that are public now (a system with none is not shown: `standings_shown_runs`).
 
-    Two queries while the standings and their public runs are as this process last saw them, three
-    when they changed: the board built from them is kept (`_leaderboard_built`), shared between
-    requests, and must not be modified."""
-    standings = list(SystemStanding.objects.filter(_standing_filter(filters)))
-    return _leaderboard_built(_Standings(filters, standings, _shown_runs(standings)))
+    Two queries while the standings and their public runs are as this process last saw them (the
+    standings' marks, read as plain tuples: a few milliseconds at thousands of systems, and whether
+    their runs are all still public), a few more when they changed: the board built from them is
+    kept (`_leaderboard_built`), shared between requests, and must not be modified."""
+    marks = list(SystemStanding.objects.filter(_standing_filter(filters)).values_list(
+        "pk", "changes", "refreshed_changes", "run_ids"
+    ))
+    shown = _shown_runs([(pk, run_ids) for pk, _, refreshed, run_ids in marks if refreshed])
+    return _leaderboard_built(_Standings(filters, marks, shown))
 
 
 class _Standings:
-    """The standings a board is built from, equal to another when they would build the same board:
-    a standing is only ever rewritten with a new refreshed_at (leaderboard.standings._store), and only
-    its stale mark and which of its runs are public change in between."""
+    """The standings a board is built from (their marks: pk, changes, refreshed_changes, run ids), equal
+    to another when they would build the same board: a standing's numbers are only ever rewritten with a
+    new refreshed_changes (leaderboard.standings._store: 0 until the first), and only its stale mark and
+    which of its runs are public change in between."""
 
-    def __init__(self, filters: LeaderboardFilters, standings: list[SystemStanding], shown_runs: dict[int, tuple[int, ...]]):
-        self.filters, self.standings, self.shown_runs = filters, standings, shown_runs
+    def __init__(self, filters: LeaderboardFilters, marks: list[tuple], shown_runs: dict[int, tuple[int, ...]]):
+        self.filters, self.shown_runs = filters, shown_runs
+        self.computing = sum(not refreshed for _, _, refreshed, _ in marks)
         # The rows' links are built under the request's address prefix (a site mounted under a path).
         self.version = (filters, get_script_prefix(),
-                        tuple((standing.pk, standing.refreshed_at, standing.stale, shown_runs.get(standing.pk))
-                              for standing in standings))
+                        tuple((pk, refreshed, changes > refreshed, shown_runs.get(pk)) for pk, changes, refreshed, _ in marks))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, _Standings) and self.version == other.version
@@ -934,10 +965,11 @@ class _Standings:
 # about 30 ms: the boards of a few views (the first one, a few sorts and filters) are kept.
 @functools.lru_cache(maxsize=16)
 def _leaderboard_built(source: _Standings) -> Leaderboard:
-    filters, standings = source.filters, source.standings
-    computed = [standing for standing in standings if standing.refreshed_at is not None]
+    filters = source.filters
+    standings = [standing for standing in SystemStanding.objects.filter(_standing_filter(filters), refreshed_at__isnull=False)
+                 if standing.pk in source.shown_runs]
     tolerances = (filters.tolerance,) if filters.tolerance is not None else ()
-    rows = _standing_rows(computed, filters, shown_runs=source.shown_runs, tolerances=tolerances)
+    rows = _standing_rows(standings, filters, shown_runs=source.shown_runs, tolerances=tolerances)
     n_values = sorted({n for row in rows for n in row.by_n})
     sort = filters.sort or default_sort(n_values)
     rows = sort_systems(rows, sort)
@@ -947,7 +979,19 @@ def _leaderboard_built(source: _Standings) -> Leaderboard:
         for n, metrics in row.by_n.items():
             metrics.pareto_frontier = row.slug in frontier.get(n, ())
     return Leaderboard(rows=rows, n_values=n_values, sort=sort, filters=filters, cost_accuracy=charts,
-                       computing=len(standings) - len(computed))
+                       computing=source.computing)
+
+
+def leaderboard_page(board: Leaderboard, rows: list[SystemRow]) -> Leaderboard:
+    """`board` as one page of it shows it: its `rows` (a page of `board.rows`), and the cost charts
+    placing only those (the frontier, and so each row's badge, stays that of every system)."""
+    keys = {row.slug for row in rows}
+    charts = [
+        dataclasses.replace(chart, placed=tuple(point for point in chart.placed if point.key in keys),
+                            unknown=tuple(row for row in chart.unknown if row.slug in keys))
+        for chart in board.cost_accuracy
+    ]
+    return dataclasses.replace(board, rows=rows, cost_accuracy=[chart for chart in charts if chart.placed or chart.unknown])
 
 
 FLAT_COLUMNS = (
@@ -1087,13 +1131,13 @@ class FunctionDifficulty(PassRates):
 def function_difficulty(*, filters: LeaderboardFilters) -> list[FunctionDifficulty]:
     """Every function of the suites in view, with how often the attempts masking it got it right, from
     the stored per-function counts of the systems in view that have a public run now
-    (leaderboard.standings, `_shown_runs`; four queries).
+    (leaderboard.standings, `standings_shown_runs`; four queries).
 
     Hardest first (lowest right rate), functions never decided last.
     """
     computed = list(SystemStanding.objects.filter(_standing_filter(filters), refreshed_at__isnull=False)
                     .exclude(run_ids=[]).only("pk", "suite", "run_ids", "refreshed_at"))
-    shown = _shown_runs(computed)
+    shown = standings_shown_runs(computed)
     standings = [standing.pk for standing in computed if standing.pk in shown]
     suites = sorted({standing.suite for standing in computed if standing.pk in shown})
     functions = Function.objects.filter(paper__suite__name__in=suites).order_by().values_list(
@@ -1243,6 +1287,7 @@ class RunSummary:
     counts: dict[str, int]
     verified: bool
     url: str | None
+    refreshed: bool = True  # counted at the system's last refresh (a run added since: its counts are being updated)
 
 
 @dataclass
@@ -1284,6 +1329,7 @@ class SystemDetail:
     near_miss_total: int = 0
     not_reexecuted: int = 0  # done attempts the harness has not re-executed (counted only with ?unverified=1)
     all_runs: list[RunSummary] = field(default_factory=list)  # every run, newest first (the runs CSV)
+    standing_pk: int | None = None  # its stored numbers (None: not computed yet), which its samples page reads
 
     @property
     def tolerance_rows(self) -> list[ToleranceRow]:
@@ -1321,8 +1367,9 @@ def system_key_q(standing: SystemStanding | None, prefix: str = "") -> Q:
 
 def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | None:
     """A system's metrics (with its tolerance sensitivity), runs and near misses (None: no such
-    system); its samples are `system_samples_page`'s. A fixed number of queries, each grouped or
-    limited in the database: nothing in it grows with the system's attempts."""
+    system); its samples are `system_samples_page`'s. Read from what its last refresh stored
+    (leaderboard.standings: SystemStandingByN, SystemRunStanding, SystemNearMiss) for its runs that
+    are public now: five queries, none of which reads an attempt, whatever their number."""
     standing = SystemStanding.objects.filter(slug=slug).first()
     runs = runs_frame(system_key_q(standing))
     runs = runs[runs["slug"] == slug]
@@ -1341,57 +1388,49 @@ def system_detail(*, slug: str, filters: LeaderboardFilters) -> SystemDetail | N
         stale=standing is None or standing.stale,
     )
 
-    attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))
-    done = Q(status=Attempt.DONE)
-    by_run_status = (
-        attempts.order_by().values("run_id", "status")
-        .annotate(
-            count=Count("pk"),
-            not_reexecuted=Count("pk", filter=done & Q(reexecution_passed__isnull=True)),
-            out_of_scope=Count("pk", filter=~Q(out_of_scope_edits=[])),
-            near_misses=Count("pk", filter=_near_miss_q(filters)),
-        )
-        .values_list("run_id", "status", "count", "not_reexecuted", "out_of_scope", "near_misses")
-    )
     counts: dict[int, dict[str, int]] = {pk: {} for pk in run_ids}
     unverified_runs: set[int] = set()
     out_of_scope_attempts = not_reexecuted = near_miss_total = 0
-    for run_id, status, count, run_not_reexecuted, out_of_scope, near in by_run_status:
-        counts[run_id][status] = count
-        if run_not_reexecuted:
-            unverified_runs.add(run_id)
-        not_reexecuted += run_not_reexecuted
-        out_of_scope_attempts += out_of_scope
-        near_miss_total += near
-
-    attempt_url = attempt_url_maker()
-    nearest = (
-        attempts.filter(_near_miss_q(filters))
-        .order_by("tolerance_ratio", "sample__n", "sample__sample_id", "pk")
-        .values_list("pk", "run_id", "index", "sample__sample_id", "sample__n", "tolerance_ratio", "reexecution_passed")
-    )[:NEAR_MISS_LIMIT] if near_miss_total else []
-    near_misses = [
-        NearMiss(pk, run_id, index, sample_id, n, ratio, reexecuted is not None, attempt_url(pk))
-        for pk, run_id, index, sample_id, n, ratio, reexecuted in nearest
-    ]
+    near_misses: list[NearMiss] = []
+    if standing is not None:
+        stored = SystemRunStanding.objects.filter(
+            Q(standing=standing, run_id__in=run_ids) & _n_filter(filters, "")
+        ).values_list("run_id", "by_status", "not_reexecuted", "out_of_scope", "near_misses", "near_misses_verified")
+        for run_id, by_status, run_not_reexecuted, out_of_scope, near, near_verified in stored:
+            for status, count in by_status.items():
+                counts[run_id][status] = counts[run_id].get(status, 0) + count
+            if run_not_reexecuted:
+                unverified_runs.add(run_id)
+            not_reexecuted += run_not_reexecuted
+            out_of_scope_attempts += out_of_scope
+            near_miss_total += near_verified if filters.verified_only else near
+        attempt_url = attempt_url_maker()
+        nearest = (
+            SystemNearMiss.objects.filter(
+                Q(standing=standing, verified_only=filters.verified_only, run_id__in=run_ids) & _n_filter(filters, "")
+            )
+            .order_by("tolerance_ratio", "n", "sample_name", "attempt_id")
+            .values_list("attempt_id", "run_id", "index", "sample_name", "n", "tolerance_ratio", "verified")
+        )[:NEAR_MISS_LIMIT] if near_miss_total else []
+        near_misses = [NearMiss(pk, run_id, index, sample_id, n, ratio, verified, attempt_url(pk))
+                       for pk, run_id, index, sample_id, n, ratio, verified in nearest]
+    refreshed_runs = set(standing.run_ids) if standing is not None else set()
+    run_url = _url_maker("runs:run_detail", 987654321)
 
     run_summaries = [
         RunSummary(
             pk=int(run.run_id), created_at=run.created_at, finished_at=None if pd.isna(run.finished_at) else run.finished_at,
             n_values=run.n_values, k=int(run.k), counts=counts[run.run_id],
             verified=run.run_id not in unverified_runs and counts[run.run_id].get(Attempt.DONE, 0) > 0,
-            url=_url("runs:run_detail", int(run.run_id)),
+            url=run_url(int(run.run_id)), refreshed=run.run_id in refreshed_runs,
         )
         for run in runs.sort_values("run_id", ascending=False).itertuples(index=False)
     ]
     return SystemDetail(system=system, runs=run_summaries[:SYSTEM_RUNS_SHOWN], run_ids=run_ids, runs_total=len(run_summaries),
                         all_runs=run_summaries, n_values=sorted(system.by_n),
                         out_of_scope_attempts=out_of_scope_attempts, near_misses=near_misses,
-                        near_miss_total=near_miss_total, not_reexecuted=not_reexecuted)
-
-
-class BadSamplesPage(ValueError):
-    """A system's samples were asked for a page that they do not have; the message says which."""
+                        near_miss_total=near_miss_total, not_reexecuted=not_reexecuted,
+                        standing_pk=standing.pk if standing is not None else None)
 
 
 # A system's samples in the order its page and exports list them.
@@ -1408,77 +1447,123 @@ def _explore_url_maker(slug: str):
     return lambda paper, sample_id: f"{base}?{urlencode({'system': slug, 'paper': paper, 'sample': sample_id})}"
 
 
-def _verifier_choices(run_ids: list[int], sample_pks: list[int] | None = None) -> Iterator[tuple[int, str, int]]:
-    """(sample pk, verifier label, chosen attempt pk) of the runs' verifier selections (at the
-    samples `sample_pks`, else at all of them, streamed), oldest run first, so that a dict built
-    from them keeps the newest run's choice."""
-    rows = VerifierSelection.objects.filter(run_id__in=run_ids).order_by("run_id").values_list("sample_id", "verifier", "attempt_id")
-    chosen = rows.filter(sample_id__in=sample_pks) if sample_pks is not None else rows.iterator(chunk_size=5000)
-    for sample_pk, verifier, attempt_id in chosen:
-        yield sample_pk, verifier_label(verifier), attempt_id
+def _verifier_choices(run_ids: list[int]) -> Iterator[tuple[int, str, int, int]]:
+    """(sample pk, verifier label, chosen attempt pk, run pk) of the runs' verifier selections,
+    streamed, oldest run first, so that a dict built from them keeps the newest run's choice."""
+    rows = VerifierSelection.objects.filter(run_id__in=run_ids).order_by("run_id").values_list(
+        "sample_id", "verifier", "attempt_id", "run_id"
+    )
+    for sample_pk, verifier, attempt_id, run_id in rows.iterator(chunk_size=5000):
+        yield sample_pk, verifier_label(verifier), attempt_id, run_id
 
 
-class _SampleSummaries:
-    """A system's per-sample summaries as a sequence Paginator can page: `count()` counts its
-    samples (an index-only scan), a slice groups its attempts per sample id (a hash of integers,
-    no join) and only then joins the few groups to their samples to order and cut them. Grouping by
-    the sample's sort columns instead would join and sort every attempt first (several times the cost)."""
-
-    def __init__(self, *, run_ids: list[int], filters: LeaderboardFilters):
-        counted = counted_q(filters)
-        self._attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__")).order_by()
-        self._grouped = self._attempts.values("sample_id").annotate(
-            total=Count("pk", filter=Q(status__in=ENDED_STATUSES)),
-            counted=Count("pk", filter=counted),
-            passes=Count("pk", filter=counted & filters_passes_q(filters)),
-            errors=Count("pk", filter=Q(status=Attempt.ERROR)),
-            out_of_scope=Count("pk", filter=~Q(out_of_scope_edits=[])),
-        )
-
-    def count(self) -> int:
-        return self._attempts.values("sample_id").distinct().count()
-
-    def __getitem__(self, window: slice) -> list[dict]:
-        sql, params = self._grouped.query.sql_with_params()
-        statement = (
-            "SELECT grouped.*, sample.sample_id AS sample_name, sample.n, paper.paper_id "
-            f"FROM ({sql}) grouped JOIN {Sample._meta.db_table} sample ON sample.id = grouped.sample_id "
-            f"JOIN {Paper._meta.db_table} paper ON paper.id = sample.paper_id "
-            "ORDER BY sample.n, paper.paper_id, sample.sample_id, sample.id LIMIT %s OFFSET %s"
-        )
-        with connections[self._grouped.db].cursor() as cursor:
-            cursor.execute(statement, (*params, window.stop - window.start, window.start))
-            names = [column.name for column in cursor.description]
-            return [dict(zip(names, row)) for row in cursor.fetchall()]
-
-
-def system_samples_page(*, slug: str, run_ids: list[int], filters: LeaderboardFilters, number: str | None) -> Page:
+def system_samples_page(*, detail: SystemDetail, filters: LeaderboardFilters, number: str | None) -> Page:
     """Page `number` (from 1; None: the first) of the system's samples in the n range of `filters`,
-    SYSTEM_SAMPLES_PER_PAGE to a page, each summarised (three queries: the count, the page grouped
-    in the database, its verifier choices). Raises BadSamplesPage, whose message names the pages
-    there are."""
-    paginator = Paginator(_SampleSummaries(run_ids=run_ids, filters=filters), SYSTEM_SAMPLES_PER_PAGE)
-    text = number or "1"
-    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= paginator.num_pages):
-        raise BadSamplesPage(f"samples_page={text[:20]!r}: the pages of samples run from 1 to {paginator.num_pages}")
-    page = paginator.page(int(text))
-    explore_url = _explore_url_maker(slug)
+    SYSTEM_SAMPLES_PER_PAGE to a page, each summarised as the system's last refresh stored it
+    (SystemSampleStanding: two queries, the count and an index range, whatever the number of
+    attempts). A verifier's choice in a run hidden since is left out. Raises BadPage, whose
+    message names the pages there are."""
+    stored = SystemSampleStanding.objects.none()
+    if detail.standing_pk is not None:
+        stored = SystemSampleStanding.objects.filter(Q(standing_id=detail.standing_pk) & _n_filter(filters, ""))
+    counted, passes = ("counted_verified", "passes_verified") if filters.verified_only else ("counted", "passes")
+    stored = stored.order_by("n", "paper", "sample_name", "sample_id").values_list(
+        "sample_id", "sample_name", "paper", "n", "ended", counted, passes, "errors", "out_of_scope", "choices"
+    )
+    page = page_get(stored, number=number, per_page=SYSTEM_SAMPLES_PER_PAGE, parameter="samples_page", what="samples")
+    explore_url = _explore_url_maker(detail.system.slug)
     attempt_url = attempt_url_maker()
-    rows = [
-        SampleSummary(
-            sample_pk=row["sample_id"], sample_id=row["sample_name"], paper=row["paper_id"], n=row["n"],
-            total=row["total"], counted=row["counted"], passes=row["passes"], errors=row["errors"],
-            out_of_scope=row["out_of_scope"], attempts_url=explore_url(row["paper_id"], row["sample_name"]),
+    public = set(detail.run_ids)
+    rows = []
+    for sample_pk, name, paper, n, ended, counted_m, passed, errors, out_of_scope, choices in page.object_list:
+        row = SampleSummary(
+            sample_pk=sample_pk, sample_id=name, paper=paper, n=n, total=ended, counted=counted_m, passes=passed,
+            errors=errors, out_of_scope=out_of_scope, attempts_url=explore_url(paper, name),
+            choices={label: pk for label, (pk, run_id) in choices.items() if run_id in public},
         )
-        for row in page.object_list
-    ]
-    by_pk = {row.sample_pk: row for row in rows}
-    for sample_pk, label, attempt_id in _verifier_choices(run_ids, list(by_pk)):
-        by_pk[sample_pk].choices[label] = attempt_id
-    for row in rows:
         row.choice_links = [(label, pk, attempt_url(pk)) for label, pk in row.choices.items()]
+        rows.append(row)
     page.object_list = rows
     return page
+
+
+@dataclass
+class SystemPageRows:
+    """What a system's page lists, computed at its refresh (leaderboard.standings stores them): per
+    sample (SystemSampleStanding's fields), per run and n (SystemRunStanding's) and its nearest near
+    misses per counting rule and n (SystemNearMiss's)."""
+
+    samples: list[dict]
+    runs: list[dict]
+    near_misses: list[dict]
+
+
+def system_page_rows_computed(run_ids: list[int]) -> SystemPageRows:
+    """What the page of the system whose public runs are `run_ids` lists, from their attempts (three
+    grouped queries, the verifier choices streamed, and one LIMIT query per counting rule and n
+    with near misses): a refresh's work, never a request's."""
+    if not run_ids:
+        return SystemPageRows(samples=[], runs=[], near_misses=[])
+    every, verified = LeaderboardFilters(verified_only=False), LeaderboardFilters(verified_only=True)
+    attempts = Attempt.objects.filter(run_id__in=run_ids).order_by()
+    out_of_scope = ~Q(out_of_scope_edits=[])
+    per_sample = attempts.values("sample_id").annotate(
+        ended=Count("pk", filter=Q(status__in=ENDED_STATUSES)),
+        errors=Count("pk", filter=Q(status=Attempt.ERROR)),
+        out_of_scope=Count("pk", filter=out_of_scope),
+        counted=Count("pk", filter=counted_q(every)),
+        passes=Count("pk", filter=counted_q(every) & filters_passes_q(every)),
+        counted_verified=Count("pk", filter=counted_q(verified)),
+        passes_verified=Count("pk", filter=counted_q(verified) & filters_passes_q(verified)),
+    )
+    # Grouped by sample id alone, then joined to the few groups' samples (grouping by the sample's
+    # columns would join every attempt first).
+    sql, params = per_sample.query.sql_with_params()
+    statement = (
+        "SELECT grouped.*, sample.n, paper.paper_id, sample.sample_id AS sample_name "
+        f"FROM ({sql}) grouped JOIN {Sample._meta.db_table} sample ON sample.id = grouped.sample_id "
+        f"JOIN {Paper._meta.db_table} paper ON paper.id = sample.paper_id"
+    )
+    with connections[per_sample.db].cursor() as cursor:
+        cursor.execute(statement, params)
+        names = ["paper" if column.name == "paper_id" else column.name for column in cursor.description]
+        samples = {row[0]: {**dict(zip(names, row)), "choices": {}} for row in cursor.fetchall()}
+    for sample_pk, label, attempt_id, run_id in _verifier_choices(run_ids):
+        if sample_pk in samples:
+            samples[sample_pk]["choices"][label] = [attempt_id, run_id]
+
+    near = {flag: _near_miss_q(LeaderboardFilters(verified_only=flag)) for flag in (False, True)}
+    per_status = attempts.values("run_id", "status", n=F("sample__n")).annotate(
+        count=Count("pk"),
+        not_reexecuted=Count("pk", filter=Q(status=Attempt.DONE, reexecution_passed__isnull=True)),
+        out_of_scope=Count("pk", filter=out_of_scope),
+        near_misses=Count("pk", filter=near[False]),
+        near_misses_verified=Count("pk", filter=near[True]),
+    )
+    runs: dict[tuple[int, int], dict] = {}
+    for row in per_status:
+        own = runs.setdefault((row["run_id"], row["n"]), {
+            "run_id": row["run_id"], "n": row["n"], "by_status": {}, "not_reexecuted": 0, "out_of_scope": 0,
+            "near_misses": 0, "near_misses_verified": 0,
+        })
+        own["by_status"][row["status"]] = row["count"]
+        for name in ("not_reexecuted", "out_of_scope", "near_misses", "near_misses_verified"):
+            own[name] += row[name]
+
+    near_misses = []
+    for flag, column in ((False, "near_misses"), (True, "near_misses_verified")):
+        for n in sorted({own["n"] for own in runs.values() if own[column]}):
+            nearest = (
+                attempts.filter(near[flag], sample__n=n)
+                .order_by("tolerance_ratio", "sample__sample_id", "pk")
+                .values_list("pk", "run_id", "index", "sample__sample_id", "tolerance_ratio", "reexecution_passed")
+            )[:NEAR_MISS_LIMIT]
+            near_misses += [
+                {"verified_only": flag, "n": n, "attempt_id": pk, "run_id": run_id, "index": index,
+                 "sample_name": sample_name, "tolerance_ratio": ratio, "verified": reexecuted is not None}
+                for pk, run_id, index, sample_name, ratio, reexecuted in nearest
+            ]
+    return SystemPageRows(samples=list(samples.values()), runs=list(runs.values()), near_misses=near_misses)
 
 
 def system_sample_rows(*, run_ids: list[int], filters: LeaderboardFilters) -> Iterator[dict]:
@@ -1486,7 +1571,7 @@ def system_sample_rows(*, run_ids: list[int], filters: LeaderboardFilters) -> It
     of those that pass (the samples export: complete, whatever its size). Streamed from the database
     in chunks: memory holds one sample's attempts and the verifier choices (a few per sample)."""
     choices: dict[int, dict[str, int]] = {}
-    for sample_pk, label, attempt_id in _verifier_choices(run_ids):
+    for sample_pk, label, attempt_id, _ in _verifier_choices(run_ids):
         choices.setdefault(sample_pk, {})[label] = attempt_id
     attempts = (
         Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__"))

@@ -11,7 +11,7 @@ so that a request only reads them (leaderboard.selectors).
 - Until it has run, pages show the previous numbers marked as being updated (`stale`); a system
   never computed yet is counted, not shown.
 - Who may see a run is not stored here: pages show a system with its runs of the last refresh that
-  are public now, and not at all when none is (leaderboard.selectors._shown_runs), so hiding or
+  are public now, and not at all when none is (leaderboard.selectors.standings_shown_runs), so hiding or
   deleting a run takes it off every page in its own request. The numbers of a system whose runs are
   all hidden are kept (shown to nobody), so that showing one again brings it back at once, marked as
   being updated; those of a system whose runs are all gone are deleted.
@@ -28,14 +28,26 @@ from django.db.models import F
 from django.db.models.signals import post_delete, pre_save
 from django.utils import timezone
 
+from leaderboard.failure_analysis import FailureRows, failure_rows_computed
 from leaderboard.figures import cost_figure_payload, figure_payload
-from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemStandingByN
+from leaderboard.models import (
+    SystemExceptionStanding,
+    SystemFailureStanding,
+    SystemFunctionStanding,
+    SystemNearMiss,
+    SystemRunStanding,
+    SystemSampleStanding,
+    SystemStanding,
+    SystemStandingByN,
+)
 from leaderboard.reference import reference_rows
 from leaderboard.selectors import (
+    LEADERBOARD_PER_PAGE,
     LeaderboardFilters,
     StandingNumbers,
     canonical_config,
     leaderboard_get,
+    leaderboard_page,
     metrics_stored,
     public_system_keys,
     standing_numbers_computed,
@@ -138,7 +150,8 @@ def default_view_build() -> None:
     """Build the figures and table rows of the leaderboard as first opened (no filter) into the shared
     cache, so that the first request after a change waits neither for Plotly (leaderboard.figures._memoised)
     nor for the rows' templates (leaderboard.table)."""
-    board = leaderboard_get(filters=LeaderboardFilters())
+    whole = leaderboard_get(filters=LeaderboardFilters())
+    board = leaderboard_page(whole, whole.rows[:LEADERBOARD_PER_PAGE])  # its first page, as the page builds it
     reference = reference_rows()
     if board.rows or reference:
         figure_payload(board, reference)
@@ -156,13 +169,13 @@ def standings_refresh(*, everything: bool = False) -> int:
     # The marks are read before the data: a change committed after this read is one more mark.
     stale = dict(SystemStanding.objects.filter(changes__gt=F("refreshed_changes")).values_list("slug", "changes"))
     for slug, numbers in standing_numbers_computed(list(stale)):
-        _store(slug, numbers, seen=stale[slug])
+        _store(slug, numbers, failure_rows_computed(numbers.run_ids), seen=stale[slug])
     if stale:
         logger.info("leaderboard standings refreshed: %d system(s)", len(stale))
     return len(stale)
 
 
-def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
+def _store(slug: str, numbers: StandingNumbers, failures: FailureRows, *, seen: int) -> None:
     with transaction.atomic():
         standing = SystemStanding.objects.select_for_update().filter(slug=slug).first()
         if standing is None or standing.refreshed_changes >= seen:
@@ -184,6 +197,7 @@ def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
             SystemFunctionStanding(standing=standing, verified_only=verified_only, **counts._asdict())
             for verified_only, rows in numbers.functions.items() for counts in rows
         ], batch_size=1000)
+        _page_rows_store(standing, numbers, failures)
         standing.run_ids, standing.k, standing.date = numbers.run_ids, numbers.k, numbers.date
         standing.unfinished_runs = numbers.unfinished_runs
         standing.refreshed_changes, standing.refreshed_at = seen, timezone.now()
@@ -193,6 +207,27 @@ def _store(slug: str, numbers: StandingNumbers, *, seen: int) -> None:
 def _runs_of_system(slug: str, run_ids: list[int]) -> bool:
     """Whether any of `run_ids` still exists and still belongs to system `slug`."""
     return any(_system_key(*columns)[0] == slug for columns in Run.objects.filter(pk__in=run_ids).values_list(*_RUN_KEY_COLUMNS))
+
+
+def _page_rows_store(standing: SystemStanding, numbers: StandingNumbers, failures: FailureRows) -> None:
+    """Replace the rows the system's page reads (leaderboard.selectors.system_detail, system_samples_page,
+    leaderboard.failure_analysis)."""
+    for model in (SystemSampleStanding, SystemRunStanding, SystemNearMiss, SystemFailureStanding, SystemExceptionStanding):
+        model.objects.filter(standing=standing).delete()
+    page = numbers.page
+    SystemSampleStanding.objects.bulk_create(
+        [SystemSampleStanding(standing=standing, **row) for row in page.samples], batch_size=1000
+    )
+    SystemRunStanding.objects.bulk_create([SystemRunStanding(standing=standing, **row) for row in page.runs], batch_size=1000)
+    SystemNearMiss.objects.bulk_create(
+        [SystemNearMiss(standing=standing, **row) for row in page.near_misses], batch_size=1000
+    )
+    SystemFailureStanding.objects.bulk_create(
+        [SystemFailureStanding(standing=standing, **row) for row in failures.by_n], batch_size=1000
+    )
+    SystemExceptionStanding.objects.bulk_create(
+        [SystemExceptionStanding(standing=standing, **row) for row in failures.patterns], batch_size=1000
+    )
 
 
 # --- receivers (connected by leaderboard.apps) ------------------------------------------------------

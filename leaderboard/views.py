@@ -15,17 +15,18 @@ from leaderboard.failure_analysis import error_taxonomy, failure_analysis
 from leaderboard.failure_figures import failure_figure_payload
 from leaderboard.figures import SHOWN_SYSTEMS, cost_figure_payload, figure_payload, tolerance_figure_payload
 from leaderboard.forms import LeaderboardFilterForm
+from leaderboard.paging import BadPage, page_get
 from leaderboard.selectors import (
     DIAGNOSIS_GROUPS,
     FLAT_COLUMNS,
+    LEADERBOARD_PER_PAGE,
     NEAR_MISS_FACTOR,
-    SYSTEM_SAMPLES_PER_PAGE,
     TOLERANCES,
-    BadSamplesPage,
     filter_choices,
     function_difficulty,
     leaderboard_flat_rows,
     leaderboard_get,
+    leaderboard_page,
     system_detail,
     system_sample_rows,
     system_samples_page,
@@ -109,6 +110,20 @@ def query_with(request, **changes) -> str:
     return f"?{encoded}" if encoded else "?"
 
 
+def _page_urls(request, page, parameter: str) -> dict:
+    """The previous and next pages' query strings (None at an end), keeping every other parameter."""
+    return {
+        "previous": query_with(request, **{parameter: page.previous_page_number()}) if page.has_previous() else None,
+        "next": query_with(request, **{parameter: page.next_page_number()}) if page.has_next() else None,
+    }
+
+
+def _page_payload(request, page, urls: dict) -> dict:
+    """A page of a list as the JSON exports describe it: where it is, and the URLs of its neighbours."""
+    return {"number": page.number, "pages": page.paginator.num_pages, "count": page.paginator.count,
+            "per_page": page.paginator.per_page, **{key: request.path + url if url else None for key, url in urls.items()}}
+
+
 def _clean(value):
     """JSON has no nan or infinity."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -175,6 +190,20 @@ def home(request):
     output, form, filters, status = parsed
     board = leaderboard_get(filters=filters)
     reference = paper.reference_rows(agent=filters.agent, n_min=filters.n_min, n_max=filters.n_max)
+    if output == "csv":  # every system
+        return _csv("leaderboard.csv", leaderboard_flat_rows(board, reference), list(FLAT_COLUMNS))
+    try:
+        page = page_get(board.rows, number=request.GET.get("page"), per_page=LEADERBOARD_PER_PAGE, parameter="page",
+                        what="systems")
+        problem = None
+    except BadPage as error:
+        if output == "json":
+            return JsonResponse({"error": str(error)}, status=400)
+        problem = str(error)  # the first page, with the message
+        page = page_get(board.rows, number=None, per_page=LEADERBOARD_PER_PAGE, parameter="page", what="systems")
+    # The board as this page shows it: its rows, and the charts placing them (the frontier is every system's).
+    shown = leaderboard_page(board, list(page.object_list))
+    page_urls = _page_urls(request, page, "page")
 
     if output == "json":
         return _json({
@@ -182,9 +211,10 @@ def home(request):
             "rules": RULES,
             "n_values": board.n_values,
             "computing": board.computing,  # systems with new results not computed yet (not in rows)
-            "cost_accuracy": [chart.as_dict() for chart in board.cost_accuracy],  # the Pareto frontier by n
-            "rows": [row.as_dict() for row in board.rows]
+            "cost_accuracy": [chart.as_dict() for chart in shown.cost_accuracy],  # the Pareto frontier by n
+            "rows": [row.as_dict() for row in shown.rows]
             + [ref.as_dict() for ref in reference],
+            "page": _page_payload(request, page, page_urls),
             "reference_findings": [{**finding, "reference": True} for finding in paper.FINDINGS],
             "gold_stability": [
                 {"suite": item.name, "experiments": item.experiments, "unstable": item.unstable, "policy": item.policy,
@@ -192,10 +222,8 @@ def home(request):
                 for item in suites_gold_stability(names={row.suite for row in board.rows})
             ],
         }, status=status)
-    if output == "csv":
-        return _csv("leaderboard.csv", leaderboard_flat_rows(board, reference), list(FLAT_COLUMNS))
 
-    figure = figure_payload(board, reference) if board.rows or reference else None
+    figure = figure_payload(shown, reference) if shown.rows or reference else None
 
     def sort_link(key: str) -> dict:
         active = board.sort.lstrip("-") == key
@@ -232,9 +260,11 @@ def home(request):
     ]
     context = {
         "form": form,
-        "problems": form.problems(),
-        "board": board,
-        "rows_html": leaderboard_rows_html(board, display_n),
+        "problems": form.problems() + ([problem] if problem else []),
+        "board": shown,
+        "page": page,
+        "page_urls": page_urls,
+        "rows_html": leaderboard_rows_html(shown, display_n),
         "columns_by_n": columns_by_n,
         "totals": {key: sort_link(key) for key in ("name", "cost", "seconds", "attempts", "errors", "date")},
         "reference": reference_table,
@@ -243,7 +273,7 @@ def home(request):
         "source_url": paper.SOURCE_URL,
         "rules": RULES,
         "figure": figure,
-        "cost_figure": cost_figure_payload(board) if board.rows else None,
+        "cost_figure": cost_figure_payload(shown) if shown.rows else None,
         "shown_systems": SHOWN_SYSTEMS,
         "json_url": query_with(request, format="json"),
         "csv_url": query_with(request, format="csv"),
@@ -255,7 +285,7 @@ def home(request):
         "column_count": 1 + per_n_columns * len(display_n) + 6,
         **_counting_urls(request),
     }
-    return render(request, "leaderboard/home.html", context, status=status)
+    return render(request, "leaderboard/home.html", context, status=400 if problem else status)
 
 
 FUNCTION_COLUMNS = [
@@ -312,19 +342,15 @@ def system(request, slug: str):
         return _system_csv(request, slug, detail, filters)
     problem = None
     try:
-        samples_page = system_samples_page(slug=slug, run_ids=detail.run_ids, filters=filters,
-                                           number=request.GET.get("samples_page"))
-    except BadSamplesPage as error:
+        samples_page = system_samples_page(detail=detail, filters=filters, number=request.GET.get("samples_page"))
+    except BadPage as error:
         if output == "json":
             return JsonResponse({"error": str(error)}, status=400)
         problem = str(error)  # the first page, with the message
-        samples_page = system_samples_page(slug=slug, run_ids=detail.run_ids, filters=filters, number=None)
-    page_urls = {
-        "previous": query_with(request, samples_page=samples_page.previous_page_number()) if samples_page.has_previous() else None,
-        "next": query_with(request, samples_page=samples_page.next_page_number()) if samples_page.has_next() else None,
-    }
-    analysis = failure_analysis(slug=slug, run_ids=detail.run_ids, filters=filters)
-    taxonomy = error_taxonomy(slug=slug, run_ids=detail.run_ids, filters=filters)
+        samples_page = system_samples_page(detail=detail, filters=filters, number=None)
+    page_urls = _page_urls(request, samples_page, "samples_page")
+    analysis = failure_analysis(slug=slug, standing_pk=detail.standing_pk, filters=filters)
+    taxonomy = error_taxonomy(slug=slug, standing_pk=detail.standing_pk, run_ids=detail.run_ids, filters=filters)
     csv_urls = {table: query_with(request, format="csv", table=table, samples_page=None) for table in ("samples", "runs", "by_n")}
     if output == "json":
         return _json({
@@ -339,12 +365,8 @@ def system(request, slug: str):
             "runs_total": detail.runs_total,  # the newest SYSTEM_RUNS_SHOWN are listed; the runs CSV has them all
             "runs_csv": request.path + csv_urls["runs"],
             "samples": [sample.as_dict() for sample in samples_page.object_list],
-            "samples_page": {
-                "number": samples_page.number, "pages": samples_page.paginator.num_pages,
-                "count": samples_page.paginator.count, "per_page": SYSTEM_SAMPLES_PER_PAGE,
-                **{key: request.path + url if url else None for key, url in page_urls.items()},
-                "all_samples_csv": request.path + csv_urls["samples"],
-            },
+            "samples_page": {**_page_payload(request, samples_page, page_urls),
+                             "all_samples_csv": request.path + csv_urls["samples"]},
             "out_of_scope_attempts": detail.out_of_scope_attempts,
             "not_reexecuted_attempts": detail.not_reexecuted,
             "tolerances": list(TOLERANCES),

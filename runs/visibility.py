@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from django.db import connections
 from django.db.models import Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from runs.models import Run, Submission, Suite
 
@@ -37,13 +38,23 @@ def public_runs_q(*, prefix: str = "") -> Q:
 
 
 def public_run_ids(*, among: Iterable[int]) -> set[int]:
-    """Which of the runs `among` exist and are public now: one query (one per batch of ids on a database
-    that caps a query's parameters, such as SQLite)."""
+    """Which of the runs `among` exist and are public now: one query while all of them are (it counts
+    them, rather than reading thousands of ids back), a second when one is not (one or two per batch
+    of ids on a database that caps a query's parameters, such as SQLite)."""
     ids = sorted({int(pk) for pk in among})
-    batch = connections[Run.objects.db].features.max_query_params or len(ids) or 1
+    connection = connections[Run.objects.db]
+    # PostgreSQL takes the ids as one array parameter: Django would prepare thousands of parameters one
+    # by one (a tenth of a second at the leaderboard's 5,000 systems).
+    postgres = connection.vendor == "postgresql"
+    batch = (len(ids) or 1) if postgres else (connection.features.max_query_params or len(ids) or 1)
     public: set[int] = set()
     for start in range(0, len(ids), batch):
-        public.update(Run.objects.filter(public_runs_q(), pk__in=ids[start:start + batch]).values_list("pk", flat=True))
+        chunk = ids[start:start + batch]
+        runs = Run.objects.filter(pk__in=RawSQL("SELECT unnest(%s::bigint[])", (chunk,)) if postgres else chunk)
+        if runs.filter(public_runs_q()).count() == len(chunk):
+            public.update(chunk)
+        else:
+            public.update(runs.filter(public_runs_q()).values_list("pk", flat=True))
     return public
 
 

@@ -8,8 +8,14 @@ trajectory and one with 5,000 steps (its first and a middle page, and the step b
 script fetches on demand). On top of those, one uploaded system of 30,000 attempts (`--big-system`:
 30 submissions of 1,000, spread over the n = 1 samples) whose page, JSON and samples CSV are timed,
 and as many uploaded attempts again at n = 1 as bring the samples page of n = 1 to 72,000 attempts
-(`--samples-attempts`): pages whose size once grew with the attempts. Both default to their share
-of `--attempts` (30% and 72%), so a smaller run is smaller throughout. It computes the leaderboard's stored numbers (leaderboard.standings) as
+(`--samples-attempts`): pages whose size once grew with the attempts. Then one uploaded system of
+300,000 attempts at n = 2 (`--huge-system`, 300 submissions; n = 2 so that the samples page of n = 1
+keeps its own figure), whose page reads only what its refresh stored, and, once every page above
+is timed, a leaderboard of 5,000 systems (`--leaderboard-systems`: copies of the measured systems'
+stored numbers under model names of their own, each with a public run; the function table is not
+among their numbers). Each defaults to its share of `--attempts` (30%, 72%, 300% and 5%), so a
+smaller run is smaller throughout; the pages measured against a target end with a line each
+(the leaderboard 100 ms, a system page 150 ms at the 95th percentile). It computes the leaderboard's stored numbers (leaderboard.standings) as
 `manage.py refresh_standings --all` does, then times requests through Django's test Client (in
 process: server time only, no network) and prints the first request, median and 95th percentile of
 each page and its query count.
@@ -20,16 +26,17 @@ them marked so without computing anything. The refresh job's own time for that s
 apart. The database (and the scratch maintenance queue) are dropped at the end, whatever happens.
 
     .venv/bin/python scripts/bench_pages.py [--attempts 100000] [--systems 50] [--requests 30]
-        [--big-system 30000] [--samples-attempts 72000]
+        [--big-system 30000] [--samples-attempts 72000] [--huge-system 300000] [--leaderboard-systems 5000]
 
 Postgres: BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432), a role that may create
-databases. Takes about two minutes on two cores; `--attempts 1000000 --systems 200` about twenty.
+databases. Takes about six minutes on two cores, most of it loading the 300,000 attempts.
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import io
+import json
 import os
 import random
 import statistics
@@ -120,20 +127,20 @@ def load_attempts(suite, samples, *, total: int, systems: int):
 UPLOAD_SIZE = 1_000  # attempts per submission of the big uploaded systems
 
 
-def load_uploaded_system(suite, samples, *, total: int, model: str) -> str:
-    """One uploaded system (never re-executed) of `total` attempts at the n = 1 samples, as
+def load_uploaded_system(suite, samples, *, total: int, model: str, n: int = 1) -> str:
+    """One uploaded system (never re-executed) of `total` attempts at the samples of `n`, as
     submissions of UPLOAD_SIZE attempts each, spread evenly over the samples; returns its slug."""
     from leaderboard.selectors import canonical_config, system_slug
     from runs.models import Attempt, Run, Submission
 
     rng = random.Random(total)
-    pool = [sample for sample in samples if sample.n == 1]
+    pool = [sample for sample in samples if sample.n == n]
     config = {"uploaded": True}
     made = 0
     while made < total:
         size = min(UPLOAD_SIZE, total - made)
         run = Run.objects.create(
-            suite=suite, agent="react", model=model, agent_config=config, context="full", n_values=[1],
+            suite=suite, agent="react", model=model, agent_config=config, context="full", n_values=[n],
             attempts_per_sample=5, sandbox_backend="bubblewrap", finished_at=datetime.now(UTC),
             description=f"bench upload {made // UPLOAD_SIZE}",
         )
@@ -146,6 +153,50 @@ def load_uploaded_system(suite, samples, *, total: int, model: str) -> str:
         Attempt.objects.bulk_create(batch, batch_size=2000)
         made += size
     return system_slug(suite=suite.name, agent="react", model=model, config_json=canonical_config(config), context="full")
+
+
+def clone_systems(suite, *, count: int) -> int:
+    """`count` more systems on the leaderboard, as leaderboard.standings would have stored them: each
+    the stored numbers of a measured system (Pass@1 moved a little, so that sorting has work to do)
+    under a model name of its own, with one public run of no attempts. What the leaderboard reads of
+    a system is all there (its standing, its numbers by n, its run); returns how many were made."""
+    from leaderboard.models import SystemStanding, SystemStandingByN
+    from leaderboard.selectors import system_slug
+    from runs.models import Run
+
+    rng = random.Random(count)
+    templates = list(SystemStanding.objects.filter(refreshed_at__isnull=False).exclude(run_ids=[]).order_by("pk"))
+    numbers: dict[int, list] = {}
+    for row in SystemStandingByN.objects.filter(standing__in=templates):
+        numbers.setdefault(row.standing_id, []).append(row)
+    templates = [template for template in templates if template.pk in numbers]
+    chosen = [templates[number % len(templates)] for number in range(count)]
+    now = datetime.now(UTC)
+    runs = Run.objects.bulk_create([
+        Run(suite=suite, agent=template.agent, model=f"{template.model}-variant-{number}", agent_config=json.loads(template.config_json),
+            context=template.context, n_values=[1], attempts_per_sample=template.k, sandbox_backend="bubblewrap",
+            finished_at=now, description=f"bench clone {number}")
+        for number, template in enumerate(chosen)
+    ], batch_size=2000)
+    standings = SystemStanding.objects.bulk_create([
+        SystemStanding(
+            slug=system_slug(suite=template.suite, agent=template.agent, model=run.model, config_json=template.config_json,
+                             context=template.context),
+            suite=template.suite, agent=template.agent, model=run.model, config_json=template.config_json,
+            context=template.context, run_ids=[run.pk], k=template.k, date=template.date, changes=1, refreshed_changes=1,
+            refreshed_at=now,
+        )
+        for run, template in zip(runs, chosen)
+    ], batch_size=2000)
+    by_n = []
+    for standing, template in zip(standings, chosen):
+        for row in numbers[template.pk]:
+            metrics = dict(row.metrics)
+            if metrics.get("pass1") is not None:
+                metrics["pass1"] = min(1.0, max(0.0, metrics["pass1"] + rng.uniform(-0.05, 0.05)))
+            by_n.append(SystemStandingByN(standing=standing, verified_only=row.verified_only, n=row.n, metrics=metrics))
+    SystemStandingByN.objects.bulk_create(by_n, batch_size=5000)
+    return len(standings)
 
 
 def _attempt(rng, run, sample, index, p, uploaded):
@@ -242,6 +293,30 @@ def timed(client, url: str, requests: int) -> tuple[float, list[float], int]:
     return first, times, len(body)
 
 
+# The pages measured against a target (p95, ms): a leaderboard's page, and a system's.
+LEADERBOARD_PAGE, SYSTEM_PAGE = "leaderboard", "system"
+TARGETS_MS = {LEADERBOARD_PAGE: 100, SYSTEM_PAGE: 150}
+
+
+def time_pages(client, pages, requests: int) -> list[tuple[str | None, float]]:
+    """Time each of `pages` ((name, URL function[, target kind]) each) and print its row; returns
+    (target kind or None, p95 in seconds) per page."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    measured = []
+    for name, make_url, *kind in pages:
+        url = make_url()
+        first, times, size = timed(client, url, requests)
+        with CaptureQueriesContext(connection) as queries:
+            fetched(client, url)
+        p95 = percentile(times, 0.95)
+        print(f"{name:<28}{first * 1000:>7.0f}ms{statistics.median(times) * 1000:>7.0f}ms"
+              f"{p95 * 1000:>7.0f}ms{len(queries):>9}{size / 1024:>8.0f}")
+        measured.append((kind[0] if kind else None, p95))
+    return measured
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--attempts", type=int, default=100_000)
@@ -251,12 +326,20 @@ def main() -> None:
                         "(default: 30%% of --attempts, 30,000)")
     parser.add_argument("--samples-attempts", type=int, help="attempts at n = 1, topped up by a second uploaded "
                         "system, under the samples page timed (default: 72%% of --attempts, 72,000)")
+    parser.add_argument("--huge-system", type=int, help="attempts of one uploaded system at n = 2 whose page is "
+                        "timed (default: 300%% of --attempts, 300,000)")
+    parser.add_argument("--leaderboard-systems", type=int, help="systems on the leaderboard timed last "
+                        "(default: 5%% of --attempts, 5,000)")
     options = parser.parse_args()
     # In proportion by default, so that a smoke run at a tiny --attempts stays tiny.
     if options.big_system is None:
         options.big_system = options.attempts * 3 // 10
     if options.samples_attempts is None:
         options.samples_attempts = options.attempts * 72 // 100
+    if options.huge_system is None:
+        options.huge_system = options.attempts * 3
+    if options.leaderboard_systems is None:
+        options.leaderboard_systems = max(options.attempts // 20, options.systems + 3)
 
     create_database(f"{SERVER}/postgres", DB_NAME)
     try:
@@ -266,7 +349,6 @@ def main() -> None:
         from django.core.management import call_command
         from django.db import connection
         from django.test import Client
-        from django.test.utils import CaptureQueriesContext
         from django.urls import reverse
 
         from leaderboard import figures, selectors
@@ -286,6 +368,7 @@ def main() -> None:
         if options.samples_attempts > at_n1:
             load_uploaded_system(suite, samples, total=options.samples_attempts - at_n1, model="openai:uploaded-top-up")
         at_n1 = Attempt.objects.filter(sample__n=1).count()
+        huge_slug = load_uploaded_system(suite, samples, total=options.huge_system, model="openai:uploaded-huge", n=2)
         made = Attempt.objects.count()
         # Written by update(), so that no object of this process keeps the trajectories: a web process
         # holds none of the loader's data, and a heap full of it would slow every garbage collection.
@@ -294,9 +377,10 @@ def main() -> None:
             Attempt.objects.filter(pk=attempt.pk).update(trajectory=long_trajectory(attempt.sample.sample_id, steps))
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")  # what autovacuum would otherwise do while pages are timed
-        print(f"loaded {made:,} attempts across {systems} systems and 2 uploaded ones, {len(samples):,} samples, "
+        print(f"loaded {made:,} attempts across {systems} systems and 3 uploaded ones, {len(samples):,} samples, "
               f"a {TRAJECTORY_STEPS}- and a {LONG_TRAJECTORY_STEPS:,}-step trajectory in {time.perf_counter() - clock:.1f} s; "
-              f"the big uploaded system holds {options.big_system:,} attempts, n = 1 {at_n1:,}")
+              f"the big uploaded system holds {options.big_system:,} attempts, the huge one {options.huge_system:,} "
+              f"(at n = 2), n = 1 {at_n1:,}")
         clock = time.perf_counter()
         call_command("refresh_standings", "--all", stdout=io.StringIO())
         print(f"stored numbers of {SystemStanding.objects.count()} systems computed (refresh_standings --all) in "
@@ -325,12 +409,12 @@ def main() -> None:
             return reverse("leaderboard:system", args=[slug])
 
         pages = [  # URLs as functions, called just before their page is timed
-            ("leaderboard", lambda: reverse("leaderboard:home")),
+            ("leaderboard", lambda: reverse("leaderboard:home"), LEADERBOARD_PAGE),
             ("leaderboard after a change", after_a_change),
             ("  with unverified uploads", lambda: reverse("leaderboard:home") + "?unverified=1"),
             ("leaderboard JSON export", lambda: reverse("leaderboard:home") + "?format=json"),
             ("leaderboard CSV export", lambda: reverse("leaderboard:home") + "?format=csv"),
-            ("one system's page", first_system),
+            ("one system's page", first_system, SYSTEM_PAGE),
             ("its JSON export", lambda: first_system() + "?format=json"),
             ("its by-n CSV export", lambda: first_system() + "?format=csv&table=by_n"),
             (f"trajectory ({TRAJECTORY_STEPS} st.), p. 1", lambda: reverse("replay:attempt", args=[target.pk])),
@@ -339,21 +423,21 @@ def main() -> None:
             # What the page's script fetches as the rest of a page's steps come into view.
             ("  steps 6-20 (on demand)", lambda: reverse("replay:steps", args=[longest.pk]) + "?first=6&last=20"),
             ("function difficulty", lambda: reverse("leaderboard:functions")),
-            (f"system, {_short(options.big_system)} uploaded att.", lambda: big_system),
-            ("  with unverified uploads", lambda: big_system + "?unverified=1"),
+            (f"system, {_short(options.big_system)} uploaded att.", lambda: big_system, SYSTEM_PAGE),
+            ("  with unverified uploads", lambda: big_system + "?unverified=1", SYSTEM_PAGE),
             ("  its JSON (a page)", lambda: big_system + "?unverified=1&format=json"),
             ("  its samples CSV (all)", lambda: big_system + "?unverified=1&format=csv"),
             (f"samples n=1, {_short(at_n1)} att.", lambda: samples_n1),
             ("  its JSON (a page)", lambda: samples_n1 + "&format=json"),
         ]
+        huge_system = reverse("leaderboard:system", args=[huge_slug])
+        pages += [
+            (f"system, {_short(options.huge_system)} uploaded att.", lambda: huge_system, SYSTEM_PAGE),
+            ("  with unverified uploads", lambda: huge_system + "?unverified=1", SYSTEM_PAGE),
+            ("  its JSON, samples p. 2", lambda: huge_system + "?unverified=1&format=json&samples_page=2", SYSTEM_PAGE),
+        ]
         print(f"\n{'page':<28}{'first':>9}{'median':>9}{'p95':>9}{'queries':>9}{'KB':>8}   ({options.requests} requests after the first)")
-        for name, make_url in pages:
-            url = make_url()
-            first, times, size = timed(client, url, options.requests)
-            with CaptureQueriesContext(connection) as queries:
-                fetched(client, url)
-            print(f"{name:<28}{first * 1000:>7.0f}ms{statistics.median(times) * 1000:>7.0f}ms"
-                  f"{percentile(times, 0.95) * 1000:>7.0f}ms{len(queries):>9}{size / 1024:>8.0f}")
+        measured = time_pages(client, pages, options.requests)
         stale = [row["slug"] for row in client.get(reverse("leaderboard:home"), {"format": "json"}).json()["rows"] if row.get("stale")]
         # The job runs in a fresh work horse, and the page is then served by web processes that built
         # nothing: nothing memoised in this process counts.
@@ -370,6 +454,31 @@ def main() -> None:
         print(f"\nthe refresh job after that change: {len(stale)} stale system recomputed in {job * 1000:.0f} ms, its "
               f"bootstrap intervals and the figures of the leaderboard's first view included "
               f"({Attempt.objects.filter(run_id__in=SystemStanding.objects.get(slug=stale[0]).run_ids).count():,} attempts)")
+
+        clock = time.perf_counter()
+        cloned = clone_systems(suite, count=options.leaderboard_systems - SystemStanding.objects.count())
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+        total = SystemStanding.objects.count()
+        print(f"\n{cloned:,} systems added to the leaderboard's stored numbers in {time.perf_counter() - clock:.1f} s: "
+              f"{total:,} in all")
+        home = reverse("leaderboard:home")
+
+        def last_page(query: str) -> str:
+            pages = client.get(f"{home}?{query}&format=json").json()["page"]["pages"]
+            return f"{home}?{query}&page={pages}"
+
+        measured += time_pages(client, [
+            (f"leaderboard, {_short(total)} systems", lambda: home, LEADERBOARD_PAGE),
+            ("  after a change", after_a_change, LEADERBOARD_PAGE),
+            ("  its JSON (a page)", lambda: home + "?format=json", LEADERBOARD_PAGE),
+            ("  by name, last page", lambda: last_page("sort=name"), LEADERBOARD_PAGE),
+            ("  with unverified, last p.", lambda: last_page("unverified=1&sort=-date"), LEADERBOARD_PAGE),
+        ], options.requests)
+        print()
+        for kind, target in TARGETS_MS.items():
+            worst = max(p95 for measured_kind, p95 in measured if measured_kind == kind) * 1000
+            print(f"target: {kind} pages p95 at most {target} ms; worst {worst:.0f} ms: {'met' if worst <= target else 'NOT met'}")
     finally:
         try:
             from runs.evaluation.queue import maintenance_queue

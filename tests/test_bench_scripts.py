@@ -50,7 +50,10 @@ PAGES = ("leaderboard", "leaderboard after a change", "  with unverified uploads
          "leaderboard CSV export", "one system's page", "its JSON export", "its by-n CSV export",
          r"trajectory \(500 st\.\), p\. 1", r"trajectory \(5000\), p\. 1", r"trajectory \(5000\), p\. 125",
          r"  steps 6-20 \(on demand\)", "function difficulty", r"system, \d+ uploaded att\.",
-         r"  its samples CSV \(all\)", r"samples n=1, \d+ att\.", r"  its JSON \(a page\)")
+         r"  its samples CSV \(all\)", r"samples n=1, \d+ att\.", r"  its JSON \(a page\)",
+         r"system, \d+k? uploaded att\.", r"  its JSON, samples p\. 2")
+MANY_SYSTEMS_PAGES = (r"leaderboard, \d+k? systems", "  after a change", r"  its JSON \(a page\)", "  by name, last page",
+                      r"  with unverified, last p\.")
 REPLAY_PAGES = (r"attempt, page 1 \(heaviest\)", r"attempt, page \d+", r"attempt, page \d+ \(last\)", "compare two, page 1")
 
 SMOKES = [
@@ -74,11 +77,15 @@ SMOKES = [
           for name in EXPLORE_PAGES),
     )),
     Smoke("bench_pages.py", ("--attempts", "200", "--systems", "6", "--requests", "1"), redis_db=False, figures=(
-        r"^loaded \d+ attempts across 6 systems and 2 uploaded ones",
-        rf"^stored numbers of 8 systems computed \(refresh_standings --all\) in {NUMBER} s",
+        r"^loaded \d+ attempts across 6 systems and 3 uploaded ones",
+        rf"^stored numbers of 9 systems computed \(refresh_standings --all\) in {NUMBER} s",
         *(rf"^{name}\s+{MS}\s+{MS}\s+{MS}\s+\d+\s+{NUMBER}$" for name in PAGES),
         rf"^leaderboard after the job\s+{MS}\s+{MS}\s+{MS}\s+{NUMBER}$",
         rf"^the refresh job after that change: 1 stale system recomputed in {MS}",
+        rf"^\d+ systems added to the leaderboard's stored numbers in {NUMBER} s: \d+ in all",
+        *(rf"^{name}\s+{MS}\s+{MS}\s+{MS}\s+\d+\s+{NUMBER}$" for name in MANY_SYSTEMS_PAGES),
+        rf"^target: leaderboard pages p95 at most 100 ms; worst {NUMBER} ms: (met|NOT met)$",
+        rf"^target: system pages p95 at most 150 ms; worst {NUMBER} ms: (met|NOT met)$",
     )),
     Smoke("bench_replay.py", ("--requests", "1"), redis_db=False,
           # Limits a tenth of the defaults' or less: the same pages, built and served in a fraction of the time.

@@ -50,6 +50,7 @@ def test_system_page_size_does_not_grow_with_its_attempts(crowded, client):
     url = crowded["url"]
     before = {"html": body(client, url), "json": body(client, url, format="json"), "last": body(client, url, samples_page="2")}
     upload(crowded["suite"], crowded["samples"], runs=9)  # ten times the attempts: 2,400
+    standings_refreshed()  # the page lists what the system's refresh stored
     after = {"html": body(client, url), "json": body(client, url, format="json"), "last": body(client, url, samples_page="2")}
     for name in before:
         # A count's extra digit per sample and a line per new run (50 at most); listing each new

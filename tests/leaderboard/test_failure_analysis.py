@@ -34,12 +34,13 @@ from django.db.models import Q
 from django.urls import reverse
 
 from leaderboard import reference as paper
-from leaderboard.failure_analysis import TAXONOMY_LIMIT, error_taxonomy, failure_analysis
+from leaderboard.failure_analysis import TAXONOMY_LIMIT, error_taxonomy_computed, failure_analysis_computed
 from leaderboard.failure_figures import failure_figure_payload
 from leaderboard.selectors import LeaderboardFilters, runs_frame
 from runs.analysis.services import attempt_analysis_record
 from runs.models import Attempt, AttemptAnalysis, AttemptException, Function, Paper, Run, Sample, Suite
 from tests.leaderboard.factories import make_run
+from tests.support import standings_refreshed
 
 pytestmark = pytest.mark.django_db
 
@@ -154,16 +155,19 @@ def data() -> Data:
         **{**DONE, "outcome": "passed", "passed": True, "reexecution_passed": True, "reported_passed": True},
     )
     record_analysis([attempt for attempt in attempts.values() if attempt.trajectory is not None])
+    standings_refreshed()  # what the system's page reads
     slug = runs_frame(Q(pk=run.pk)).iloc[0]["slug"]
     return Data(run=run, hidden=hidden, slug=slug, attempts=attempts)
 
 
 def _analysis(data: Data, **filters):
-    return failure_analysis(slug=data.slug, run_ids=[data.run.pk], filters=LeaderboardFilters(**{"verified_only": False, **filters}))
+    return failure_analysis_computed(slug=data.slug, run_ids=[data.run.pk],
+                                     filters=LeaderboardFilters(**{"verified_only": False, **filters}))
 
 
 def _taxonomy(data: Data, **filters):
-    return error_taxonomy(slug=data.slug, run_ids=[data.run.pk], filters=LeaderboardFilters(**{"verified_only": False, **filters}))
+    return error_taxonomy_computed(slug=data.slug, run_ids=[data.run.pk],
+                                   filters=LeaderboardFilters(**{"verified_only": False, **filters}))
 
 
 def _explore(data: Data, **params) -> str:
@@ -415,6 +419,7 @@ def test_system_page_html(client, data):
 def test_system_without_analysis_says_so(client, data):
     AttemptAnalysis.objects.all().delete()
     AttemptException.objects.all().delete()
+    standings_refreshed()
     analysis = _analysis(data)
     assert analysis.analysed == 0
     assert analysis.trajectories[0].ran == 0
@@ -427,7 +432,7 @@ def test_system_with_no_attempt(client):
     suite, _ = _samples()
     run = make_run(suite, model="openai:o3")
     slug = runs_frame(Q(pk=run.pk)).iloc[0]["slug"]
-    analysis = failure_analysis(slug=slug, run_ids=[run.pk], filters=LeaderboardFilters(verified_only=False))
+    analysis = failure_analysis_computed(slug=slug, run_ids=[run.pk], filters=LeaderboardFilters(verified_only=False))
     assert (analysis.n_values, analysis.counted_total, analysis.trajectories) == ([], 0, [])
     assert failure_figure_payload(analysis) is None
     page = client.get(reverse("leaderboard:system", args=[slug])).content.decode()

@@ -212,8 +212,9 @@ def test_json_carries_the_frontier_flags(board_data, client):
 
 @pytest.mark.django_db
 def test_frontier_costs_no_query(board_data, client, django_assert_max_num_queries):
-    # As before the chart: filter choices (2), runs, grouped attempts, verifier selections, gold stability.
-    with django_assert_max_num_queries(6):
+    # As before the chart: filter choices (2), the standings' marks, whether their runs are public, and
+    # (the board being built) the standings and their numbers by n; gold stability.
+    with django_assert_max_num_queries(7):
         assert client.get("/").status_code == 200
-    with django_assert_max_num_queries(3):
+    with django_assert_max_num_queries(4):
         leaderboard_get(filters=LeaderboardFilters(verified_only=False))

@@ -101,7 +101,7 @@ def test_mismatch_counts_as_a_failure_for_a_verified_attempt(board_data):
     # s0 of A: one pass and one attempt whose reported numbers pass but the re-run does not.
     filters = LeaderboardFilters(verified_only=False)
     detail = system_detail(slug=rows_by_system(board())["A"].slug, filters=filters)
-    page = system_samples_page(slug=detail.system.slug, run_ids=detail.run_ids, filters=filters, number=None)
+    page = system_samples_page(detail=detail, filters=filters, number=None)
     s0 = next(sample for sample in page.object_list if sample.sample_id == "p_0")
     assert (s0.counted, s0.passes) == (2, 1)
 
@@ -229,7 +229,7 @@ def test_system_detail_lists_runs_and_samples_with_attempt_links(board_data):
     assert [run.pk for run in detail.runs] == [board_data.run_a.pk]
     assert detail.runs[0].counts == {"done": 9, "error": 1, "queued": 1, "cancelled": 1}
     assert detail.runs[0].verified
-    page = system_samples_page(slug=a.slug, run_ids=detail.run_ids, filters=filters, number=None)
+    page = system_samples_page(detail=detail, filters=filters, number=None)
     samples = {sample.sample_id: sample for sample in page.object_list}
     assert set(samples) == {"p_0", "p_1", "p_2", "p_0,1", "p_1,2"}
     s2 = samples["p_2"]
@@ -243,8 +243,9 @@ def test_system_detail_lists_runs_and_samples_with_attempt_links(board_data):
 
 
 def test_query_count_does_not_grow_with_systems(board_data, django_assert_max_num_queries):
-    # The standings, which of their runs are public now, and the numbers of those shown (when not kept).
-    with django_assert_max_num_queries(3):
+    # The standings' marks, which of their runs are public now, and (when the board is not kept) the
+    # standings shown and their numbers.
+    with django_assert_max_num_queries(4):
         leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     # Twenty more systems, each with a run of two attempts.
     for number in range(20):
@@ -252,7 +253,7 @@ def test_query_count_does_not_grow_with_systems(board_data, django_assert_max_nu
         make_attempt(run, board_data.samples["s0"], 0, PASS)
         make_attempt(run, board_data.samples["s01"], 0, FAIL)
     standings_refreshed()
-    with django_assert_max_num_queries(3):
+    with django_assert_max_num_queries(4):
         result = leaderboard_get(filters=LeaderboardFilters(verified_only=True, n_min=1))
     assert len(result.rows) == 22
     with django_assert_max_num_queries(4):

@@ -7,6 +7,7 @@ from django.urls import reverse
 from rq import Queue
 
 from leaderboard import figures
+from leaderboard.failure_analysis import failure_rows_computed
 from leaderboard.figures import _figure_input, figure_cache_key
 from leaderboard.models import SystemStanding, SystemStandingByN
 from leaderboard.reference import reference_rows
@@ -137,7 +138,7 @@ def test_a_refresh_that_read_before_a_change_leaves_it_stale(board_data):
     seen = standing.changes
     [(slug, numbers)] = standing_numbers_computed([standing.slug])  # a refresh reads the marks, then the data
     results_changed_send(run_ids=[board_data.run_c.pk])  # a change lands while it computes
-    _store(slug, numbers, seen=seen)
+    _store(slug, numbers, failure_rows_computed(numbers.run_ids), seen=seen)
     standing.refresh_from_db()
     assert standing.stale
     assert standings_refresh() == 1
@@ -152,7 +153,7 @@ def test_an_older_refresh_never_overwrites_a_newer_one(board_data):
     standing.refresh_from_db()
     before = (standing.refreshed_changes, standing.refreshed_at)
     [(slug, numbers)] = standing_numbers_computed(["000000000000"])  # no runs at all
-    _store(standing.slug, numbers, seen=before[0] - 1)  # and late: an older refresh
+    _store(standing.slug, numbers, failure_rows_computed(numbers.run_ids), seen=before[0] - 1)  # and late: an older refresh
     standing.refresh_from_db()
     assert (standing.refreshed_changes, standing.refreshed_at) == before
     assert claude().by_n[1].pass1 == pytest.approx(2 / 3)

@@ -90,7 +90,7 @@ def test_rows_rendered_under_another_address_prefix_are_not_reused(board_data, c
 
 
 def test_the_board_is_read_with_two_queries_while_the_standings_are_unchanged(board_data):
-    """The standings, and which of their runs are public now (never stored: leaderboard.selectors._shown_runs)."""
+    """The standings, and which of their runs are public now (never stored: leaderboard.selectors.standings_shown_runs)."""
     first = leaderboard_get(filters=LeaderboardFilters(verified_only=False))
     with CaptureQueriesContext(connection) as queries:
         again = leaderboard_get(filters=LeaderboardFilters(verified_only=False))

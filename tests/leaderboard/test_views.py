@@ -10,6 +10,7 @@ from leaderboard.selectors import LeaderboardFilters, leaderboard_get
 from leaderboard.standings import standings_refresh
 from runs.evaluation.services import runs_set_hidden
 from runs.models import Attempt
+from tests.support import standings_refreshed
 
 pytestmark = pytest.mark.django_db
 
@@ -224,19 +225,19 @@ def test_unknown_system_is_404(board_data, client):
 
 
 def test_page_query_counts_are_bounded(board_data, client, django_assert_max_num_queries):
-    # Filter choices (2), runs, the grouped attempts, the verifier selections, the shown suites' gold
-    # stability (HTML only); sessions are not touched.
-    with django_assert_max_num_queries(6):
+    # Filter choices (2), the standings' marks, whether their runs are public, (the board being built)
+    # the standings and their numbers, the shown suites' gold stability (HTML only); sessions are not touched.
+    with django_assert_max_num_queries(7):
         assert client.get("/").status_code == 200
     with django_assert_max_num_queries(5):
         assert client.get("/", {"format": "csv"}).status_code == 200
     with django_assert_max_num_queries(6):
         assert client.get(reverse("leaderboard:functions")).status_code == 200
     slug = slug_of(config={"history": "full"})
-    # The system page also reads its failure analyses: outcomes, trajectories (2) and the error
-    # taxonomy's groups, totals and examples (3): leaderboard.failure_analysis; its samples are
-    # counted for their pages and read a page at a time, its near misses apart from their count.
-    with django_assert_max_num_queries(9 + 5):
+    # The system page reads what its refresh stored: its standing, runs, numbers by n, runs' counts,
+    # near misses, its samples counted and read a page at a time, its failure analysis and its error
+    # taxonomy (totals and patterns): never an attempt (tests/leaderboard/test_stored_system_page.py).
+    with django_assert_max_num_queries(12):
         assert client.get(reverse("leaderboard:system", args=[slug])).status_code == 200
 
 
@@ -280,6 +281,7 @@ def test_system_page_counts_out_of_scope_edits(board_data, client):
     Attempt.objects.filter(pk=edited.pk).update(
         out_of_scope_edits=[{"path": "code/run.py", "reason": "not a file with masked functions", "diff": ""}]
     )
+    standings_refreshed()  # an update() announces nothing; the page lists what the refresh stored
     html = client.get(url).content.decode()
     assert "1 attempt changed code outside the masked functions" in html
     assert html.count("1 with out-of-scope edits dropped") == 1
@@ -292,7 +294,6 @@ def test_system_page_counts_out_of_scope_edits(board_data, client):
 def test_system_page_lists_its_samples_a_page_at_a_time(board_data, client):
     from runs.models import Sample
     from tests.leaderboard.factories import PASS, make_attempt
-    from tests.support import standings_refreshed
 
     extra = Sample.objects.bulk_create(
         [Sample(paper=board_data.paper, sample_id=f"p_extra{i:03d}", n=1) for i in range(150)]
