@@ -48,17 +48,18 @@ lint: install
 # The tests run in TEST_WORKERS processes (pytest-xdist), one per core of CI's two. Each has a test
 # database of its own (pytest-django adds _gw0, _gw1, ... to its name), a Redis database of its own,
 # TEST_REDIS_DB minus its number (15, 14, ...: never REDIS_URL's 0), and a DEPLOYMENT_ID of its own
-# (tests/conftest.py). Concurrent test runs on one machine each set their own TEST_REDIS_DB and
+# (tests/conftest.py). Tests that share costly set-up carry an xdist_group mark, which keeps them in one
+# worker (--dist loadgroup). Concurrent test runs on one machine each set their own TEST_REDIS_DB and
 # TEST_DATABASE_URL.
 TEST_WORKERS ?= 2
 export TEST_REDIS_DB ?= 15
 
 test: lint services sandbox-images
-	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest -n $(TEST_WORKERS)
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # Everything but the tests marked slow, for a quick loop while developing.
 test-fast: lint services
-	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest -n $(TEST_WORKERS) -m "not slow"
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
 # The demo keeps its data in Postgres (RQ workers write concurrently, which SQLite serialises badly).
 DEMO_DATABASE ?= autoexperiment_demo
