@@ -7,11 +7,7 @@ attempts that pass (gold) and attempts that fail (a `noop` run with one worker).
     .venv/bin/python scripts/bench_worker.py [--n 1] [--cap 100] [--workers 1,2] [--repeat 3] [--attempts N] [--check-repeats 15]
         [--redis-db 14]
 
-<<<<<<< HEAD
-Uses real RQ workers (`manage.py evaluation_worker --burst`, subprocesses), Redis database 14 (flushed) of
-=======
 Uses real RQ workers (`manage.py evaluation_worker --burst`, subprocesses), Redis database 14 (or --redis-db; flushed) of
->>>>>>> wt-bench
 $REDIS_URL's server, the sandbox of $SANDBOX_BACKEND (bubblewrap by default) and a scratch Postgres
 database `bench_worker_<pid>` created on $BENCH_DATABASE_URL's server (default
 postgres://postgres@127.0.0.1:5432/postgres), migrated, and dropped at the end. Takes about two

@@ -2,6 +2,7 @@
 format, and fake gold code for the upstream fixture's papers."""
 import copy
 import csv
+import importlib
 import json
 import os
 from pathlib import Path
@@ -14,6 +15,36 @@ from tests.support import TINY_REQUIREMENT, import_builtin_suite, redis_test_cli
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
+
+
+def _own_deployment_per_xdist_worker() -> None:
+    """Under pytest-xdist (`pytest -n N`, as `make test` runs), each worker process (gw0, gw1, ...)
+    has a test database of its own (pytest-django names it), and gets here a Redis database and a
+    deployment of its own too: TEST_REDIS_DB minus its number, and DEPLOYMENT_ID with its name
+    added. Otherwise one worker's flushes, queue reads and leftover sweeps would take the other's
+    jobs, keys and sandboxes (both databases number their attempts from 1).
+
+    Django read its settings before any conftest is imported: they are read again with the
+    worker's DEPLOYMENT_ID, and those named after it (the queues) replace what was read; the
+    others are left as they are (Django has added its defaults to some: DATABASES)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    redis_db = int(os.environ.get("TEST_REDIS_DB", "15")) - int(worker.removeprefix("gw"))
+    if redis_db < 1:
+        raise RuntimeError(
+            f"xdist worker {worker} would use Redis database {redis_db} (TEST_REDIS_DB minus the worker's number): "
+            "raise TEST_REDIS_DB or run fewer workers (database 0 is the site's, REDIS_URL's default)"
+        )
+    os.environ["TEST_REDIS_DB"] = str(redis_db)
+    deployment = os.environ["DEPLOYMENT_ID"] = f"{django_settings.DEPLOYMENT_ID}-{worker}"
+    again = importlib.reload(importlib.import_module(os.environ["DJANGO_SETTINGS_MODULE"]))
+    for name in filter(str.isupper, dir(again)):
+        if deployment in repr(getattr(again, name)):
+            setattr(django_settings, name, getattr(again, name))
+
+
+_own_deployment_per_xdist_worker()
 # The workers, servers and scripts the tests start serve this test run's deployment: they connect to
 # the test database, whose name would give them another default DEPLOYMENT_ID (other queues, other
 # job ids) than the one this process derived before pytest-django renamed the database.

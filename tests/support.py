@@ -196,14 +196,30 @@ def ordinary_worker_identity() -> tuple[int, int]:
     try:
         account = pwd.getpwnam(ORDINARY_WORKER)
     except KeyError:
-        useradd = shutil.which("useradd")
-        require(useradd is not None, "useradd is missing: install the passwd package (the hostile tests run a worker as an ordinary user)")
-        subprocess.run(
-            [useradd, "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", ORDINARY_WORKER],
-            check=True, capture_output=True, timeout=60,
-        )
-        account = pwd.getpwnam(ORDINARY_WORKER)
+        account = _ordinary_worker_created()
     return account.pw_uid, account.pw_gid
+
+
+def _ordinary_worker_created():
+    """ORDINARY_WORKER made with useradd, one process at a time: the workers of one test run (pytest
+    -n) and other test runs on the machine may all find it missing at once, and a second useradd
+    fails (the account exists, or /etc/passwd is locked by the first)."""
+    import fcntl
+    import pwd
+    import tempfile
+
+    useradd = shutil.which("useradd")
+    require(useradd is not None, "useradd is missing: install the passwd package (the hostile tests run a worker as an ordinary user)")
+    with open(Path(tempfile.gettempdir()) / f"{ORDINARY_WORKER}.useradd.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return pwd.getpwnam(ORDINARY_WORKER)  # made by whoever held the lock before
+        except KeyError:
+            subprocess.run(
+                [useradd, "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", ORDINARY_WORKER],
+                check=True, capture_output=True, timeout=60,
+            )
+            return pwd.getpwnam(ORDINARY_WORKER)
 
 
 def _first_locked_ancestor(path: Path) -> Path | None:

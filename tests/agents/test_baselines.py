@@ -162,11 +162,17 @@ def sweep(django_db_setup, django_db_blocker, tmp_path_factory) -> dict[str, lis
     return outcomes
 
 
+# The sweep is made once per test process, in minutes: under pytest -n its three tests run in the same
+# worker (make test distributes with --dist loadgroup).
+in_the_sweeps_worker = pytest.mark.xdist_group("baselines-sweep")
+
+
 def assert_all_submitted(outcomes: list[Outcome]) -> None:
     assert [(o.sample, o.exit_status, o.exit_message) for o in outcomes if o.exit_status != "submitted"] == []
 
 
 @pytest.mark.slow
+@in_the_sweeps_worker
 def test_gold_passes_every_sample_at_n1_and_a_same_file_and_a_two_file_sample_of_each_paper_at_n2(sweep):
     outcomes = sweep["gold"]
     assert sum(o.n == 1 for o in outcomes) >= 20 and sum(o.n == 2 for o in outcomes) >= 8  # two per paper at n=2
@@ -175,6 +181,7 @@ def test_gold_passes_every_sample_at_n1_and_a_same_file_and_a_two_file_sample_of
 
 
 @pytest.mark.slow
+@in_the_sweeps_worker
 def test_noop_passes_no_sample(sweep):
     assert sorted({o.n for o in sweep["noop"]}) == [1, 2] and sum(o.n == 1 for o in sweep["noop"]) >= 20
     assert_all_submitted(sweep["noop"])
@@ -182,6 +189,7 @@ def test_noop_passes_no_sample(sweep):
 
 
 @pytest.mark.slow
+@in_the_sweeps_worker
 def test_mutant_fails_at_least_90_percent_of_samples(sweep):
     outcomes = sweep["mutant"]
     assert_all_submitted(outcomes)

@@ -337,17 +337,9 @@ def assert_counted(attempt: Attempt, label: str) -> None:
     assert (attempt.tries, attempt.infra_failures) == (1, 0), why
 
 
-def _mine(pid: str, workspace_root: Path) -> bool:
-    """Whether a process has a workspace under this test's root mounted (bind mounts keep the
-    host path as their root in mountinfo): sandboxes of other test runs on the machine are not ours."""
-    try:
-        return str(workspace_root) in Path(f"/proc/{pid}/mountinfo").read_text()
-    except OSError:
-        return False
-
-
 def sandbox_processes(workspace_root: Path, uid: int | None = None) -> list[str]:
-    return [entry for entry in _sandbox_user_processes(uid) if _mine(entry.split()[0], workspace_root)]
+    """Sandboxed processes of this test (sandboxes of other test runs on the machine are not ours)."""
+    return _sandbox_user_processes(uid, mounting=workspace_root)
 
 
 def sandbox_containers(workspace_root: Path) -> list[str]:

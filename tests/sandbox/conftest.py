@@ -72,40 +72,48 @@ def open_fresh(backend, secret_in_environment, tmp_path_factory):
         box.close()
 
 
-def _sandbox_user_processes(uid: int | None = None) -> list[str]:
+def _sandbox_user_processes(uid: int | None = None, *, mounting: Path) -> list[str]:
     """Live host processes of the uid sandboxed commands run as (Docker shares the host's uids,
-    bwrap's user namespace maps onto it), so other activity on the machine does not count; `uid`
-    names another (an ordinary user's worker runs them as itself).
+    bwrap's user namespace maps onto it) that have a directory under `mounting` mounted (bind
+    mounts keep the host path as their root in mountinfo): the sandboxes of a test, or of this test
+    process (its pytest temporary directory), so that other test runs and xdist workers on the
+    machine do not count. `uid` names another (an ordinary user's worker runs them as itself).
     Zombies are left out: they run nothing, and the host's init reaps them."""
     uid = str(sandbox_identity()[0] if uid is None else uid)
     found = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             status = Path(f"/proc/{entry}/status").read_text()
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if fields["Uid"].split()[0] != uid or fields["State"].strip().startswith("Z"):
+                continue
+            if str(mounting) in Path(f"/proc/{entry}/mountinfo").read_text():
+                found.append(f"{entry} {fields['Name'].strip()}")
         except OSError:
             continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields["Uid"].split()[0] == uid and not fields["State"].strip().startswith("Z"):
-            found.append(f"{entry} {fields['Name'].strip()}")
     return found
 
 
 class HostHealth:
-    def __init__(self) -> None:
-        self.processes_before = len(_sandbox_user_processes())
+    def __init__(self, run_directory: Path) -> None:
+        self.run_directory = run_directory
+        self.processes_before = len(_sandbox_user_processes(mounting=run_directory))
 
     def check(self) -> None:
-        """The host still runs commands, has memory to spare, and no sandboxed process remains."""
+        """The host still runs commands, has memory to spare, and no sandboxed process of this test
+        process remains."""
         assert subprocess.run(["true"], timeout=10, check=False).returncode == 0
         meminfo = Path("/proc/meminfo").read_text()
         available = next(line for line in meminfo.splitlines() if line.startswith("MemAvailable"))
         assert int(available.split()[1]) > 2**20, "less than 1 GiB of memory left on the host"
-        left = _sandbox_user_processes()
+        left = _sandbox_user_processes(mounting=self.run_directory)
         # Fresh sandboxes opened by the test may add their init process.
         assert len(left) <= self.processes_before + 3, f"sandboxed processes were left running: {left}"
 
 
 @pytest.fixture
-def host_health() -> HostHealth:
-    """Captures the host's state before the test; call .check() after an attack."""
-    return HostHealth()
+def host_health(tmp_path_factory) -> HostHealth:
+    """Captures the host's state before the test; call .check() after an attack. The sandboxes of
+    this test process are those whose workspace is under its temporary directory (the fixtures
+    above make them there)."""
+    return HostHealth(tmp_path_factory.getbasetemp())
