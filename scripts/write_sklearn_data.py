@@ -20,7 +20,7 @@ import numpy as np
 from sklearn import __version__ as sklearn_version
 from sklearn.datasets import load_breast_cancer, load_digits
 
-BUILTIN = Path(__file__).resolve().parent.parent / "runs" / "suites" / "builtin"
+BUILTIN = Path(__file__).resolve().parent.parent / "runs" / "suites" / "builtin-pytorch"
 # Digits are integers 0..16 and the labels 0..9: uint8 keeps the file small and exact.
 DATASETS = {
     "mixup-label-smoothing/data/digits.npz": lambda: {

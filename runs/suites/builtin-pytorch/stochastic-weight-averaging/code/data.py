@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 # The sandbox binds the paper's data files read-only at /data.
-DATA_DIR = Path(os.environ.get("AUTOEXPERIMENT_DATA_DIR", "/data"))
+DATA_DIR = Path(os.environ.get("PAPER_DATA_DIR", "/data"))
 
 
 def load_splits(file, n_train, seed, **_):
