@@ -76,6 +76,12 @@ demo: install services $(SECRET_KEY_FILE)
 	$(BIN)/python manage.py load_demo
 	$(BIN)/python manage.py analyse_attempts
 	$(BIN)/python manage.py refresh_standings --all
+# The PyTorch suite: its environment (torch from pip) built and its data fetched once, then a sample of
+# each paper per baseline queued for the served workers, which finish them in a few minutes while the
+# site is up (each attempt trains its networks a few times over).
+	$(BIN)/python manage.py import_suite runs/suites/builtin-pytorch --samples 1
+	$(BIN)/python manage.py build_environment builtin-pytorch
+	$(BIN)/python manage.py load_demo --suite builtin-pytorch --n 1 --cap 1 --no-wait
 	@echo "Serving http://localhost:$(PORT)/ (sign up at /accounts/signup/; a staff account: DATABASE_URL=$$DATABASE_URL $(BIN)/python manage.py createsuperuser)"
 	@$(MAKE) --no-print-directory serve
 

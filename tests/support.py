@@ -17,6 +17,11 @@ BUILTIN_SUITE_DIR = Path(__file__).resolve().parents[1] / "runs" / "suites" / "b
 # A pure-Python package on this machine's local index (/opt/pypi), so building an environment of it
 # needs no network (tests' conftest.built_environment).
 TINY_REQUIREMENT = "six==1.17.0"
+PYTORCH_SUITE_DIR = Path(__file__).resolve().parents[1] / "runs" / "suites" / "builtin-pytorch"
+# Paper environments that take a minute to build (the PyTorch suite's), shared by every test process
+# and run on this machine: sandbox.environments builds each content once, under a lock, and the
+# sandbox uid can reach it under the system's temporary directory.
+SHARED_ENVIRONMENTS_ROOT = Path(os.environ.get("TMPDIR", "/tmp")) / "autoexperiment-test-environments"
 
 
 def require(condition: bool, how_to_fix: str) -> None:

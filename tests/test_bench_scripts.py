@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import redis_test_client, redis_test_url, require_backend, shared_database_url
+from tests.support import SHARED_ENVIRONMENTS_ROOT, redis_test_client, redis_test_url, require_backend, shared_database_url
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -69,6 +69,14 @@ SMOKES = [
           figures=(
               rf"^environment of six==1\.17\.0: cold build {NUMBER} s, warm \(already built\) {MS}",
               rf"^import six: bare {MS}   bubblewrap {MS}",
+          )),
+    Smoke("bench_pytorch.py", ("--runs", "1", "--experiments", "1", "--backend", "bubblewrap",
+                               "--environments-root", str(SHARED_ENVIRONMENTS_ROOT)), backends=("bubblewrap",), redis_db=False,
+          figures=(
+              rf"^environment of torch==2\.13\.0 numpy==2\.4\.6: first call {NUMBER} s, warm \(already built\) {MS}",
+              *(rf"^{paper} experiment 0: bare {NUMBER} s   bubblewrap {NUMBER} s \([+-]{NUMBER}%\)"
+                for paper in ("mixup-label-smoothing", "stochastic-weight-averaging")),
+              r"^pytorch experiments in bubblewrap: [+-][\d.]+% against bare \(target at most 5%: (met|NOT met)\)",
           )),
     Smoke("bench_explore.py", ("--attempts", "200", "--steps", "3", "--systems", "8", "--requests", "1"), figures=(
         rf"^  200 attempts across 8 systems in {NUMBER} s",

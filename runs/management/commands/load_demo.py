@@ -25,14 +25,21 @@ class Command(BaseCommand):
         parser.add_argument("--n", type=int_list, default=[1, 2])
         parser.add_argument("--cap", type=int, default=7, help="samples per paper and n (the demo keeps it short)")
         parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument("--no-wait", action="store_true",
+                            help="queue the runs and return: the site's workers run them (make demo does so for the "
+                                 "PyTorch suite, whose attempts take minutes, so that the site is up meanwhile)")
 
-    def handle(self, *args, suite, n, cap, workers, **options):
+    def handle(self, *args, suite, n, cap, workers, no_wait, **options):
         try:
             suite = suite_get(name=suite)
         except Suite.DoesNotExist as error:
             raise CommandError(str(error)) from None
         runs = [self._demo_run(suite, agent, n, cap) for agent in BASELINES]
         pending = Attempt.objects.filter(run__in=runs, status__in=[Attempt.QUEUED, Attempt.RUNNING])
+        if no_wait:
+            self.stdout.write(f"{pending.count()} attempts of suite {suite.name} queued for the site's workers "
+                              f"(runs {', '.join(str(run.pk) for run in runs)}); their results appear as they finish")
+            return
         if pending.exists():
             self._work(runs, workers)
         for run in Run.objects.filter(pk__in=[r.pk for r in runs]):

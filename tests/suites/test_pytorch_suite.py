@@ -1,0 +1,74 @@
+"""The built-in PyTorch suite (runs/suites/builtin-pytorch) as users run it: its environment built and
+its data fetched by `build_environment`, then gold passing and noop failing through the queue, on real
+workers, in both sandboxes (on the CPU); and scripts/check_gpu.py on a machine without a GPU."""
+import io
+import subprocess
+import sys
+
+import pytest
+from django.core.management import call_command
+
+from runs.evaluation.services import run_create
+from runs.models import Attempt, Paper, Suite
+from sandbox.environments import Declaration, environment_build
+from tests.evaluation.helpers import statuses
+from tests.support import PYTORCH_SUITE_DIR, SHARED_ENVIRONMENTS_ROOT, require_backend
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def pytorch_suite(settings, data_cache, workspace_root) -> Suite:
+    """The suite imported with its n = 1 samples, prepared on this machine as `build_environment` does."""
+    settings.ENVIRONMENTS_ROOT = SHARED_ENVIRONMENTS_ROOT
+    call_command("import_suite", str(PYTORCH_SUITE_DIR), "--samples", "1", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("build_environment", "builtin-pytorch", stdout=out)
+    assert "data file digits.npz: fetched" in out.getvalue() and "the environments and data of 2 paper(s) are ready" in out.getvalue()
+    return Suite.objects.get(name="builtin-pytorch")
+
+
+def _worker_env(settings) -> dict:
+    return {"ENVIRONMENTS_ROOT": str(settings.ENVIRONMENTS_ROOT), "DATA_CACHE_ROOT": str(settings.DATA_CACHE_ROOT)}
+
+
+def test_gold_passes_and_noop_fails_on_both_papers_through_the_queue(pytorch_suite, workers, settings):
+    gold = run_create(suite=pytorch_suite, agent="gold", n_values=[1], sample_cap=1, transplants=False)
+    noop = run_create(suite=pytorch_suite, agent="noop", n_values=[1], sample_cap=1, transplants=False)
+    workers.run(1, timeout=900, **_worker_env(settings))
+
+    assert statuses(gold) == {Attempt.DONE: 2} and statuses(noop) == {Attempt.DONE: 2}, workers.logs()
+    for attempt in gold.attempts.select_related("sample__paper"):
+        assert attempt.passed and attempt.held_out_passed, (attempt.sample.paper.paper_id, attempt.reexecution_error)
+    assert not any(attempt.passed for attempt in noop.attempts.all())
+    # Masked functions raise: each experiment fails in its own code, never in the sandbox or the environment.
+    assert all("NotImplementedError" in attempt.reexecution_output for attempt in noop.attempts.all())
+
+
+def test_gold_passes_in_docker_with_the_same_environment(pytorch_suite, workers, settings):
+    require_backend("docker")
+    Paper.objects.filter(suite=pytorch_suite, paper_id="stochastic-weight-averaging").delete()  # one paper is enough here
+    gold = run_create(suite=pytorch_suite, agent="gold", n_values=[1], sample_cap=1, transplants=False, sandbox_backend="docker")
+    workers.run(1, timeout=900, **_worker_env(settings))
+
+    attempt = gold.attempts.get()
+    assert attempt.status == Attempt.DONE and attempt.passed, (attempt.failure_detail, attempt.reexecution_error, workers.logs())
+    assert attempt.trajectory["header"]["extra"]["sandbox_backend"] == "docker"
+
+
+@pytest.mark.django_db
+def test_check_gpu_says_there_is_no_gpu_and_reproduces_the_cpu_gold(tmp_path):
+    require_backend("bubblewrap")
+    import json
+
+    environment, _ = environment_build(
+        SHARED_ENVIRONMENTS_ROOT, Declaration.from_json(json.loads((PYTORCH_SUITE_DIR / "suite.json").read_text())["environment"])
+    )
+    checked = subprocess.run(
+        [sys.executable, "scripts/check_gpu.py", "--python", str(environment / "bin" / "python3"), "--experiments", "1",
+         "--require-gpu"],
+        cwd=PYTORCH_SUITE_DIR.parents[2], capture_output=True, text=True, timeout=900,
+    )
+    assert checked.returncode == 2, checked.stdout + checked.stderr  # no GPU here, and one was required
+    assert "NO GPU: no /dev/nvidia* device" in checked.stdout
+    assert "verdict: PASS: 2/2 experiments within tolerance of the CPU gold on the CPU (no GPU)" in checked.stdout
