@@ -200,6 +200,10 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
 
     trajectory = result.trajectory
     trajectory.header.extra["sandbox_backend"] = backend  # which sandbox held this try (a run may leave it to workers)
+    # How its memory limit was held (a cgroup, or which rlimit where none could be made) and the GPUs it had.
+    trajectory.header.extra["sandbox_memory_limit"] = sandbox.memory_enforcement
+    if sandbox.gpu_ids:
+        trajectory.header.extra["gpus"] = sandbox.gpu_ids
     if result.exit_status in INFRASTRUCTURE_EXITS:
         raise InfrastructureFailure(f"agent ended with {result.exit_status}: {result.exit_message}")
 

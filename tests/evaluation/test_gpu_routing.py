@@ -40,6 +40,8 @@ def test_work_that_needs_a_gpu_waits_for_a_worker_with_one(tiny_suite, workers, 
     workers.run(1, WORKER_GPUS="0", GPU_LOCK_DIR=str(tmp_path / "leases"))
     assert statuses(run) == {Attempt.DONE: len(attempts)}, workers.logs()
     assert all(attempt.passed and attempt.gpu_seconds > 0 for attempt in run.attempts.all())
+    header = run.attempts.first().trajectory["header"]
+    assert header["gpus"] == ["0"] and header["sandbox_memory_limit"].startswith("cgroup")  # a root worker here
     assert (tmp_path / "leases" / "gpu-0.lock").exists()
 
 

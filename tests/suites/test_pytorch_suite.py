@@ -53,7 +53,7 @@ def test_gold_passes_in_docker_with_the_same_environment(pytorch_suite, workers,
 
     attempt = gold.attempts.get()
     assert attempt.status == Attempt.DONE and attempt.passed, (attempt.failure_detail, attempt.reexecution_error, workers.logs())
-    assert attempt.trajectory["header"]["extra"]["sandbox_backend"] == "docker"
+    assert attempt.trajectory["header"]["sandbox_backend"] == "docker"
 
 
 @pytest.mark.django_db
