@@ -83,7 +83,8 @@ def test_search_filters_steps_and_keys_stay_in_the_search_box(page, browser_even
     page.keyboard.type("nJ weighted_mean")  # "j" and "n" typed in the box do not move
     page.keyboard.press("Control+a")
     page.keyboard.type("Traceback")
-    page.wait_for_function("() => document.getElementById('replay-status').textContent.includes('match')")
+    # The search runs after a pause in typing: wait for this query's result, not the one typed before it.
+    page.wait_for_function("() => document.getElementById('replay-status').textContent === '1 of 4 steps match'")
     assert current_step(page) is None
     visible = page.evaluate("() => [...document.querySelectorAll('.step')].filter(s => !s.hidden).map(s => s.id)")
     assert visible == ["step-3"]
