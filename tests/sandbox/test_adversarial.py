@@ -93,10 +93,12 @@ def test_cpu_loop_is_killed_at_its_timeout(sandbox, host_health):
 
 def test_process_ignoring_sigterm_is_killed_at_timeout(sandbox):
     script = textwrap.dedent("""\
-        import signal, time
+        import os, signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         while True:
-            open('beat-term', 'w').write(repr(time.time()))
+            # Written aside and renamed: killed between truncating and writing, the beat would read empty.
+            open('beat-term.new', 'w').write(repr(time.time()))
+            os.replace('beat-term.new', 'beat-term')
             time.sleep(0.1)
     """)
     sandbox.write_file("ignore_term.py", script)
@@ -118,7 +120,7 @@ def test_process_ignoring_sigterm_is_killed_at_timeout(sandbox):
 )
 def test_background_processes_die_when_the_command_returns(sandbox, launch):
     beat = f"beat-{abs(hash(launch))}"
-    loop = f"while :; do date +%s%N > {beat}; sleep 0.1; done"
+    loop = f"while :; do date +%s%N > {beat}.new; mv {beat}.new {beat}; sleep 0.1; done"  # renamed: never read half-written
     command = launch.format(loop=loop) + f"\nwhile [ ! -s {beat} ]; do sleep 0.05; done; echo started"
     result = sandbox.execute(command, timeout=20)
     assert result.ok and result.output == "started\n", result
