@@ -23,7 +23,6 @@ tolerance or an experiment that failed, 2 no GPU with --require-gpu, 3 the set-u
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -35,7 +34,8 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from runs.benchmark.execution import run_experiment  # noqa: E402 - after the path: no Django in these
+from runs.benchmark.datafiles import file_sha256, is_url  # noqa: E402 - after the path: no Django in these
+from runs.benchmark.execution import run_experiment  # noqa: E402
 from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, score_experiment  # noqa: E402
 from runs.benchmark.workspace import CODE_DIR, ExperimentSpec  # noqa: E402
 from sandbox import Limits, SandboxError, backend_problem, open_sandbox  # noqa: E402
@@ -66,14 +66,6 @@ class Paper:
     data: dict[str, Path]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def read_papers(suite: Path, *, limit: int | None) -> list[Paper]:
     """The suite's papers as its folder holds them (their data files checked against their hashes)."""
     try:
@@ -91,9 +83,9 @@ def read_papers(suite: Path, *, limit: int | None) -> list[Paper]:
         data = {}
         for entry in declared.get("data", []):
             path = directory / entry["source"]
-            if entry["source"].startswith(("http://", "https://")):
+            if is_url(entry["source"]):
                 raise SetupError(f"paper {name}: data file {entry['name']} is remote ({entry['source']}); this check reads local files only")
-            if not path.is_file() or _sha256(path) != entry["sha256"]:
+            if not path.is_file() or file_sha256(path) != entry["sha256"]:
                 raise SetupError(f"paper {name}: data file {path} is missing or does not match its sha256 {entry['sha256']}")
             data[entry["name"]] = path
         experiments = [
