@@ -280,6 +280,10 @@ ATTEMPT_MAX_INFRA_RETRIES = env_int("ATTEMPT_MAX_INFRA_RETRIES", 2, minimum=0)
 # An infrastructure failure is retried after this many seconds, doubled with each failure, at most the maximum.
 ATTEMPT_RETRY_BACKOFF_SECONDS = env_int("ATTEMPT_RETRY_BACKOFF_SECONDS", 10, minimum=0)
 ATTEMPT_RETRY_BACKOFF_MAX_SECONDS = env_int("ATTEMPT_RETRY_BACKOFF_MAX_SECONDS", 300, minimum=0)
+# How many attempts one run may hold (samples x k), whether run_eval or the site's run form starts
+# it: a mistyped k or sample cap would otherwise queue (and pay for) far more than meant. As many
+# as an upload may hold (SUBMISSION_MAX_RECORDS).
+RUN_MAX_ATTEMPTS = env_int("RUN_MAX_ATTEMPTS", 10_000, minimum=1)
 
 # --- uploaded submissions (README, "Configuration") ---
 # An upload is read and checked inside a web request, so these bound its memory and time: the file

@@ -6,6 +6,7 @@ and their submission. Every page, export and API reads through these functions.
 - The owner is `Run.created_by`: who started the run, or who uploaded it (a submission's run is
   created by its uploader). Runs started from the command line (run_eval, load_demo) have no
   owner and belong to staff.
+- Starting a run from the site is for staff and those granted runs.start_run (`run_can_start`).
 - Acting on a run or submission (cancel, resume, retry failed, re-execute, hide and unhide) is
   for its owner and staff alone.
 - Gold (a suite's reference implementation, its gold numbers, its held-out variants) is for those
@@ -81,6 +82,12 @@ def run_can_manage(*, run: Run, user) -> bool:
     if not _signed_in(user):
         return False
     return user.is_staff or (run.created_by_id is not None and run.created_by_id == user.pk)
+
+
+def run_can_start(*, user) -> bool:
+    """Whether `user` may start runs from the site (the run form): staff, and those staff grant the
+    runs.start_run permission in the admin. A run started there is its starter's."""
+    return _signed_in(user) and (user.is_staff or user.has_perm("runs.start_run"))
 
 
 def run_can_view(*, run: Run, user) -> bool:

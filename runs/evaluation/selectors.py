@@ -6,6 +6,7 @@ from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q,
 
 from runs.evaluation.queue import failed_jobs_get, failure_recorded, job_id_for, retry_in_seconds
 from runs.models import Attempt, Run, Transplant
+from runs.suites.selectors import suite_sample_counts
 from runs.visibility import runs_visible_to
 
 
@@ -232,3 +233,57 @@ def run_waiting_notes(*, run: Run) -> dict[int, AttemptWaiting]:
             "The next worker that reaches the database records it and retries the attempt.",
         )
     return notes
+
+
+@dataclass(frozen=True)
+class RunCostEstimate:
+    """What a run would cost before it is queued (the site's run form shows it).
+
+    `ceiling` is attempts x the per-attempt cost cap: an agent stops an attempt once its calls cost
+    that much (calls of a model without a known price count as nothing, so `priced` False means the
+    cap does not bound what it is billed). `past_mean` is the mean cost per attempt of earlier runs
+    of the same agent and model that the viewer may see, over `past_attempts` attempts whose cost is
+    known (uploaded runs' self-reported costs are left out); `expected` is attempts x that mean.
+    """
+
+    sample_counts: dict[int, int]  # n -> samples
+    k: int
+    max_cost: float
+    needs_model: bool
+    priced: bool
+    past_attempts: int
+    past_mean: float | None
+
+    @property
+    def samples(self) -> int:
+        return sum(self.sample_counts.values())
+
+    @property
+    def attempts(self) -> int:
+        return self.samples * self.k
+
+    @property
+    def ceiling(self) -> float:
+        return self.attempts * self.max_cost if self.needs_model else 0.0
+
+    @property
+    def expected(self) -> float | None:
+        return None if self.past_mean is None else self.attempts * self.past_mean
+
+
+def run_cost_estimate(*, suite, agent: str, model: str, n_values: list[int], k: int, cap: int, max_cost: float,
+                      needs_model: bool, priced: bool, user) -> RunCostEstimate:
+    """The estimate of a run with these (valid) options, for `user` (see RunCostEstimate)."""
+    past = Attempt.objects.filter(
+        run__in=runs_visible_to(user=user, queryset=Run.objects.filter(agent=agent, model=model, submission__isnull=True)),
+        cost__isnull=False,
+    ).aggregate(count=Count("pk"), mean=Avg("cost"))
+    return RunCostEstimate(
+        sample_counts=suite_sample_counts(suite=suite, n_values=sorted(set(n_values)), cap=cap),
+        k=k,
+        max_cost=max_cost,
+        needs_model=needs_model,
+        priced=priced,
+        past_attempts=past["count"],
+        past_mean=past["mean"],
+    )

@@ -9,6 +9,7 @@ the job will make, so enqueueing an attempt that already has a live job does not
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.agents import AGENTS
+from runs.agents.llm import PROVIDERS, provider_module
 from runs.benchmark.sampling import DEFAULT_CAP
 from runs.benchmark.workspace import CONTEXT_CONDITIONS
 from runs.evaluation.claims import LOST, InfrastructureFailure
@@ -33,7 +35,7 @@ from runs.evaluation.transplants import transplants_cancel, transplants_execute_
 from runs.limits import trajectory_limits
 from runs.models import Attempt, Run, Suite
 from runs.signals import results_changed_send
-from runs.suites.selectors import sample_experiments
+from runs.suites.selectors import sample_experiments, suite_max_n, suite_sample_counts
 from runs.suites.services import samples_ensure
 from sandbox import BACKENDS, SandboxError, canonical_backend
 
@@ -71,30 +73,19 @@ def run_create(
     `enqueue` is False (in-process runs), enqueue their jobs when the transaction commits.
 
     The samples are the suite's, for each n, at most `sample_cap` per paper drawn with
-    `sample_seed` (created if they do not exist yet). Raises RunError when the agent is unknown,
-    a model-based agent has no model, or no sample with gold results is left.
+    `sample_seed` (created if they do not exist yet). Raises RunOptionsInvalid (a RunError) when an
+    option is invalid (`run_options_problems`: the command and the site's form check with it too),
+    and RunError when no sample with gold results is left.
     """
-    if agent not in AGENTS:
-        raise RunError(f"unknown agent {agent!r}; known agents: {', '.join(sorted(AGENTS))}")
-    if getattr(AGENTS[agent], "needs_model", True) and not model:
-        raise RunError(f"agent {agent!r} needs a model (--model provider:name)")
-    if context not in CONTEXT_CONDITIONS:
-        raise RunError(f"context must be one of {', '.join(CONTEXT_CONDITIONS)}")
+    problems = run_options_problems(
+        suite=suite, agent=agent, model=model, n_values=n_values, attempts_per_sample=attempts_per_sample,
+        agent_config=agent_config, context=context, sample_seed=sample_seed, sample_cap=sample_cap,
+        max_steps=max_steps, max_seconds=max_seconds, max_cost=max_cost, sandbox_backend=sandbox_backend,
+    )
+    if problems:
+        raise RunOptionsInvalid(problems)
     n_values = sorted(set(n_values))
-    if not n_values or any(n < 1 for n in n_values):
-        raise RunError("n values must be at least 1 (e.g. 1,2)")
-    if attempts_per_sample < 1 or sample_cap < 1:
-        raise RunError("k and the sample cap must be at least 1")
-    if max_steps < 1 or not max_seconds > 0 or not max_cost > 0:
-        raise RunError("budgets must be positive")
-    step_limit = trajectory_limits().steps
-    if max_steps > step_limit:
-        raise RunError(f"max steps is {max_steps:,}; a trajectory holds at most {step_limit:,} steps (TRAJECTORY_MAX_STEPS)")
-    try:
-        backend = "" if sandbox_backend == EACH_WORKERS_BACKEND else canonical_backend(sandbox_backend or settings.SANDBOX_BACKEND)
-    except SandboxError:
-        raise RunError(f"sandbox backend must be one of {', '.join([*BACKENDS, EACH_WORKERS_BACKEND])}") from None
-    _check_agent_settings(agent, agent_config or {}, max_steps=max_steps, max_seconds=max_seconds, max_cost=max_cost)
+    backend = "" if sandbox_backend == EACH_WORKERS_BACKEND else canonical_backend(sandbox_backend or settings.SANDBOX_BACKEND)
 
     with transaction.atomic():
         samples = samples_ensure(suite=suite, n_values=n_values, seed=sample_seed, cap=sample_cap)
@@ -140,7 +131,138 @@ def run_create(
     return run
 
 
-def _check_agent_settings(agent: str, config: dict, **budgets) -> None:
+# A run's options as run_eval names them (--max-cost is max_cost) and the site's form names its
+# fields: a problem is reported against the one it is about.
+OPTION_NAMES = {
+    "suite": "suite", "agent": "agent", "model": "model", "n_values": "n", "attempts_per_sample": "k",
+    "sample_seed": "seed", "sample_cap": "cap", "context": "context", "max_steps": "max_steps",
+    "max_seconds": "max_seconds", "max_cost": "max_cost", "agent_config": "agent_config",
+    "sandbox_backend": "backend", "description": "description",
+}
+# Settings a run holds in fields of its own: in agent_config they would override them at the worker
+# (runs.evaluation.harness._agent), past the checks below and the cost estimate's per-attempt cap.
+RESERVED_AGENT_SETTINGS = ("max_steps", "max_seconds", "max_cost", "context")
+# Run.sample_seed and Run.sample_cap are 32-bit integer columns.
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class OptionProblem:
+    """What is wrong with one option of a run: `field` is its name in OPTION_NAMES' values."""
+
+    field: str
+    message: str
+
+
+class RunOptionsInvalid(RunError):
+    """Options a run cannot be created with; `problems` names each option and what is wrong with it."""
+
+    def __init__(self, problems: list[OptionProblem]):
+        self.problems = problems
+        super().__init__("; ".join(f"{problem.field}: {problem.message}" for problem in problems))
+
+
+def run_max_attempts() -> int:
+    """How many attempts one run may hold (RUN_MAX_ATTEMPTS)."""
+    return settings.RUN_MAX_ATTEMPTS
+
+
+def run_options_problems(
+    *,
+    suite: Suite | None,
+    agent: str,
+    n_values: list[int],
+    attempts_per_sample: int = 1,
+    model: str = "",
+    agent_config: dict | None = None,
+    context: str = "full",
+    sample_seed: int = 0,
+    sample_cap: int = DEFAULT_CAP,
+    max_steps: int = 50,
+    max_seconds: float = 1800.0,
+    max_cost: float = 1.0,
+    sandbox_backend: str | None = None,
+) -> list[OptionProblem]:
+    """Everything wrong with a run's options, each named by its option: the one check that
+    run_create, `manage.py run_eval` and the site's run form (runs.evaluation.forms) share. Reads
+    but writes nothing: how many samples the run would have is counted, not drawn. `suite` None:
+    the caller could not find the suite and said so; the checks that need it are left out."""
+    problems: list[OptionProblem] = []
+
+    def add(option: str, message: str) -> None:
+        problems.append(OptionProblem(OPTION_NAMES[option], message))
+
+    agent_known = agent in AGENTS
+    if not agent_known:
+        add("agent", f"unknown agent {agent!r}; known agents: {', '.join(sorted(AGENTS))}")
+    elif getattr(AGENTS[agent], "needs_model", True):
+        if not model:
+            add("model", f"agent {agent!r} needs a model (--model provider:name, e.g. openai:gpt-4o)")
+        elif provider_module(model) is None:
+            add("model", f"{model!r} is not a model spec: <provider>:<model>, provider one of {', '.join(PROVIDERS)}")
+    if context not in CONTEXT_CONDITIONS:
+        add("context", f"context must be one of {', '.join(CONTEXT_CONDITIONS)}")
+
+    n_ok = bool(n_values) and all(n >= 1 for n in n_values)
+    if not n_ok:
+        add("n_values", "n values must be at least 1 (e.g. 1,2)")
+    elif suite is not None:
+        max_n = suite_max_n(suite=suite)
+        above = sorted({n for n in n_values if n > max_n})
+        if above:
+            n_ok = False
+            add("n_values", f"n={','.join(map(str, above))} is above suite {suite.name}'s maximum of {max_n} "
+                            "(the most maskable functions one of its papers with gold code holds)")
+    k_ok = attempts_per_sample >= 1
+    if not k_ok:
+        add("attempts_per_sample", f"k must be at least 1, got {attempts_per_sample}")
+    cap_ok = 1 <= sample_cap <= INT32_MAX
+    if not cap_ok:
+        add("sample_cap", f"the sample cap must be between 1 and {INT32_MAX:,}, got {sample_cap}")
+    if not -INT32_MAX - 1 <= sample_seed <= INT32_MAX:
+        add("sample_seed", f"the seed must be between {-INT32_MAX - 1:,} and {INT32_MAX:,}")
+
+    budgets_ok = True
+    step_limit = trajectory_limits().steps
+    if max_steps < 1:
+        budgets_ok = False
+        add("max_steps", f"budgets must be positive: max steps is {max_steps}")
+    elif max_steps > step_limit:
+        budgets_ok = False
+        add("max_steps", f"max steps is {max_steps:,}; a trajectory holds at most {step_limit:,} steps (TRAJECTORY_MAX_STEPS)")
+    for option, value, unit in (("max_seconds", max_seconds, "seconds"), ("max_cost", max_cost, "USD")):
+        if not (math.isfinite(value) and value > 0):
+            budgets_ok = False
+            add(option, f"budgets must be positive: {option.replace('_', ' ')} is {value} {unit}")
+
+    try:
+        if sandbox_backend != EACH_WORKERS_BACKEND:
+            canonical_backend(sandbox_backend or settings.SANDBOX_BACKEND)
+    except SandboxError:
+        add("sandbox_backend", f"sandbox backend must be one of {', '.join([*BACKENDS, EACH_WORKERS_BACKEND])}")
+
+    config = agent_config if agent_config is not None else {}
+    if not isinstance(config, dict):
+        add("agent_config", "agent settings must be a JSON object")
+    elif reserved := [key for key in RESERVED_AGENT_SETTINGS if key in config]:
+        add("agent_config", f"{', '.join(reserved)} {'is an option' if len(reserved) == 1 else 'are options'} of the run "
+                            "itself: set it there, not among the agent settings")
+    elif agent_known and budgets_ok:
+        problem = _agent_settings_problem(agent, config, max_steps=max_steps, max_seconds=max_seconds, max_cost=max_cost)
+        if problem:
+            add("agent_config", problem)
+
+    if suite is not None and n_ok and k_ok and cap_ok:
+        samples = sum(suite_sample_counts(suite=suite, n_values=n_values, cap=sample_cap).values())
+        attempts = samples * attempts_per_sample
+        if attempts > run_max_attempts():
+            add("attempts_per_sample", f"the run would hold {attempts:,} attempts ({samples:,} samples x k={attempts_per_sample}); "
+                                       f"a run may hold at most {run_max_attempts():,} (RUN_MAX_ATTEMPTS): lower k, "
+                                       "the n values or the sample cap")
+    return problems
+
+
+def _agent_settings_problem(agent: str, config: dict, **budgets) -> str | None:
     """Build the agent once as the workers will (without gold bodies), so that a misspelt or
     invalid setting fails here rather than as an infrastructure error in every attempt."""
     settings_ = {**budgets, **config}
@@ -149,7 +271,8 @@ def _check_agent_settings(agent: str, config: dict, **budgets) -> None:
     try:
         construct_agent(agent, settings_, optional=tuple(budgets))
     except InfrastructureFailure as error:
-        raise RunError(str(error)) from None
+        return str(error)
+    return None
 
 
 @transaction.atomic

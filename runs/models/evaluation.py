@@ -47,6 +47,8 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["hidden", "created_at"], name="run_hidden_created")]
+        # Staff start runs from the site's run form (/runs/new/); so does anyone staff grant this in the admin.
+        permissions = [("start_run", "Can start evaluation runs from the site")]
 
     def __str__(self):
         model = f" {self.model}" if self.model else ""

@@ -3,6 +3,7 @@ workspace of a sample (or of a paper's gold code) holds, as the plain `Workspace
 runs.benchmark.workspace builds from. Plain functions with keyword-only arguments."""
 
 from dataclasses import dataclass
+from math import comb
 from pathlib import Path
 
 from django.db.models import Count, Q
@@ -163,6 +164,28 @@ def suite_get(*, name: str) -> Suite:
         known = ", ".join(Suite.objects.order_by("name").values_list("name", flat=True)) or "none"
         raise Suite.DoesNotExist(f"no suite named {name!r} (imported suites: {known})") from None
 
+
+
+def suite_function_counts(*, suite: Suite) -> list[int]:
+    """How many maskable functions each paper of `suite` that has gold code holds (papers without
+    gold code give no samples: runs.suites.services.samples_ensure passes them over)."""
+    return list(
+        suite.papers.exclude(code_dir="").annotate(function_count=Count("functions")).values_list("function_count", flat=True)
+    )
+
+
+def suite_max_n(*, suite: Suite) -> int:
+    """The largest n a sample of `suite` can have: the most functions one of its papers holds."""
+    return max(suite_function_counts(suite=suite), default=0)
+
+
+def suite_sample_counts(*, suite: Suite, n_values: list[int], cap: int) -> dict[int, int]:
+    """How many samples `samples_ensure` gives for each n, counted without drawing or storing any:
+    per paper with gold code, all C(F, n) sets when there are at most `cap` of them, else `cap`
+    (runs.benchmark.sampling.draw_combinations). What a run's size (and cost) is estimated from
+    before it is created."""
+    counts = suite_function_counts(suite=suite)
+    return {n: sum(min(comb(functions, n), cap) for functions in counts if 0 <= n <= functions) for n in n_values}
 
 @dataclass(frozen=True)
 class SuiteGoldStability:

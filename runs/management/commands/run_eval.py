@@ -11,7 +11,7 @@ from runs.benchmark.text import format_seconds
 from runs.benchmark.workspace import CONTEXT_CONDITIONS
 from runs.evaluation.queue import evaluation_queue, queue_name
 from runs.evaluation.selectors import run_get, run_label_counts, run_progress
-from runs.evaluation.services import RunError, run_create, run_execute_sync, run_resume
+from runs.evaluation.services import RunError, RunOptionsInvalid, run_create, run_execute_sync, run_resume
 from runs.management.commands._options import int_list
 from runs.models import Run, Suite
 from runs.suites.selectors import suite_get
@@ -121,6 +121,10 @@ class Command(BaseCommand):
                 enqueue=not options["sync"],
                 transplants=not options["no_transplants"],
             )
+        except RunOptionsInvalid as error:
+            # The same check as the site's run form (runs.evaluation.services.run_options_problems),
+            # each problem named by its flag here.
+            raise CommandError("; ".join(f"{flag(problem.field)}: {problem.message}" for problem in error.problems)) from None
         except RunError as error:
             raise CommandError(str(error)) from None
         total = run.attempts.count()
@@ -215,6 +219,11 @@ class Command(BaseCommand):
                 f"{progress.infrastructure_errors} attempt(s) ended in infrastructure errors; "
                 f"retry them with the queue page's Retry failed button"
             )
+
+
+def flag(field: str) -> str:
+    """The flag of a run option as run_options_problems names it: max_cost -> --max-cost."""
+    return "--" + field.replace("_", "-")
 
 
 def argparse_hidden():
