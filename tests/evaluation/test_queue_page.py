@@ -55,7 +55,7 @@ def test_the_queue_shows_counts_progress_and_buttons(signed_in, run):
     for action in ("cancel", "retry_failed", "resume"):
         assert f'action="{reverse(f"runs:{action}", args=[run.pk])}"' in row
     assert "csrfmiddlewaretoken" in row
-    assert '<meta http-equiv="refresh"' in html
+    assert 'id="auto-refresh"' in html and "js/auto_refresh.js" in html
 
 
 def test_cancel_button(signed_in, run, redis_queue):

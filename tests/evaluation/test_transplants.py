@@ -437,7 +437,7 @@ def test_the_run_page_sums_up_its_transplants_apart_from_the_attempts_time(pair_
     page = admin_client.get(f"/runs/{attempt.run_id}/").content.decode()
     assert "wrong 1; 1 waiting; 2.5 s of sandbox time, not counted in the attempts' time" in page
     assert "· Being judged" in page
-    assert '<meta http-equiv="refresh"' in page  # it keeps itself up to date while some wait
+    assert 'id="auto-refresh"' in page  # it keeps itself up to date while some wait
 
     switched_off = _failed_pair_attempt(pair_suite, transplants=False)
     assert "switched off for this run" in admin_client.get(f"/runs/{switched_off.run_id}/").content.decode()
