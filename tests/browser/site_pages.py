@@ -88,6 +88,7 @@ def site_pages() -> SiteData:
         SitePage("password reset complete", reverse("password_reset_complete")),
         SitePage("not found", "/no-such-page/", status=404),
         SitePage("runs queue", reverse("runs:queue"), who=STAFF),
+        SitePage("run form", reverse("runs:start"), who=STAFF),
         SitePage("run detail", reverse("runs:run_detail", args=[board.run_a.pk]), who=STAFF),
         SitePage("run detail of an upload", reverse("runs:run_detail", args=[submission.run_id]), who=STAFF),
         SitePage("upload", reverse("submissions:upload"), who=STAFF),
