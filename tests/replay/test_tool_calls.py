@@ -295,3 +295,17 @@ def test_a_gold_write_file_stays_hidden_on_every_page(client, agent):
     client.force_login(make_user(is_staff=True))
     html = client.get(reverse("replay:attempt", args=[attempt.pk])).content.decode()
     assert "return total / sum(weights)" in text_of(html) and "Content withheld." not in html
+
+
+@pytest.mark.django_db
+def test_the_search_of_steps_not_loaded_looks_at_the_call_as_shown(client):
+    """A step the page has not loaded is searched in what its body shows: the file's lines, not
+    the JSON the model sent (no quotes escaped, no argument names)."""
+    attempt = make_attempt(steps=tool_steps())
+
+    def found(query):
+        return client.get(reverse("replay:search", args=[attempt.pk]), {"q": query, "first": 1, "last": 4}).json()["steps"]
+
+    assert found('"""Weighted statistics."""') == [2]  # a line of the file, as written
+    assert found('--name "a b"') == [3]
+    assert found('"content":') == []
