@@ -4,7 +4,7 @@
 Builds the worst trajectory runs.limits accepts and checks it with the upload validator
 (`check_trajectory`, the function uploads go through): the most steps; the first page's steps
 each at the step limit, with the most files and diff lines a step may hold and long text in every
-text field (thought, observation, arguments, traceback, summary, notes); every other step a failed
+text field (thought, observation, traceback, summary, notes) and a long Python file written; every other step a failed
 command (exit code 1), so that the error scan finds one per step and reads every observation; as
 much as the trajectory's byte limit allows. The attempt also gets the
 largest final patch (bytes and lines) and the longest final answer an upload may carry. Then it
@@ -104,7 +104,9 @@ def largest_trajectory(sample_id: str, limits, per_page: int) -> dict:
         share = min(limits.text_bytes, room // (len(fields) + 2) * 64 // 66)  # "\n" is 2 bytes of JSON
         for name in fields:
             setattr(step, name, filler(share - len(crash), f"{name} {step.index}") + (crash if name == "observation" else ""))
-        step.arguments = {"content": filler(share - 64, "arguments")}
+        # A whole Python file written: the heaviest presentation of a call (numbered, highlighted lines).
+        step.tool = "write_file"
+        step.arguments = {"path": "code/module_0.py", "content": filler(share - 64, "arguments")}
         step.notes = [filler(share // 8 - 16, f"note {n}") for n in range(8)]
     trajectory.final_patch = diff(min(limits.patch_lines, limits.patch_bytes // 48), "code/final.py")
     trajectory.final_answer = FinalAnswer(raw="x", parsed={"Experiment 1": {"loss": 0.5}}, parse_method="json")

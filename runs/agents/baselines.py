@@ -36,6 +36,7 @@ from typing import Any
 from runs.benchmark.execution import printed_result
 from runs.benchmark.masking import function_body_source, replace_function_body
 from runs.benchmark.mutation import Mutant, function_mutants
+from runs.benchmark.text import shorten_at_word
 from runs.benchmark.workspace import CODE_DIR
 from sandbox import Sandbox, SandboxError
 
@@ -72,6 +73,8 @@ __all__ = [
 
 # (workspace file such as "code/optim/adam.py", qualified name) -> the function's original body.
 GoldBodies = Mapping[tuple[str, str], str]
+# Characters of an experiment's description quoted in the thought of the step that runs it.
+THOUGHT_SUMMARY_CHARS = 200
 
 def load_task(workspace: Path) -> dict:
     """The workspace's task.json. Raises ValueError when `workspace` is not a built workspace."""
@@ -257,7 +260,7 @@ class PipelineRun:
         results: dict[str, dict] = {}
         for experiment in self.task.get("experiments", []):
             label = experiment["label"]
-            summary = " ".join(experiment.get("description", "").split())[:200]
+            summary = shorten_at_word(experiment.get("description", ""), THOUGHT_SUMMARY_CHARS)
             value = command_result(self.call("command_line", {"command": experiment["command"]}, thought=f"Run {label}: {summary}"))
             if value is not None:
                 results[label] = value

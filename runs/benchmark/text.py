@@ -4,7 +4,8 @@ What a model, an agent's commands or an uploader produce may hold what Postgres 
 characters, lone surrogates, NaN, integers too long to print, values nested a thousand deep) or
 what no request body can carry (lone surrogates). `storable_text` and `json_safe` make anything
 storable before it is saved; `sendable_text` makes text sendable before it goes to a provider.
-`json_type` and `format_seconds` write JSON values and durations for people, in messages and pages."""
+`json_type`, `format_seconds` and `shorten_at_word` write JSON values, durations and short texts for
+people, in messages and pages."""
 
 from __future__ import annotations
 
@@ -124,3 +125,16 @@ def format_seconds(value) -> str:
         return f"{minutes} min {rest:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+def shorten_at_word(text: str, limit: int) -> str:
+    """`text` with its whitespace runs made single spaces and, when longer than `limit` characters,
+    cut at the last word that fits, an ellipsis saying so ("Return the full…", never "the full-da").
+    A first word longer than `limit` is itself cut: there is no word boundary to keep."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    if text[limit - 1] != " " and " " in head:
+        head = head.rsplit(" ", 1)[0]
+    return head.rstrip(" ,;:.-") + "…"

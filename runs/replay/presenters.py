@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -51,9 +52,9 @@ from runs.agents.trajectory import (
     TrajectoryFormatError,
 )
 from runs.analysis.gold_text import NOTHING, GoldRedaction, gold_redaction_for
-from runs.analysis.public import GOLD_CODE_AGENTS, OUTPUT_HIDDEN, gold_code_redaction, public_traceback
+from runs.analysis.public import GOLD_CODE_AGENTS, HIDDEN, OUTPUT_HIDDEN, gold_code_redaction, public_traceback
 from runs.benchmark.patches import PatchError, parse_patch
-from runs.benchmark.text import format_seconds
+from runs.benchmark.text import format_seconds, shorten_at_word
 from runs.limits import ReplayBounds, cut_text, replay_bounds, trajectory_limits
 from runs.models import Attempt, AttemptAnalysis, StepText, TrajectorySource
 from runs.replay.pages import TrajectoryPage, error_kind, step_marks, trajectory_page
@@ -117,6 +118,26 @@ def highlight_python(line: str) -> list[dict[str, str]]:
             segments.append({"c": css, "t": text})
     return segments
 
+
+
+def highlight_python_lines(text: str) -> list[list[dict[str, str]]]:
+    """Each line of `text` (a whole file: split at "\n", without it) as highlight_python's
+    segments. The file is lexed whole, so a docstring or a bracket spanning lines is coloured as
+    Python reads it, then the tokens are split at the newlines; the segments of a line join to it."""
+    lines: list[list[dict[str, str]]] = [[]]
+    for _, token_type, value in _PYTHON_LEXER.get_tokens_unprocessed(text):
+        css = _token_class(token_type)
+        for position, piece in enumerate(value.split("\n")):
+            if position:
+                lines.append([])
+            if not piece:
+                continue
+            segments = lines[-1]
+            if segments and segments[-1]["c"] == css:
+                segments[-1]["t"] += piece
+            else:
+                segments.append({"c": css, "t": piece})
+    return lines
 
 class HighlightBudget:
     """How many more characters of changed lines may be token-highlighted on one page.
@@ -318,6 +339,11 @@ class StepView:
     notes: list[str]
     summary: str
     redacted: bool = False  # gold code left out for this viewer
+    call: CallView | None = None  # the call as people read it (`arguments` is its JSON, for the search)
+    listing: CodeBlock | None = None  # an inspection's observation as numbered lines; `observation` keeps its text
+    listing_head: str = ""  # the listing's first line: "code/stats.py lines 1-40 of 120:"
+    thought_folded: bool = False  # a long thought: shown as `thought_head`, the whole of it folded under
+    thought_head: str = ""
 
     @property
     def is_error(self) -> bool:
@@ -406,6 +432,254 @@ def _notes(notes: Any, bounds: ReplayBounds, redaction: GoldRedaction = NOTHING)
     return shown
 
 
+# --- tool calls as people read them ------------------------------------------------------------------
+#
+# A step's call is shown in the tool's own terms, never as the JSON the model sent: a command as a
+# shell block, a file written as the file (numbered, Python highlighted; the step's diff against
+# what was there before is in its changed files, shown open), an inspection as the lines it read
+# with their numbers, and anything else (another harness's tools, arguments not in the tool's form)
+# as formatted JSON. Every presentation is built from the arguments gold_code_redaction left for
+# this viewer, so it can show no more than the JSON did.
+
+# Lines of one file, script or listing put in the page (as MAX_DIFF_LINES for a diff).
+MAX_CODE_LINES = MAX_DIFF_LINES
+# A file or listing is shown open up to this many lines, folded beyond (and a diff likewise).
+CODE_OPEN_LINES = 80
+# A thought longer than this is folded: its first words show, the whole text one click away.
+THOUGHT_FOLD_CHARS = 600
+THOUGHT_FOLD_LINES = 8
+THOUGHT_HEAD_CHARS = 160
+
+# Other harnesses' tools (imported trajectories, runs.agents.foreign) that run one shell command,
+# with the argument that holds it: mini-swe-agent and SWE-agent ("bash", command), Inspect ("bash",
+# cmd), the original AutoExperiment harness ("execute_bash", command).
+_SHELL_ARGUMENT = {"command_line": "command", "bash": ("command", "cmd"), "execute_bash": "command"}
+
+
+@dataclass
+class CodeBlock:
+    """Text shown as numbered lines: a file written, a script, the lines an inspection read.
+
+    Each line is a dict {"n": its number in the file ("" for a line that is none of the file's, such
+    as a tool's note), "text", "segs": highlighted segments or None}; `hidden`: the text is gold
+    code this viewer may not see (no lines are kept)."""
+
+    lines: list[dict] = field(default_factory=list)
+    omitted_lines: int = 0
+    collapsed: bool = False
+    hidden: bool = False
+    python: bool = False
+
+    @property
+    def line_count(self) -> int:
+        return len(self.lines) + self.omitted_lines
+
+
+@dataclass
+class CallView:
+    """A step's tool call as people read it.
+
+    `kind`: "command" (`command`, a shell block), "file" (a file written: `target` its path, `code`
+    the file), "script" (a script run: `command` how, `code` the script when the call wrote it),
+    "read" (an inspection: `target` the lines asked for; the lines themselves are the step's
+    listing), "edit" and "ask" (a path and, in `fields`, an instruction or a question), "answer"
+    (the final answer, formatted, in `json`), "call" (another of our tools: `target` in words), or
+    "json" (an unknown tool, or arguments not in the tool's form: `json`, formatted). `fields` are
+    the other arguments as (name, text)."""
+
+    kind: str
+    title: str
+    target: str = ""
+    command: str = ""
+    code: CodeBlock | None = None
+    fields: list[tuple[str, str]] = field(default_factory=list)
+    json: str = ""
+
+    def text(self) -> str:
+        """What a reader sees of the call, for the search."""
+        code = [line["text"] for line in self.code.lines] if self.code else []
+        return "\n".join([self.target, self.command, *code, *(f"{name} {value}" for name, value in self.fields), self.json])
+
+
+class _NotTheToolsForm(ValueError):
+    """The arguments do not have the form the tool takes (a content that is no string, a missing
+    path): the call is shown as its JSON."""
+
+
+def code_block(
+    text: str, *, python: bool, budget: HighlightBudget | None, bounds: ReplayBounds, max_lines: int = MAX_CODE_LINES
+) -> CodeBlock:
+    """`text` as numbered lines from 1, at most `max_lines` of them; Python highlighted (the whole
+    block or none of it, while `budget` allows)."""
+    raw = _cut(text, bounds).split("\n")
+    if len(raw) > 1 and raw[-1] == "":
+        raw.pop()  # the file's final newline ends its last line; it starts none
+    omitted = max(0, len(raw) - max_lines)
+    raw = raw[:max_lines]
+    segments = None
+    if python and (budget is None or budget.take(sum(map(len, raw)))):
+        segments = highlight_python_lines("\n".join(raw))
+    lines = [{"n": number, "text": line, "segs": segments[number - 1] if segments else None}
+             for number, line in enumerate(raw, start=1)]
+    return CodeBlock(lines=lines, omitted_lines=omitted, collapsed=len(raw) + omitted > CODE_OPEN_LINES, python=python)
+
+
+# An inspect_file_lines observation (runs.agents.tools.inspect_file_lines): a head line, then each
+# line numbered by tools._numbered ("{number:>width} | {line}"), maybe a note after them.
+_LISTING_HEAD = re.compile(r"(?P<path>.+) lines \d+-\d+ of \d+:")
+_LISTING_LINE = re.compile(r" *(\d+) \| ?(.*)")
+
+
+def listing_block(observation: str, *, budget: HighlightBudget | None) -> tuple[str, CodeBlock] | None:
+    """(head, lines) of an inspection's observation, each line with the number the tool gave it;
+    None when the observation is not a listing (an error, or hidden)."""
+    head, _, body = observation.partition("\n")
+    found = _LISTING_HEAD.fullmatch(head)
+    if not found or not body:
+        return None
+    raw = body.split("\n")
+    omitted = max(0, len(raw) - MAX_CODE_LINES)
+    lines = []
+    for line in raw[:MAX_CODE_LINES]:
+        numbered = _LISTING_LINE.fullmatch(line)
+        lines.append({"n": int(numbered[1]), "text": numbered[2], "segs": None} if numbered else {"n": "", "text": line, "segs": None})
+    code = [line for line in lines if line["n"] != ""]
+    python = found["path"].endswith(".py")
+    if python and code and (budget is None or budget.take(sum(len(line["text"]) for line in code))):
+        for line, segments in zip(code, highlight_python_lines("\n".join(line["text"] for line in code))):
+            line["segs"] = segments
+    return head, CodeBlock(lines=lines, omitted_lines=omitted, collapsed=len(lines) + omitted > CODE_OPEN_LINES, python=python)
+
+
+def _string(arguments: dict, name: str, *, required: bool = True) -> str:
+    value = arguments.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise _NotTheToolsForm(name)
+    return value
+
+
+def _line_number(arguments: dict, name: str) -> int | None:
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise _NotTheToolsForm(name)
+    return int(value)
+
+
+def _fields(arguments: dict, shown: tuple[str, ...], *, redacted: bool) -> list[tuple[str, str]]:
+    """The arguments not shown otherwise, by name: a timeout in seconds, text as it is, anything
+    else as compact JSON; a value gold_code_redaction hid is left out (the step says why)."""
+    fields = []
+    for name, value in arguments.items():
+        if name in shown or value is None or (redacted and value == HIDDEN):
+            continue
+        if name == "timeout" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            text = f"{value:g} s"
+        elif isinstance(value, str):
+            text = value
+        else:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        fields.append((_text(name), text))
+    return fields
+
+
+def _file_code(content: str, path: str, *, redacted: bool, budget: HighlightBudget | None, bounds: ReplayBounds,
+               python: bool | None = None) -> CodeBlock:
+    if redacted and content == HIDDEN:
+        return CodeBlock(hidden=True)
+    return code_block(content, python=path.endswith(".py") if python is None else python, budget=budget, bounds=bounds)
+
+
+def _present_call(tool: str, arguments: dict, *, redacted: bool, budget: HighlightBudget | None,
+                  bounds: ReplayBounds) -> CallView | None:
+    """The presentation of one of the tools this site knows; None for another tool."""
+    def rest(*shown: str) -> list[tuple[str, str]]:
+        return _fields(arguments, shown, redacted=redacted)
+
+    if tool in _SHELL_ARGUMENT:
+        names = _SHELL_ARGUMENT[tool]
+        name = next((n for n in ((names,) if isinstance(names, str) else names) if n in arguments), "command")
+        return CallView("command", "Command", command=_cut(_string(arguments, name), bounds), fields=rest(name))
+    if tool == "write_file":
+        path = _string(arguments, "path")
+        return CallView("file", "File written", target=path,
+                        code=_file_code(_string(arguments, "content"), path, redacted=redacted, budget=budget, bounds=bounds),
+                        fields=rest("path", "content"))
+    if tool in ("execute_python_script", "execute_bash_script"):
+        path, content = _string(arguments, "path"), _string(arguments, "content", required=False)
+        words = _string(arguments, "arguments", required=False)
+        interpreter = "python3" if tool == "execute_python_script" else "bash"
+        command = f"{interpreter} {shlex.quote(path)}" + (f" {words}" if words else "")
+        code = None
+        if "content" in arguments and arguments["content"] is not None:
+            code = _file_code(content, path, redacted=redacted, budget=budget, bounds=bounds,
+                              python=tool == "execute_python_script")
+        return CallView("script", "Script run", target=path if code else "", command=_cut(command, bounds), code=code,
+                        fields=rest("path", "content", "arguments"))
+    if tool == "python":  # Inspect's python tool: the code is run as it is
+        return CallView("script", "Python run", code=_file_code(_string(arguments, "code"), "", redacted=redacted,
+                                                             budget=budget, bounds=bounds, python=True), fields=rest("code"))
+    if tool == "inspect_file_lines":
+        path = _string(arguments, "path")
+        start, end = _line_number(arguments, "start_line"), _line_number(arguments, "end_line")
+        where = f"lines {start or 1}–{end}" if end is not None else f"from line {start or 1}"
+        return CallView("read", "Read", target=f"{path}, {where}", fields=rest("path", "start_line", "end_line"))
+    if tool in ("edit_file", "understand_file"):
+        path = _string(arguments, "path")
+        asked = "instruction" if tool == "edit_file" else "question"
+        _string(arguments, asked)
+        return CallView("edit" if tool == "edit_file" else "ask", "Edit" if tool == "edit_file" else "Question about",
+                        target=path, fields=rest("path"))
+    if tool == "list_files":
+        recursive = arguments.get("recursive")
+        if recursive is not None and not isinstance(recursive, bool):
+            raise _NotTheToolsForm("recursive")
+        path = _string(arguments, "path", required=False) or "."
+        return CallView("call", "List files", target=path + (" (with subdirectories)" if recursive else ""),
+                        fields=rest("path", "recursive"))
+    if tool == "change_directory":
+        return CallView("call", "Change directory", target=_string(arguments, "path"), fields=rest("path"))
+    if tool == "move":
+        return CallView("call", "Move", target=f"{_string(arguments, 'source')} → {_string(arguments, 'destination')}",
+                        fields=rest("source", "destination"))
+    if tool == "final_answer":
+        if "answer" not in arguments:
+            raise _NotTheToolsForm("answer")
+        answer = arguments["answer"]
+        if isinstance(answer, str):  # the tool takes the answer as JSON text too
+            try:
+                answer = json.loads(answer)
+            except ValueError:
+                pass
+        return CallView("answer", "Final answer", json=_cut(answer if isinstance(answer, str) else pretty_json(answer), bounds),
+                        fields=rest("answer"))
+    return None
+
+
+def call_view(
+    tool: str, arguments: Any, *, redacted: bool = False, budget: HighlightBudget | None = None,
+    bounds: ReplayBounds | None = None,
+) -> CallView | None:
+    """How a step's call reads (None: a step without arguments). `arguments` are those this viewer
+    may see (gold_code_redaction's), `redacted` whether they were redacted: the content a gold
+    write hid becomes a hidden block. An unknown tool, or arguments not in the tool's form, show as
+    formatted JSON: whatever was recorded is shown, never dropped."""
+    bounds = bounds or replay_bounds()
+    if arguments in (None, {}, ""):
+        return None
+    if isinstance(arguments, dict):
+        try:
+            view = _present_call(tool, arguments, redacted=redacted, budget=budget, bounds=bounds)
+        except _NotTheToolsForm:
+            view = None
+        if view is not None:
+            return view
+    return CallView("json", "Arguments", json=_cut(pretty_json(arguments), bounds))
+
+
 def step_view(
     step: Step, number: int, *, hide_gold_code: bool, budget: HighlightBudget | None = None,
     bounds: ReplayBounds | None = None, hide_gold_output: bool = False, redaction: GoldRedaction = NOTHING,
@@ -422,7 +696,15 @@ def step_view(
     )
     redacted, thought, arguments, observation = shown.redacted, shown.thought, shown.arguments, shown.observation
     files = _step_files(step, hidden=hide_gold_code, budget=budget, bounds=bounds, redaction=redaction)
+    call = call_view(tool, arguments, redacted=redacted, budget=budget, bounds=bounds)
+    listing = listing_block(observation, budget=budget) if call is not None and call.kind == "read" else None
+    if call is not None and call.kind in ("file", "edit", "script"):
+        # What the write changed, open beside the file: the diff against what was there before.
+        for diff in files:
+            if diff.change == "modified" and not diff.hidden and diff.line_count <= CODE_OPEN_LINES:
+                diff.collapsed = False
     lines = observation.count("\n") + 1 if observation else 0
+    thought_lines = thought.count("\n") + 1
     return StepView(
         number=number,
         index=step.index,
@@ -446,6 +728,11 @@ def step_view(
         notes=_notes(step.notes, bounds, redaction),
         summary=redaction.text(_cut(_text(step.summary), bounds)),
         redacted=redacted,
+        call=call,
+        listing=listing[1] if listing else None,
+        listing_head=listing[0] if listing else "",
+        thought_folded=len(thought) > THOUGHT_FOLD_CHARS or thought_lines > THOUGHT_FOLD_LINES,
+        thought_head=shorten_at_word(thought, THOUGHT_HEAD_CHARS),
     )
 
 
@@ -1021,7 +1308,7 @@ class StepSearch:
 
 def _shown_text(view: StepView) -> str:
     """What a viewer reads of a step's body (the page's search looks at its text the same way)."""
-    parts = [view.thought, view.tool, view.arguments, view.traceback, view.summary, view.error_kind,
+    parts = [view.thought, view.tool, view.call.text() if view.call else view.arguments, view.traceback, view.summary, view.error_kind,
              *(part.text for part in view.observation), *view.notes]
     for diff in view.files:
         parts += [diff.path, diff.note, *(line["text"] for line in diff.lines)]

@@ -3,7 +3,7 @@ from decimal import Decimal
 
 import pytest
 
-from runs.benchmark.text import format_seconds, json_type
+from runs.benchmark.text import format_seconds, json_type, shorten_at_word
 
 
 @pytest.mark.parametrize(
@@ -40,3 +40,18 @@ def test_json_type_names_the_type_and_a_short_value(value, text):
 )
 def test_format_seconds(value, text):
     assert format_seconds(value) == text
+
+
+@pytest.mark.parametrize(("text", "limit", "shown"), [
+    ("Return the full dataset of weighted means", 20, "Return the full…"),  # never "Return the full-da"
+    ("Return  the\nfull   dataset", 100, "Return the full dataset"),  # whitespace runs made single spaces
+    ("short", 5, "short"),
+    ("exactly ten", 11, "exactly ten"),
+    ("cut right before a space here", 19, "cut right before a…"),  # a space just past the head: its last word is whole
+    ("Supercalifragilistic expialidocious", 8, "Superca…"),  # a first word longer than the limit is cut
+    ("Done, then more words follow", 8, "Done…"),  # no dangling comma before the ellipsis
+])
+def test_shorten_at_word_cuts_at_a_word_with_an_ellipsis(text, limit, shown):
+    result = shorten_at_word(text, limit)
+    assert result == shown
+    assert len(result) <= limit

@@ -13,7 +13,9 @@ Everything takes keyword arguments with working defaults; nothing here needs a s
 """
 from __future__ import annotations
 
+import html
 import itertools
+import re
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -48,6 +50,12 @@ TRACEBACK_OUTPUT = (
     "[exit code 1; 0.1 s; cwd code]"
 )
 DEFAULT_GOLD = {"mean": 2.6, "spread": 7.0}
+
+
+def text_of(markup: str) -> str:
+    """What a reader sees of `markup`: tags dropped, entities decoded (highlighting splits a line
+    of code into spans, so the line is only found whole in the text)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
 def unique(prefix: str) -> str:

@@ -14,6 +14,7 @@ from tests.replay.factories import (
     make_step,
     make_user,
     make_xss_attempt,
+    text_of,
 )
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +40,10 @@ def test_attempt_page_shows_steps_diffs_errors_costs_and_scores(client):
     assert 'href="#step-3" data-action="first-error"' in html
     assert "exit code 1" in html and '<span class="obs-tb">Traceback (most recent call last):' in html
     assert "Implement weighted_mean as the paper says." in html
-    assert "&quot;path&quot;: &quot;code/stats.py&quot;" in html  # pretty JSON arguments, escaped
+    # Each call in the tool's terms: a command as a shell block, a file written as the file.
+    assert '<pre class="code shell">python3 run.py  # step 3</pre>' in html
+    assert '<span class="part-label">File written</span><code class="call-target">code/stats.py</code>' in html
+    assert "def weighted_mean(values, weights): ..." in text_of(html) and "&quot;path&quot;" not in html
     assert '<span class="dl dl-add">+    <span class="tk-k">return</span> total / sum(weights)</span>' in html
     assert "1200 in / 80 out" in html and "$0.0042" in html and "2.5 s" in html and "(model 1.5 s)" in html
     assert "sample 2401.0" in html and "openai:gpt-4o" in html and "submitted" in html
@@ -153,7 +157,7 @@ def test_gold_code_is_hidden_from_anonymous_users(client, agent):
     other = make_attempt(sample=attempt.sample)
     html = page(client, attempt)
     assert "the gold line" not in html and "total / sum(weights)" not in html
-    assert "def weighted_mean(values, weights): ..." not in html  # the write_file content
+    assert "weighted_mean(values, weights): ..." not in text_of(html)  # the write_file content
     assert "The reference implementation of this suite, and what it printed, are shown to staff only" in html
     assert 'id="final-patch"' in html and "code/stats.py" in html  # which files changed is not secret
     compare = client.get(f"/attempts/compare/?a={attempt.pk}&b={other.pk}").content.decode()
@@ -165,7 +169,7 @@ def test_gold_code_is_hidden_from_anonymous_users(client, agent):
     assert "the gold line" not in page(client, attempt)
     client.force_login(make_user(username="staff-member", is_staff=True))
     html = page(client, attempt)
-    assert "the gold line" in html and "def weighted_mean(values, weights): ..." in html
+    assert "the gold line" in html and "def weighted_mean(values, weights): ..." in text_of(html)
     assert "The reference implementation of this suite, and what it printed, are shown" not in html
 
 
