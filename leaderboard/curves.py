@@ -106,9 +106,9 @@ class CurveFit:
         return "—"
 
     @property
-    def slope_at_n50(self) -> float | None:
-        """The pass rate's change per masked function where it crosses 50% (b / 4), a fraction."""
-        return self.slope / 4 if self.slope is not None else None
+    def fall_at_n50(self) -> float | None:
+        """How much the pass rate falls per masked function where it crosses 50% (-b / 4), a fraction."""
+        return -self.slope / 4 if self.slope is not None else None
 
     def pass_rate(self, n: float) -> float:
         return float(1 / (1 + np.exp(-(self.intercept + self.slope * n))))
