@@ -28,6 +28,7 @@ fall (b >= 0); or when it crosses 50% beyond RANGE_FACTOR times the observed ran
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -134,15 +135,18 @@ class CurveFit:
 def _newton(x: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Maximum likelihood logistic fits of successes / trials against x, one per row of `successes`
     (shape (B, K); x and trials: shape (K,)), by Newton's method on all rows at once. x is centred by
-    the caller. Returns a, b and whether each converged to a finite slope."""
+    the caller. Returns a, b and whether each converged to a finite slope. A row leaves the iteration
+    once it converged, or once its slope passed _MAX_SLOPE (separated data, whose steps run away)."""
     rows = successes.shape[0]
-    a = np.zeros(rows)
-    b = np.zeros(rows)
+    a, b = np.zeros(rows), np.zeros(rows)
     converged = np.zeros(rows, dtype=bool)
+    active = np.arange(rows)
     for _ in range(_ITERATIONS):
-        eta = a[:, None] + b[:, None] * x[None, :]
+        if not active.size:
+            break
+        eta = a[active, None] + b[active, None] * x[None, :]
         p = 1 / (1 + np.exp(-eta))
-        residual = successes - trials[None, :] * p
+        residual = successes[active] - trials[None, :] * p
         weight = trials[None, :] * p * (1 - p)
         grad_a, grad_b = residual.sum(axis=1), (residual * x).sum(axis=1)
         h_aa, h_ab, h_bb = weight.sum(axis=1), (weight * x).sum(axis=1), (weight * x * x).sum(axis=1)
@@ -151,10 +155,11 @@ def _newton(x: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> tuple[n
         safe = np.where(ok, det, 1.0)
         step_a = np.where(ok, (h_bb * grad_a - h_ab * grad_b) / safe, 0.0)
         step_b = np.where(ok, (h_aa * grad_b - h_ab * grad_a) / safe, 0.0)
-        a, b = a + step_a, b + step_b
-        converged = ok & (np.abs(step_a) + np.abs(step_b) < _TOLERANCE * (1 + np.abs(a) + np.abs(b)))
-        if converged.all():
-            break
+        a[active] += step_a
+        b[active] += step_b
+        done = ok & (np.abs(step_a) + np.abs(step_b) < _TOLERANCE * (1 + np.abs(a[active]) + np.abs(b[active])))
+        converged[active[done]] = True
+        active = active[~done & ok & (np.abs(b[active]) < _MAX_SLOPE)]
     finite = converged & (np.abs(b) < _MAX_SLOPE) & np.isfinite(a) & np.isfinite(b)
     return a, b, finite
 
@@ -188,10 +193,19 @@ def curve_fit(
     shares: Mapping[int, Sequence[tuple[int, int, int]]], *, resamples: int = FIT_RESAMPLES, seed: int = FIT_SEED
 ) -> CurveFit:
     """The difficulty curve of one system from, per n, its samples as (c passes, m counted attempts,
-    how many samples) triples (m >= 1), as leaderboard.selectors gathers them for Pass@1."""
+    how many samples) triples (m >= 1), as leaderboard.selectors gathers them for Pass@1.
+
+    Memoised on the triples in canonical order: the same samples always give the same fit (the seed is
+    fixed), and a system whose attempts are all re-executed has the same data under both counting rules."""
     by_n = {int(n): [(int(c), int(m), int(times)) for c, m, times in triples if m > 0 and times > 0]
             for n, triples in shares.items()}
-    by_n = {n: sorted(triples) for n, triples in sorted(by_n.items()) if triples}
+    canonical = tuple((n, tuple(sorted(triples))) for n, triples in sorted(by_n.items()) if triples)
+    return _curve_fit(canonical, resamples, seed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _curve_fit(canonical: tuple, resamples: int, seed: int) -> CurveFit:
+    by_n = {n: list(triples) for n, triples in canonical}
     n_values = tuple(by_n)
     samples = sum(times for triples in by_n.values() for _, _, times in triples)
     if len(n_values) < 2:
