@@ -9,6 +9,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from plotly.colors import qualitative
 
 from autoexperiment_site.caching import cache_quietly, cached
+from leaderboard.curves import CurveFit
 from leaderboard.pareto import frontier_step_line
 from leaderboard.reference import ReferenceRow
 from leaderboard.selectors import TOLERANCES, Leaderboard, ToleranceRow, tolerance_label
@@ -51,16 +52,44 @@ def _figure_input(board: Leaderboard, reference: list[ReferenceRow]) -> tuple:
             for n in board.n_values
             if n in row.by_n and row.by_n[n].pass1 is not None
         )
-        systems.append((row.slug, plotly_text(_system_label(row)), points))
+        systems.append((row.slug, plotly_text(_system_label(row)), points, _fit_line(row.fit, [point[0] for point in points])))
     references = tuple((plotly_text(ref.name), tuple(sorted(ref.pass1.items()))) for ref in reference)
     return tuple(systems), references
 
 
-def pass_rate_figure(board: Leaderboard, reference: list[ReferenceRow]) -> go.Figure:
-    """Pass@1 against n, one line per system with its 95% interval shaded.
+# Points of a fitted curve drawn between two n (its shape between the measured points).
+FIT_POINTS_PER_N = 8
 
-    Each system is three traces in one legend group: the interval's lower edge, its upper edge
-    filled down to the lower one ("tonexty" fills to the trace just before), and the line itself.
+
+def _fit_line(fit: CurveFit | None, ns: list[int]) -> tuple:
+    """The system's fitted difficulty curve over the n shown, as (n, pass rate) pairs, with its n50 as
+    the hover says it: () without a curve or with fewer than two n shown."""
+    if fit is None or not fit.has_curve or len(ns) < 2:
+        return ()
+    low, high = min(ns), max(ns)
+    steps = FIT_POINTS_PER_N * (high - low)
+    xs = [low + (high - low) * i / steps for i in range(steps + 1)]
+    return (plotly_text(_fit_note(fit)), tuple((round(x, 4), round(fit.pass_rate(x), 6)) for x in xs))
+
+
+def _fit_note(fit: CurveFit) -> str:
+    if fit.n50 is None:
+        return f"logistic fit; n50 {fit.label} ({fit.reason})"
+    interval = ""
+    if fit.n50_low is not None or fit.n50_high is not None:
+        low = f"{fit.n50_low:.1f}" if fit.n50_low is not None else "open"
+        high = f"{fit.n50_high:.1f}" if fit.n50_high is not None else "open"
+        interval = f" (95% CI {low} to {high})"
+    return f"logistic fit: n50 = {fit.label}{interval}"
+
+
+def pass_rate_figure(board: Leaderboard, reference: list[ReferenceRow]) -> go.Figure:
+    """Pass@1 against n, one line per system with its 95% interval shaded and its fitted difficulty
+    curve (leaderboard.curves) dotted over it.
+
+    Each system is three or four traces in one legend group: the interval's lower edge, its upper edge
+    filled down to the lower one ("tonexty" fills to the trace just before), the line itself, and the
+    fitted curve where there is one.
     The first SHOWN_SYSTEMS rows (in the table's order) are drawn; the others, and the paper's
     reported numbers (dashed grey lines), wait in the legend.
     """
@@ -116,7 +145,7 @@ def _payload(systems: tuple, references: tuple) -> dict:
 def _build(systems: tuple, references: tuple) -> go.Figure:
     """The figure; every label in `systems` and `references` is already plotly_text."""
     traces = []
-    for position, (slug, label, points) in enumerate(systems):
+    for position, (slug, label, points, fit) in enumerate(systems):
         if not points:
             continue
         color = PALETTE[position % len(PALETTE)]
@@ -144,6 +173,8 @@ def _build(systems: tuple, references: tuple) -> go.Figure:
             ),
             **common,
         ))
+        if fit:
+            traces.append(_fit_trace(slug, label, fit, color, visible))
     for name, pass1 in references:
         if not pass1:
             continue
@@ -161,6 +192,16 @@ def _build(systems: tuple, references: tuple) -> go.Figure:
             xaxis={"title": {"text": plotly_text("n (functions masked)")}, "dtick": 1, "tickformat": "d"},
             yaxis={"title": {"text": plotly_text("Pass@1 (shaded: 95% CI)")}, "tickformat": ".0%", "rangemode": "tozero"},
         ),
+    )
+
+
+def _fit_trace(slug: str, label: str, fit: tuple, color: str, visible) -> go.Scatter:
+    """A fitted difficulty curve (from `_fit_line`), dotted, in its system's legend group."""
+    note, curve = fit
+    return go.Scatter(
+        x=[x for x, _ in curve], y=[y for _, y in curve], mode="lines", line={"color": color, "width": 1.5, "dash": "dot"},
+        legendgroup=slug, visible=visible, showlegend=False, meta="fit",
+        hovertemplate=f"{label}<br>{note}<br>n=%{{x:.2f}}: fitted %{{y:.1%}}<extra></extra>",
     )
 
 
@@ -217,6 +258,66 @@ def _tolerance_payload(curves: tuple) -> dict:
             # The rule, where this curve meets the leaderboard's Pass@1.
             shapes=[{"type": "line", "xref": "x", "yref": "paper", "x0": DEFAULT_RTOL, "x1": DEFAULT_RTOL, "y0": 0,
                      "y1": 1, "line": {"color": "#888888", "dash": "dash", "width": 1}}],
+        ),
+    )
+    return json.loads(figure.to_json())
+
+
+# --- a system's difficulty curve ---------------------------------------------------------------------
+
+
+def curve_figure_payload(row) -> dict | None:
+    """A system's page: its Pass@1 by n (95% interval bars) with its fitted difficulty curve dotted over
+    it and n50 marked (leaderboard.curves). None without a point to draw. Plain JSON data for
+    `json_script`, memoised on what it shows."""
+    points = tuple(
+        (n, metrics.pass1, metrics.pass1_low, metrics.pass1_high, metrics.samples)
+        for n, metrics in sorted(row.by_n.items()) if metrics.pass1 is not None
+    )
+    if not points:
+        return None
+    fit = row.fit
+    line = _fit_line(fit, [point[0] for point in points])
+    marker = (fit.n50, fit.n50_low, fit.n50_high) if fit is not None and fit.n50 is not None else None
+    return _curve_payload(plotly_text(_system_label(row)), points, line, marker)
+
+
+@functools.lru_cache(maxsize=64)
+def _curve_payload(label: str, points: tuple, fit: tuple, n50: tuple | None) -> dict:
+    color = PALETTE[0]
+    traces = [go.Scatter(
+        x=[point[0] for point in points], y=[point[1] for point in points], mode="markers", name=plotly_text("Pass@1"),
+        marker={"color": color, "size": 9},
+        error_y={"type": "data", "symmetric": False,
+                 "array": [high - value if high is not None else 0 for _, value, _, high, _ in points],
+                 "arrayminus": [value - low if low is not None else 0 for _, value, low, _, _ in points],
+                 "color": _rgba(color, 0.6), "thickness": 1.5, "width": 4},
+        customdata=[[point[2], point[3], point[4]] for point in points],
+        hovertemplate=(f"{label}<br>n=%{{x}}: Pass@1 %{{y:.1%}}<br>95% CI %{{customdata[0]:.1%}} to %{{customdata[1]:.1%}}"
+                       "<br>%{customdata[2]} samples<extra></extra>"),
+    )]
+    shapes = []
+    if fit:
+        trace = _fit_trace("fit", label, fit, color, True)
+        trace.update(name=plotly_text("logistic fit"), showlegend=True)
+        traces.append(trace)
+    if n50 is not None:
+        value, low, high = n50
+        # The interval as a band where both ends are bounded, n50 itself as a dashed line.
+        if low is not None and high is not None:
+            shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": low, "x1": high, "y0": 0, "y1": 1,
+                           "fillcolor": _rgba("#888888", 0.12), "line": {"width": 0}, "layer": "below"})
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": value, "x1": value, "y0": 0, "y1": 1,
+                       "line": {"color": "#888888", "dash": "dash", "width": 1}})
+    figure = go.Figure(
+        data=traces,
+        layout=_layout(
+            height=380,
+            xaxis={"title": {"text": plotly_text("n (functions masked)" + (" · dashed: n50, shaded: its 95% CI" if n50 else ""))},
+                   "dtick": 1, "tickformat": "d"},
+            yaxis={"title": {"text": plotly_text("Pass@1 (bars: 95% CI)")}, "tickformat": ".0%", "range": [0, 1.02]},
+            shapes=shapes + [{"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": 0.5, "y1": 0.5,
+                              "line": {"color": "#cccccc", "width": 1}}],
         ),
     )
     return json.loads(figure.to_json())

@@ -60,6 +60,11 @@ class SystemStanding(models.Model):
     changes = models.PositiveBigIntegerField(default=1)
     refreshed_changes = models.PositiveBigIntegerField(default=0)
     refreshed_at = models.DateTimeField(null=True, blank=True)
+    curve_fits = models.JSONField(
+        default=dict, blank=True,
+        help_text='Its difficulty curve per counting rule ("verified": re-executed attempts only, "all": every counted '
+                  "attempt): leaderboard.curves.CurveFit.as_dict(); {} until a refresh computes it.",
+    )
 
     class Meta:
         ordering = ["slug"]

@@ -72,6 +72,7 @@ from django.db.models import (
 from django.db.models.functions import Lower
 from django.urls import NoReverseMatch, get_script_prefix, reverse
 
+from leaderboard.curves import CurveFit, curve_fit
 from leaderboard.models import (
     SystemFunctionStanding,
     SystemNearMiss,
@@ -99,6 +100,7 @@ SORT_FIELDS_BY_N = {
 }
 SORT_FIELDS = {
     "name": "name", "cost": "cost_mean", "seconds": "seconds_mean", "attempts": "attempts", "errors": "errors", "date": "date",
+    "n50": "n50",
 }
 
 
@@ -569,6 +571,14 @@ class SystemRow(SystemLabels):
     refreshed_at: datetime | None = None  # when its numbers were computed: which computation they are
     url: str | None = None  # its page, and its suite's (set where many rows are shown: one reverse() each)
     suite_url: str | None = None
+    # Its difficulty curve under the view's counting rule, over every n it has (whatever n range the
+    # view shows: leaderboard.curves); None when its numbers were stored before curves were fitted.
+    fit: CurveFit | None = None
+
+    @property
+    def n50(self) -> float | None:
+        """Where its fitted pass rate crosses 50% (None: not determined; such rows sort last)."""
+        return self.fit.n50 if self.fit is not None else None
 
     @property
     def verified(self) -> bool:
@@ -626,6 +636,7 @@ class SystemRow(SystemLabels):
             "date": self.date.isoformat() if self.date else None,
             "unfinished_runs": self.unfinished_runs,
             "stale": self.stale,
+            "difficulty_curve": self.fit.as_dict() if self.fit is not None else None,
             "by_n": {str(n): metrics.as_dict() for n, metrics in sorted(self.by_n.items())},
         }
 
@@ -788,6 +799,7 @@ class StandingNumbers:
     functions: dict[bool, list[FunctionCounts]]  # by counting rule
     run_ids: list[int]
     page: SystemPageRows  # what its page lists
+    fits: dict[bool, CurveFit] = field(default_factory=dict)  # its difficulty curve, by counting rule
     k: int = 1
     date: datetime | None = None
     unfinished_runs: int = 0
@@ -810,7 +822,7 @@ def standing_numbers_computed(slugs: list[str]) -> Iterator[tuple[str, StandingN
     runs = runs_frame(Q())
     for slug in slugs:
         own = runs[runs["slug"] == slug]
-        by_n, functions = {}, {}
+        by_n, functions, fits = {}, {}, {}
         for verified_only in (False, True):
             filters = LeaderboardFilters(verified_only=verified_only)
             summary = _summary_frame(own, filters, tolerances=TOLERANCES)
@@ -819,8 +831,32 @@ def standing_numbers_computed(slugs: list[str]) -> Iterator[tuple[str, StandingN
             built = _build_systems(own, summary, verifiers, tolerances=TOLERANCES, diagnoses=diagnoses)
             by_n[verified_only] = built[0].by_n if built else {}
             functions[verified_only] = _function_counts(own, filters) if not own.empty else []
+            fits[verified_only] = curve_fit(_sample_shares(summary))
         page = system_page_rows_computed([int(pk) for pk in own["run_id"]])
-        yield slug, StandingNumbers(by_n=by_n, functions=functions, page=page, **_run_facts(own))
+        yield slug, StandingNumbers(by_n=by_n, functions=functions, page=page, fits=fits, **_run_facts(own))
+
+
+def _sample_shares(summary: pd.DataFrame) -> dict[int, list[tuple[int, int, int]]]:
+    """Per n, one system's samples with counted attempts as (c, m, how many samples): Pass@1's input,
+    and its difficulty curve's."""
+    shares: dict[int, list[tuple[int, int, int]]] = {}
+    evaluated = summary[summary["m"] > 0]
+    for n, c, m, times in zip(evaluated["n"], evaluated["c"], evaluated["m"], evaluated["samples"]):
+        shares.setdefault(int(n), []).append((int(c), int(m), int(times)))
+    return shares
+
+
+# The keys of SystemStanding.curve_fits, by counting rule (LeaderboardFilters.verified_only).
+CURVE_FIT_KEYS = {True: "verified", False: "all"}
+
+
+def curve_fits_stored(fits: dict[bool, CurveFit]) -> dict:
+    return {CURVE_FIT_KEYS[verified_only]: fit.as_dict() for verified_only, fit in fits.items()}
+
+
+def _curve_fit_loaded(standing: SystemStanding, verified_only: bool) -> CurveFit | None:
+    stored = (standing.curve_fits or {}).get(CURVE_FIT_KEYS[verified_only])
+    return CurveFit.from_dict(stored) if stored else None
 
 
 def metrics_stored(metrics: NMetrics) -> dict:
@@ -888,6 +924,7 @@ def _standing_rows(
             run_ids=list(shown_runs[standing.pk]), k=standing.k, by_n=dict(sorted(by_n.items())), date=standing.date,
             unfinished_runs=standing.unfinished_runs, stale=standing.stale, refreshed_at=standing.refreshed_at,
             url=system_url(standing.slug), suite_url=suite_url(standing.suite),
+            fit=_curve_fit_loaded(standing, filters.verified_only),
         )
         _add_totals(row)
         rows.append(row)
@@ -998,6 +1035,8 @@ FLAT_COLUMNS = (
     "reference", "system", "slug", "suite", "agent", "model", "agent_config", "context", "verified", "n", "samples",
     "attempts", "errors", "pass1", "pass1_ci_low", "pass1_ci_high", "k", "passk", "passk_samples", "verifier_pass1",
     "cost_mean", "cost_unknown", "seconds_mean", "date", "note",
+    # The system's difficulty curve (leaderboard.curves), repeated on each of its rows; blank for the paper's.
+    "n50", "n50_ci_low", "n50_ci_high", "curve_slope", "curve_slope_ci_low", "curve_slope_ci_high", "curve_status",
 )
 
 
@@ -1034,6 +1073,7 @@ def leaderboard_flat_rows(board: Leaderboard, reference: list) -> list[dict]:
                 "seconds_mean": metrics.seconds_mean,
                 "date": row.date.isoformat() if row.date else "",
                 "note": row.verification_note,
+                **_curve_cells(row.fit),
             })
     for ref in reference:
         data = ref.as_dict()
@@ -1054,6 +1094,13 @@ def leaderboard_flat_rows(board: Leaderboard, reference: list) -> list[dict]:
                 "note": data["note"],
             })
     return flat
+
+
+def _curve_cells(fit: CurveFit | None) -> dict:
+    if fit is None:
+        return {}
+    return {"n50": fit.n50, "n50_ci_low": fit.n50_low, "n50_ci_high": fit.n50_high, "curve_slope": fit.slope,
+            "curve_slope_ci_low": fit.slope_low, "curve_slope_ci_high": fit.slope_high, "curve_status": fit.status}
 
 
 # --- per-function difficulty -------------------------------------------------------------------------

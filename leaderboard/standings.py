@@ -46,6 +46,7 @@ from leaderboard.selectors import (
     LeaderboardFilters,
     StandingNumbers,
     canonical_config,
+    curve_fits_stored,
     leaderboard_get,
     leaderboard_page,
     metrics_stored,
@@ -200,8 +201,10 @@ def _store(slug: str, numbers: StandingNumbers, failures: FailureRows, *, seen: 
         _page_rows_store(standing, numbers, failures)
         standing.run_ids, standing.k, standing.date = numbers.run_ids, numbers.k, numbers.date
         standing.unfinished_runs = numbers.unfinished_runs
+        standing.curve_fits = curve_fits_stored(numbers.fits)
         standing.refreshed_changes, standing.refreshed_at = seen, timezone.now()
-        standing.save(update_fields=["run_ids", "k", "date", "unfinished_runs", "refreshed_changes", "refreshed_at"])
+        standing.save(update_fields=["run_ids", "k", "date", "unfinished_runs", "curve_fits", "refreshed_changes",
+                                     "refreshed_at"])
 
 
 def _runs_of_system(slug: str, run_ids: list[int]) -> bool:

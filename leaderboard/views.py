@@ -13,7 +13,13 @@ from leaderboard import reference as paper
 from leaderboard.exports import csv_response, csv_streaming_response
 from leaderboard.failure_analysis import error_taxonomy, failure_analysis
 from leaderboard.failure_figures import failure_figure_payload
-from leaderboard.figures import SHOWN_SYSTEMS, cost_figure_payload, figure_payload, tolerance_figure_payload
+from leaderboard.figures import (
+    SHOWN_SYSTEMS,
+    cost_figure_payload,
+    curve_figure_payload,
+    figure_payload,
+    tolerance_figure_payload,
+)
 from leaderboard.forms import LeaderboardFilterForm
 from leaderboard.paging import BadPage, page_get
 from leaderboard.selectors import (
@@ -76,6 +82,16 @@ RULES = [
         "Pass@1 at another relative tolerance t (“Pass@1 also at”, and each system's page) scales every number's tolerance, "
         "relative and absolute, by t / 5%: an experiment with its own or a widened tolerance scales in proportion. "
         "It is computed from the stored scores, without re-running anything; at 5% it is Pass@1."
+    ),
+    (
+        "n50 summarises how the pass rate falls as n grows: a logistic curve in n (pass rate = 1 / (1 + e^-(a + b·n))) "
+        "is fitted by maximum likelihood over every n the system has, each sample weighing the same (its c/m, as in "
+        "Pass@1), under the counting rule shown; n50 = -a/b is where it crosses 50% and b its slope (log-odds per "
+        "masked function; about b/4 of pass rate per function at n50). Intervals: 95% cluster bootstrap over samples "
+        "within each n (400 resamples, seed 0); an open bound reaches beyond what the n measured can say. Not "
+        "determined with fewer than two n, when every sample passed or none did, when the rate jumps from 100% to 0%, "
+        "when the curve does not fall, or when it crosses 50% further than the measured range of n again beyond "
+        "either end (shown as beyond that n). Undetermined n50 sorts last either way."
     ),
 ]
 
@@ -266,7 +282,7 @@ def home(request):
         "page_urls": page_urls,
         "rows_html": leaderboard_rows_html(shown, display_n),
         "columns_by_n": columns_by_n,
-        "totals": {key: sort_link(key) for key in ("name", "cost", "seconds", "attempts", "errors", "date")},
+        "totals": {key: sort_link(key) for key in ("name", "cost", "seconds", "attempts", "errors", "date", "n50")},
         "reference": reference_table,
         "findings": paper.FINDINGS,
         "source": paper.SOURCE,
@@ -282,7 +298,7 @@ def home(request):
         "show_tolerance": True,
         "tolerance_label": tolerance_label(filters.tolerance) if filters.tolerance is not None else None,
         "per_n_columns": per_n_columns,
-        "column_count": 1 + per_n_columns * len(display_n) + 6,
+        "column_count": 1 + per_n_columns * len(display_n) + 7,
         **_counting_urls(request),
     }
     return render(request, "leaderboard/home.html", context, status=400 if problem else status)
@@ -382,6 +398,7 @@ def system(request, slug: str):
         "samples_page_urls": page_urls,
         "analysis": analysis,
         "failure_figure": failure_figure_payload(analysis),
+        "curve_figure": curve_figure_payload(detail.system),
         "taxonomy": taxonomy,
         "detail": detail,
         "system": detail.system,

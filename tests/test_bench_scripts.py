@@ -57,6 +57,10 @@ MANY_SYSTEMS_PAGES = (r"leaderboard, \d+k? systems", "  after a change", r"  its
 REPLAY_PAGES = (r"attempt, page 1 \(heaviest\)", r"attempt, page \d+", r"attempt, page \d+ \(last\)", "compare two, page 1")
 
 SMOKES = [
+    Smoke("bench_curves.py", ("--repeats", "1"), redis_db=False, figures=(
+        *(rf"^curve fit, 5 n x {samples} samples \(\w+\): {MS} \(median of 1\); 1,000 systems, both rules: {NUMBER} s"
+          for samples in ("10", "100", "1,000", "10,000")),
+    )),
     Smoke("bench_sampling.py", redis_db=False, figures=(
         rf"^enumerate all C\(23,5\) = 33,649 samples: {MS}",
         rf"^draw 100 of C\(33,5\) = 237,336 samples at n=5: {MS}",

@@ -33,6 +33,7 @@
     drawFigure("leaderboard-figure", "leaderboard-figure-data");
     drawFigure("cost-figure", "cost-figure-data");  // cost against accuracy, home page only
     drawFigure("failure-figure", "failure-figure-data");  // outcome split by n, a system's page only
+    drawFigure("curve-figure", "curve-figure-data");  // pass rate against n with its fit, a system's page only
     submitFiltersOnChange();
   });
 })();

@@ -96,3 +96,22 @@ def test_bad_filter_shows_a_message(board, page, browser_events):
     assert rows(page) == 2  # agent=react and unverified=1 still apply
     browser_events.console_errors.clear()  # the 400 status itself is reported by Chromium
     browser_events.assert_clean()
+
+
+def test_sorting_by_n50_then_a_system_page_draws_its_fitted_curve(board, page, browser_events):
+    page.goto("/")
+    page.click("#n50-column a")
+    page.wait_for_url("**sort=-n50**")
+    assert page.locator("#leaderboard-table thead a.lb-sorted.lb-desc").count() == 1
+    # System A has n = 1 and 2 (its n50 is determined, first); C only n = 1 (not determined, last).
+    first = page.locator("#leaderboard-rows tr.lb-row").first
+    assert first.locator(".lb-n50 strong").count() == 1
+    assert page.locator("#leaderboard-rows tr.lb-row").last.locator(".lb-n50 .lb-muted").inner_text() == "—"
+    page.wait_for_selector("#leaderboard-figure svg.main-svg")
+    first.locator("a.lb-system-name").click()
+    page.wait_for_url("**/systems/**")
+    # Its points and the fit dotted over them, n50 marked.
+    page.wait_for_selector("#curve-figure svg.main-svg")
+    assert page.locator("#curve-figure .scatterlayer .trace").count() == 2
+    assert "n50 =" in page.locator("#curve-summary").inner_text()
+    browser_events.assert_clean()

@@ -13,9 +13,10 @@ def test_figure_has_a_band_between_low_and_high_per_system(board_data):
     board = leaderboard_get(filters=LeaderboardFilters())
     figure = pass_rate_figure(board, reference_rows())
     traces = list(figure.data)
-    measured = traces[: 3 * len(board.rows)]
-    for position, row in enumerate(board.rows):
-        low, high, line = measured[3 * position : 3 * position + 3]
+    position = 0
+    for row in board.rows:
+        low, high, line = traces[position : position + 3]
+        position += 3
         assert low.fill is None and high.fill == "tonexty"  # fills down to the low edge just before it
         assert low.legendgroup == high.legendgroup == line.legendgroup == row.slug
         points = [n for n in board.n_values if n in row.by_n]
@@ -23,9 +24,13 @@ def test_figure_has_a_band_between_low_and_high_per_system(board_data):
         assert list(line.y) == [row.by_n[n].pass1 for n in points]
         assert list(low.y) == [row.by_n[n].pass1_low for n in points]
         assert list(high.y) == [row.by_n[n].pass1_high for n in points]
-    reported = traces[3 * len(board.rows) :]
+        if len(points) >= 2 and row.fit is not None and row.fit.has_curve:
+            fit = traces[position]  # its fitted difficulty curve follows, dotted, in its legend group
+            position += 1
+            assert fit.meta == "fit" and fit.legendgroup == row.slug and fit.line.dash == "dot"
+    reported = traces[position:]
     assert len(reported) == len(reference_rows()) and all(t.visible == "legendonly" for t in reported)
-    assert len(board.rows) <= SHOWN_SYSTEMS and all(t.visible is True for t in measured)
+    assert len(board.rows) <= SHOWN_SYSTEMS and all(t.visible is True for t in traces[:position])
 
 
 @pytest.mark.django_db
