@@ -823,7 +823,7 @@ def _trajectory(attempt: Attempt, window: TrajectoryPage, bounds: ReplayBounds) 
         if attempt.status == Attempt.RUNNING:
             return None, "No steps yet: they appear here as the agent records them."
         if attempt.status == Attempt.QUEUED:
-            return None, "No trajectory yet: the attempt has not started."
+            return None, "No trajectory yet: the attempt has not finished."
         return None, "No trajectory was recorded for this attempt."
     data = window.head
     if isinstance(data, dict):
