@@ -156,7 +156,9 @@ class Heartbeat:
     def __init__(self, kind: WorkKind, attempt_id: int, tries: int, interval: float) -> None:
         self.kind, self.attempt_id, self.tries, self.interval = kind, attempt_id, tries, interval
         self.lost = False
-        self._stop = threading.Event()
+        self._stopped = False
+        # Set to stop the thread, or to wake it early (a stream to store has been given it).
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-attempt-{attempt_id}", daemon=True)
         # The running try's trajectory file, stored as it grows (runs.evaluation.live); None: nothing to stream.
         self.stream: TrajectoryStream | None = None
@@ -169,7 +171,8 @@ class Heartbeat:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._stop.set()
+        self._stopped = True
+        self._wake.set()
         self._thread.join(timeout=30)
 
     def _wait(self, next_beat: float) -> float:
@@ -182,7 +185,11 @@ class Heartbeat:
     def _beat(self) -> None:
         next_beat = time.monotonic() + self.interval
         try:
-            while not self._stop.wait(self._wait(next_beat)):
+            while True:
+                self._wake.wait(self._wait(next_beat))
+                self._wake.clear()
+                if self._stopped:
+                    return
                 if self.stream is not None and self._live_interval > 0 and time.monotonic() >= self._live_at + self._live_interval:
                     self.store_trajectory()
                 if time.monotonic() < next_beat:
@@ -225,6 +232,7 @@ class Heartbeat:
         """Store the trajectory file at `path` (the running try's) in the attempt's row as it grows,
         at most every ATTEMPT_LIVE_SECONDS (runs.evaluation.live); ATTEMPT_LIVE_SECONDS=0: never."""
         self.stream = TrajectoryStream(path)
+        self._wake.set()  # its first version now, not at the next beat
 
     def stream_end(self) -> None:
         """Store the trajectory once more, whole (the agent has ended), and stop streaming it."""
