@@ -30,7 +30,7 @@ from django.utils import timezone
 from runs.analysis.services import attempt_analysis_record_quietly
 from runs.benchmark.text import storable_text
 from runs.evaluation.kinds import WorkKind
-from runs.evaluation.live import TrajectoryStream, live_seconds, trajectory_file_read
+from runs.evaluation.live import LIVE_WRITE_SHARE, TrajectoryStream, live_seconds, trajectory_file_read
 from runs.evaluation.queue import FailedJob, enqueue, failure_recorded, kind_failed_jobs, retry_in_seconds
 from runs.evaluation.workdirs import attempt_trajectory_path
 from runs.models import Attempt
@@ -163,7 +163,7 @@ class Heartbeat:
         # The running try's trajectory file, stored as it grows (runs.evaluation.live); None: nothing to stream.
         self.stream: TrajectoryStream | None = None
         self._live_interval = live_seconds()
-        self._live_at = 0.0  # monotonic time of the last live write
+        self._live_due = 0.0  # monotonic time from which the next live write may come
         self._live_lock = threading.Lock()  # the beat's thread and the harness's may both write it
 
     def __enter__(self) -> Self:
@@ -179,7 +179,7 @@ class Heartbeat:
         """Seconds until the next thing this thread does: the beat, or the next live write."""
         until_beat = next_beat - time.monotonic()
         if self.stream is not None and self._live_interval > 0:
-            return max(0.0, min(until_beat, self._live_at + self._live_interval - time.monotonic()))
+            return max(0.0, min(until_beat, self._live_due - time.monotonic()))
         return max(0.0, until_beat)
 
     def _beat(self) -> None:
@@ -190,7 +190,7 @@ class Heartbeat:
                 self._wake.clear()
                 if self._stopped:
                     return
-                if self.stream is not None and self._live_interval > 0 and time.monotonic() >= self._live_at + self._live_interval:
+                if self.stream is not None and self._live_interval > 0 and time.monotonic() >= self._live_due:
                     self.store_trajectory()
                 if time.monotonic() < next_beat:
                     continue
@@ -249,7 +249,7 @@ class Heartbeat:
         if stream is None:
             return False
         with self._live_lock:
-            self._live_at = time.monotonic()
+            started = time.monotonic()
             try:
                 data = stream.read_if_changed()
                 if data is None:
@@ -263,7 +263,11 @@ class Heartbeat:
                     connection.close()  # a dropped connection stays broken: the next write opens another
                 return False
             finally:
-                stream.timed(self._live_at)
+                stream.timed(started)
+                # A large trajectory (up to SUBMISSION_MAX_TRAJECTORY_BYTES) is stored less often: the writes take
+                # at most 1/LIVE_WRITE_SHARE of the time, whatever its size.
+                took = time.monotonic() - started
+                self._live_due = time.monotonic() + max(self._live_interval, took * (LIVE_WRITE_SHARE - 1))
             return bool(written)
 
     def check(self, _step=None) -> None:

@@ -8,7 +8,8 @@ while this try still holds the claim, so a try that was taken over never writes 
 try's steps. The harness stores the whole agent trajectory once more as the agent ends (the
 re-execution that follows may take minutes), and the final write of the attempt's result stays the
 source of truth. A work horse killed mid-attempt leaves in the database what it had stored, at
-most ATTEMPT_LIVE_SECONDS older than its last step.
+most ATTEMPT_LIVE_SECONDS older than its last step (longer for a large trajectory: see
+LIVE_WRITE_SHARE).
 
 Why the heartbeat thread and not a callback in the agent's loop: nothing is added to the agent's
 own path (a read and a write of the trajectory, now and then, in another thread), and a step
@@ -29,6 +30,12 @@ from runs.agents import load_trajectory
 from runs.benchmark.text import json_safe
 
 logger = logging.getLogger(__name__)
+
+
+# Live writes take at most 1/LIVE_WRITE_SHARE of an attempt's time: after a write that took t
+# seconds the next waits at least (LIVE_WRITE_SHARE - 1) * t (a trajectory near its 10 MB limit
+# costs a few hundred milliseconds to read and store).
+LIVE_WRITE_SHARE = 40
 
 
 def live_seconds() -> float:
