@@ -268,6 +268,9 @@ if ATTEMPT_HEARTBEAT_SECONDS >= ATTEMPT_STALE_SECONDS:
     raise ImproperlyConfigured(
         f"ATTEMPT_HEARTBEAT_SECONDS={ATTEMPT_HEARTBEAT_SECONDS} must be less than ATTEMPT_STALE_SECONDS={ATTEMPT_STALE_SECONDS}."
     )
+# A running attempt's trajectory is stored this often while its agent works (runs.evaluation.live), so
+# its replay shows the steps as they come and a worker that dies leaves them; 0: only at the end.
+ATTEMPT_LIVE_SECONDS = env_int("ATTEMPT_LIVE_SECONDS", 2, minimum=0)
 # Every long-running evaluation worker (runs.evaluation.worker) runs that recovery, and the sweep, this often.
 ATTEMPT_RECOVER_INTERVAL_SECONDS = env_int("ATTEMPT_RECOVER_INTERVAL_SECONDS", 30, minimum=1)
 # That recovery queues again the waiting work Redis holds no job for (a Redis restart or flush), once

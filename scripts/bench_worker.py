@@ -5,7 +5,7 @@ the time the experiments themselves take); what the held-out checks add to a re-
 attempts that pass (gold) and attempts that fail (a `noop` run with one worker).
 
     .venv/bin/python scripts/bench_worker.py [--n 1] [--cap 100] [--workers 1,2] [--repeat 3] [--attempts N] [--check-repeats 15]
-        [--redis-db 14]
+        [--redis-db 14] [--live-seconds 2] [--live-rounds 1]
 
 Uses real RQ workers (`manage.py evaluation_worker --burst`, subprocesses), Redis database 14 (or --redis-db; flushed) of
 $REDIS_URL's server, the sandbox of $SANDBOX_BACKEND (bubblewrap by default) and a scratch Postgres
@@ -16,6 +16,10 @@ minutes for n=1 (28 attempts per worker count) on two cores.
 This machine's speed drifts from minute to minute (a virtual machine sharing its host), so with
 --repeat the worker counts are run in turn that many times (every other round in reverse order), and
 the scaling figures are given per round and as their median.
+
+Then what streaming a running attempt's trajectory to the database costs (runs.evaluation.live):
+the gold run with one worker, with ATTEMPT_LIVE_SECONDS=0 and with --live-seconds, --live-rounds
+times in turn; the overhead is the difference in an attempt's time, claim to result written.
 """
 from __future__ import annotations
 
@@ -137,6 +141,32 @@ def report(results: list[dict], *, n: int, backend: str) -> None:
         print()
 
 
+def report_streaming(off: list[dict], on: list[dict], *, live_seconds: int) -> None:
+    """What storing a running attempt's trajectory live (runs.evaluation.live) costs: the same run with
+    ATTEMPT_LIVE_SECONDS=0 (stored at the end only) and with it on, one worker, rounds in turn; and
+    the streaming's own time, measured in the worker (timings live_stream, live_writes)."""
+    def held(results) -> float:
+        return _mean((a.finished_at - a.claimed_at).total_seconds() for r in results for a in r["attempts"])
+
+    attempts = [a for r in on for a in r["attempts"]]
+    count = len(off[0]["attempts"])
+    print(f"Streaming trajectories live (ATTEMPT_LIVE_SECONDS={live_seconds} against 0), 1 worker, {count} attempts a run, "
+          f"{len(on)} round(s):")
+    per_round = []
+    for round_off, round_on in zip(off, on):
+        before, after = held([round_off]), held([round_on])
+        per_round.append(100 * (after - before) / before)
+        print(f"  round {round_off['round']}: claim to result written {before * 1000:.1f} ms off, {after * 1000:.1f} ms on: "
+              f"{per_round[-1]:+.1f}%")
+    own = _mean(a.timings.get("live_stream", 0.0) for a in attempts)
+    writes = _mean(a.timings.get("live_writes", 0.0) for a in attempts)
+    total = held(on)
+    print(f"  streaming overhead = {statistics.median(per_round):+.1f}% of an attempt's time (median of the rounds; target <= 5%)")
+    print(f"  its own work: {writes:.1f} writes an attempt, {own * 1000:.1f} ms = {100 * own / total:.2f}% of an attempt's time "
+          "(in the heartbeat's thread, beside the agent)")
+    print()
+
+
 def report_held_out(passed_attempts, failed_attempts) -> None:
     """The held-out checks' cost: for attempts that passed the public experiments, the re-execution's
     time in the check against its variants' own running time; for failed ones, whether any ran, and
@@ -233,6 +263,8 @@ def main() -> None:
     parser.add_argument("--check-repeats", type=int, default=15, help="timings of each check, of which the median is shown (default 15)")
     parser.add_argument("--attempts", type=int, help="keep only this many attempts, those with the fewest experiments (a smoke run)")
     parser.add_argument("--redis-db", type=int, default=REDIS_DB, help=f"Redis database to use and flush (default {REDIS_DB})")
+    parser.add_argument("--live-seconds", type=int, default=2, help="ATTEMPT_LIVE_SECONDS of the streaming comparison (default 2)")
+    parser.add_argument("--live-rounds", type=int, default=1, help="rounds of the streaming comparison, off and on in turn (default 1)")
     args = parser.parse_args()
     counts = [int(part) for part in args.workers.split(",") if part.strip()]
 
@@ -266,6 +298,15 @@ def main() -> None:
         print("running a noop run with 1 worker (failed attempts)...", file=sys.stderr, flush=True)
         failed = bench(1, suite=suite, n=args.n, cap=args.cap, keep=args.attempts, env=env, logs=scratch, agent="noop")
         report_held_out([a for r in results for a in r["attempts"] if a.passed], failed["attempts"])
+        streaming: dict[str, list[dict]] = {"0": [], str(args.live_seconds): []}
+        for round_ in range(1, args.live_rounds + 1):
+            # Off then on, then on then off: a machine drifting over the minutes favours neither.
+            order = list(streaming) if round_ % 2 else list(streaming)[::-1]
+            for live in order:
+                print(f"streaming round {round_}: ATTEMPT_LIVE_SECONDS={live}...", file=sys.stderr, flush=True)
+                streaming[live].append({"round": round_, **bench(1, suite=suite, n=args.n, cap=args.cap, keep=args.attempts,
+                                                                  env={**env, "ATTEMPT_LIVE_SECONDS": live}, logs=scratch)})
+        report_streaming(streaming["0"], streaming[str(args.live_seconds)], live_seconds=args.live_seconds)
         report_check_costs(results[0]["attempts"], scratch=scratch, repeat=args.check_repeats)
 
 

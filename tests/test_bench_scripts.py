@@ -142,6 +142,8 @@ SMOKES = [
               rf"^  workspace snapshot, \d+ files \(sandbox.fs\)\s+{MS}",
               rf"^  final patch parsed, applied and scoped .*{MS}",
               rf"^  workspace removed \(fs.remove_tree\)\s+{MS}",
+              r"^Streaming trajectories live \(ATTEMPT_LIVE_SECONDS=2 against 0\), 1 worker, 1 attempts a run, 1 round\(s\):",
+              rf"^  streaming overhead = [+-]{NUMBER}% of an attempt's time",
           )),
     Smoke("bench_heal.py", ("--scenario", "same-host"), backends=("bubblewrap",),
           # Healing rounds every second and no back-off: the scenario's wait is a few seconds, not a minute.

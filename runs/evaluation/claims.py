@@ -27,10 +27,10 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from runs.agents import load_trajectory
 from runs.analysis.services import attempt_analysis_record_quietly
-from runs.benchmark.text import json_safe, storable_text
+from runs.benchmark.text import storable_text
 from runs.evaluation.kinds import WorkKind
+from runs.evaluation.live import LIVE_WRITE_SHARE, TrajectoryStream, live_seconds, trajectory_file_read
 from runs.evaluation.queue import FailedJob, enqueue, failure_recorded, kind_failed_jobs, retry_in_seconds
 from runs.evaluation.workdirs import attempt_trajectory_path
 from runs.models import Attempt
@@ -156,20 +156,45 @@ class Heartbeat:
     def __init__(self, kind: WorkKind, attempt_id: int, tries: int, interval: float) -> None:
         self.kind, self.attempt_id, self.tries, self.interval = kind, attempt_id, tries, interval
         self.lost = False
-        self._stop = threading.Event()
+        self._stopped = False
+        # Set to stop the thread, or to wake it early (a stream to store has been given it).
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-attempt-{attempt_id}", daemon=True)
+        # The running try's trajectory file, stored as it grows (runs.evaluation.live); None: nothing to stream.
+        self.stream: TrajectoryStream | None = None
+        self._live_interval = live_seconds()
+        self._live_due = 0.0  # monotonic time from which the next live write may come
+        self._live_lock = threading.Lock()  # the beat's thread and the harness's may both write it
 
     def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._stop.set()
+        self._stopped = True
+        self._wake.set()
         self._thread.join(timeout=30)
 
+    def _wait(self, next_beat: float) -> float:
+        """Seconds until the next thing this thread does: the beat, or the next live write."""
+        until_beat = next_beat - time.monotonic()
+        if self.stream is not None and self._live_interval > 0:
+            return max(0.0, min(until_beat, self._live_due - time.monotonic()))
+        return max(0.0, until_beat)
+
     def _beat(self) -> None:
+        next_beat = time.monotonic() + self.interval
         try:
-            while not self._stop.wait(self.interval):
+            while True:
+                self._wake.wait(self._wait(next_beat))
+                self._wake.clear()
+                if self._stopped:
+                    return
+                if self.stream is not None and self._live_interval > 0 and time.monotonic() >= self._live_due:
+                    self.store_trajectory()
+                if time.monotonic() < next_beat:
+                    continue
+                next_beat = time.monotonic() + self.interval
                 if worker_gone():
                     self._orphaned()
                     self.lost = True  # settled meanwhile (by this horse's own work, or taken over): let it end
@@ -202,6 +227,48 @@ class Heartbeat:
         except Exception:  # noqa: BLE001 - the healing records it instead, once it finds this process gone
             logger.exception("%s %s: the failure could not be recorded", self.kind.name, self.attempt_id)
         os._exit(1)
+
+    def stream_trajectory(self, path: Path) -> None:
+        """Store the trajectory file at `path` (the running try's) in the attempt's row as it grows,
+        at most every ATTEMPT_LIVE_SECONDS (runs.evaluation.live); ATTEMPT_LIVE_SECONDS=0: never."""
+        self.stream = TrajectoryStream(path)
+        self._wake.set()  # its first version now, not at the next beat
+
+    def stream_end(self) -> None:
+        """Store the trajectory once more, whole (the agent has ended), and stop streaming it."""
+        if self.stream is not None and self._live_interval > 0:
+            self.store_trajectory()
+        self.stream = None
+
+    def store_trajectory(self) -> bool:
+        """Write the streamed trajectory to the attempt if its file changed: fenced like the beat, so
+        a try that lost its claim writes nothing. Whether a write found the try still holding it is
+        the beat's to decide (a row this connection cannot see yet, in a test's transaction, is not
+        a lost claim). Never raises: the live view must not cost the attempt."""
+        stream = self.stream
+        if stream is None:
+            return False
+        with self._live_lock:
+            started = time.monotonic()
+            try:
+                data = stream.read_if_changed()
+                if data is None:
+                    return False
+                written = self.kind.model.objects.filter(self.kind.held(), pk=self.attempt_id, tries=self.tries).update(
+                    trajectory=data
+                )
+            except Exception:
+                logger.exception("%s %s: its trajectory could not be stored live", self.kind.name, self.attempt_id)
+                if not connection.in_atomic_block:
+                    connection.close()  # a dropped connection stays broken: the next write opens another
+                return False
+            finally:
+                stream.timed(started)
+                # A large trajectory (up to SUBMISSION_MAX_TRAJECTORY_BYTES) is stored less often: the writes take
+                # at most 1/LIVE_WRITE_SHARE of the time, whatever its size.
+                took = time.monotonic() - started
+                self._live_due = time.monotonic() + max(self._live_interval, took * (LIVE_WRITE_SHARE - 1))
+            return bool(written)
 
     def check(self, _step=None) -> None:
         """The agent's on_step callback, and the harness's between its phases: stop working on an
@@ -404,14 +471,9 @@ def dead_reason(attempt: Attempt, *, failed: dict[str, FailedJob], stale_after: 
 
 
 def partial_trajectory(attempt_id: int, tries: int) -> dict | None:
-    path = attempt_trajectory_path(attempt_id, tries)
-    if not path.is_file():
-        return None
-    try:
-        return json_safe(load_trajectory(path).to_dict())
-    except Exception:
-        logger.exception("partial trajectory %s could not be read", path)
-        return None
+    """The trajectory file try `tries` left on this host (None elsewhere: then what it streamed to
+    the database while it ran, runs.evaluation.live, is what is kept)."""
+    return trajectory_file_read(attempt_trajectory_path(attempt_id, tries))
 
 
 def local_pid(claimed_by: str) -> int | None:

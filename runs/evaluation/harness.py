@@ -182,6 +182,9 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
     reexecution_built = background.submit(
         reexecution_workspace_build, sample=sample, dest=reexecution_dir, context=run.context, task=prepared
     )
+    # The replay shows the steps as they are recorded (runs.evaluation.live): the heartbeat's thread
+    # stores the trajectory file as it grows.
+    heartbeat.stream_trajectory(trajectory_path)
     started = time.monotonic()
     try:
         result = agent.run(
@@ -196,6 +199,11 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
         closing = time.monotonic()
         sandbox.close()
         timings["sandbox_close"] = time.monotonic() - closing
+        # The whole agent trajectory, visible while the re-execution runs (minutes, for some papers).
+        stream = heartbeat.stream
+        heartbeat.stream_end()
+        if stream is not None:
+            timings["live_stream"], timings["live_writes"] = stream.seconds, float(stream.writes)
     heartbeat.check()
 
     trajectory = result.trajectory

@@ -967,6 +967,11 @@ class AttemptReplay:
         return len(self.pager.errors)
 
     @property
+    def live(self) -> bool:
+        """Whether the attempt may still record steps: its page follows them (runs.evaluation.live)."""
+        return attempt_is_live(self.attempt)
+
+    @property
     def pending_steps(self) -> tuple[int, int] | None:
         """The first and last of the page's steps whose bodies load on demand (None: none do)."""
         numbers = [line.number for line in self.lines if line.body is None]
@@ -1071,6 +1076,29 @@ def attempt_siblings(*, attempt: Attempt, user=None, limit: int = 50) -> QuerySe
     )
 
 
+def attempt_is_live(attempt: Attempt) -> bool:
+    """Queued or running: its trajectory may still grow (a worker stores it as the agent works)."""
+    return attempt.status in (Attempt.QUEUED, Attempt.RUNNING)
+
+
+@dataclass(frozen=True)
+class LiveState:
+    """Where a live attempt stands, for its page's script: counts only, no text (the steps' bodies
+    come from attempt_step_bodies, under the replay's gold rule)."""
+
+    status: str
+    live: bool
+    steps: int
+    tries: int
+
+
+def attempt_live_state(*, attempt: Attempt) -> LiveState:
+    """The attempt's status, try and how many steps its stored trajectory holds: one small query
+    (the database counts the steps; none is read)."""
+    window = trajectory_page(attempt_id=attempt.pk, first=1, count=0, errors_limit=0, patch_chars=0)
+    return LiveState(status=attempt.status, live=attempt_is_live(attempt), steps=window.step_count, tries=attempt.tries)
+
+
 def shows_gold_code(attempt: Attempt, header: Header | None = None) -> bool:
     """Whether the attempt's code changes contain the reference implementation."""
     return attempt.run.agent in GOLD_CODE_AGENTS or (header is not None and header.agent in GOLD_CODE_AGENTS)
@@ -1079,7 +1107,9 @@ def shows_gold_code(attempt: Attempt, header: Header | None = None) -> bool:
 def _trajectory(attempt: Attempt, window: TrajectoryPage, bounds: ReplayBounds) -> tuple[Trajectory | None, str]:
     """The trajectory's header and this page's steps (its final patch is read apart, bounded)."""
     if not window.exists:
-        if attempt.status in (Attempt.QUEUED, Attempt.RUNNING):
+        if attempt.status == Attempt.RUNNING:
+            return None, "No steps yet: they appear here as the agent records them."
+        if attempt.status == Attempt.QUEUED:
             return None, "No trajectory yet: the attempt has not finished."
         return None, "No trajectory was recorded for this attempt."
     data = window.head
@@ -1453,6 +1483,7 @@ __all__ = [
     "ComparisonError",
     "ReplayPageError",
     "attempt_get_for_replay",
+    "attempt_live_state",
     "attempt_replay",
     "attempt_siblings",
     "attempt_step_bodies",

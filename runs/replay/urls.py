@@ -11,5 +11,6 @@ urlpatterns = [
     path("<int:pk>/patch/", replay_views.attempt_patch, name="patch"),
     path("<int:pk>/steps/", replay_views.attempt_steps, name="steps"),
     path("<int:pk>/search/", replay_views.attempt_search, name="search"),
+    path("<int:pk>/live/", replay_views.attempt_live, name="live"),
     path("<int:pk>/source/", replay_views.attempt_source, name="source"),
 ]

@@ -22,6 +22,7 @@ from runs.replay.presenters import (
     ComparisonError,
     ReplayPageError,
     attempt_get_for_replay,
+    attempt_live_state,
     attempt_patch_download,
     attempt_replay,
     attempt_siblings,
@@ -129,6 +130,18 @@ def attempt_steps(request, pk: int):
         return _plain_bad_request(str(error))
     steps, problem = attempt_step_bodies(attempt=attempt, access=_gold_access(request, attempt), first=first, last=last)
     return render(request, "replay/steps_fragment.html", {"steps": steps, "problem": problem, "notice": GOLD_CODE_NOTICE})
+
+
+@require_GET
+def attempt_live(request, pk: int):
+    """Where a running attempt stands, as JSON (status, whether it may still record steps, how many
+    its stored trajectory holds, which try), for its page's script to fetch the new steps' bodies
+    from `attempt_steps`. The page polls it every few seconds: one small query, never cached."""
+    attempt = _attempt_or_404(pk, request.user)
+    state = attempt_live_state(attempt=attempt)
+    response = JsonResponse({"status": state.status, "live": state.live, "steps": state.steps, "tries": state.tries})
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @require_GET

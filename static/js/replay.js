@@ -451,6 +451,23 @@
     }
   }
 
+  // New steps of a running attempt, appended by replay_live.js, join this page's steps.
+  root.addEventListener("replay:steps-added", function () {
+    steps = Array.prototype.slice.call(root.querySelectorAll("[data-step]"));
+    total = intAttribute("data-step-count", steps.length);
+    pageLast = steps.length ? Math.max(pageLast, stepNumber(steps[steps.length - 1])) : pageLast;
+    steps.forEach(function (step) {
+      var number = stepNumber(step);
+      if (step.hasAttribute("data-error") && errorNumbers.indexOf(number) === -1) {
+        errorNumbers.push(number);
+      }
+    });
+    errorNumbers.sort(function (a, b) { return a - b; });
+    if (search && search.value.trim()) {
+      applySearch();
+    }
+  });
+
   var timer = null;
   if (search) {
     search.addEventListener("input", function () {

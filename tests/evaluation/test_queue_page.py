@@ -49,8 +49,11 @@ def test_the_queue_shows_counts_progress_and_buttons(signed_in, run):
     row = html[html.index(f'id="run-{run.pk}"'):]
     row = row[: row.index("</tr>")]
     assert 'data-status="running"' in row
-    for name, count in (("queued", 3), ("running", 1), ("done", 1), ("error", 1), ("cancelled", 0)):
+    for name, count in (("queued", 3), ("done", 1), ("error", 1), ("cancelled", 0)):
         assert f'<td class="count-{name}">{count}</td>' in row
+    # The running attempt links to its live replay.
+    replay = reverse("replay:attempt", args=[attempts[1].pk])
+    assert f'<td class="count-running">1 <a href="{replay}" class="live-link"' in row
     assert "33%" in row  # 2 of 6 ended
     for action in ("cancel", "retry_failed", "resume"):
         assert f'action="{reverse(f"runs:{action}", args=[run.pk])}"' in row
@@ -118,3 +121,13 @@ def test_run_detail_lists_attempts(signed_in, run):
     assert attempt.sample.sample_id in row and "submitted" in row
     assert "pass" in row and "fail" in row and "flagged" in row and "Wrong answer" in row and "$0.0123" in row
     assert html.count('<tr id="attempt-') == 6
+
+
+def test_run_detail_links_running_attempts_to_their_live_replay(signed_in, run):
+    running, queued = run.attempts.order_by("pk")[:2]
+    Attempt.objects.filter(pk=running.pk).update(status=Attempt.RUNNING)
+    html = signed_in.get(reverse("runs:run_detail", args=[run.pk])).content.decode()
+    rows = {attempt.pk: html[html.index(f'id="attempt-{attempt.pk}"'):] for attempt in (running, queued)}
+    rows = {pk: row[: row.index("</tr>")] for pk, row in rows.items()}
+    assert f'<a href="{reverse("replay:attempt", args=[running.pk])}" class="live-link"' in rows[running.pk]
+    assert "live-link" not in rows[queued.pk]
