@@ -41,7 +41,7 @@ def test_attempt_page_shows_steps_diffs_errors_costs_and_scores(client):
     assert "exit code 1" in html and '<span class="obs-tb">Traceback (most recent call last):' in html
     assert "Implement weighted_mean as the paper says." in html
     # Each call in the tool's terms: a command as a shell block, a file written as the file.
-    assert '<pre class="code shell">python3 run.py  # step 3</pre>' in html
+    assert '<pre tabindex="0" class="code shell">python3 run.py  # step 3</pre>' in html
     assert '<span class="part-label">File written</span><code class="call-target">code/stats.py</code>' in html
     assert "def weighted_mean(values, weights): ..." in text_of(html) and "&quot;path&quot;" not in html
     assert '<span class="dl dl-add">+    <span class="tk-k">return</span> total / sum(weights)</span>' in html

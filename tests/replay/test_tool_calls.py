@@ -256,7 +256,7 @@ def test_the_attempt_page_shows_each_call_in_its_tools_terms(client):
     attempt = make_attempt(steps=tool_steps())
     html = client.get(reverse("replay:attempt", args=[attempt.pk])).content.decode()
     text = text_of(html)
-    assert '<pre class="code shell">python3 run.py --name &quot;a b&quot; &amp;&amp; echo &lt;done&gt;</pre>' in html
+    assert '<pre tabindex="0" class="code shell">python3 run.py --name &quot;a b&quot; &amp;&amp; echo &lt;done&gt;</pre>' in html
     assert '<span class="cl" data-n="5"><span class="tk-k">def</span> weighted_mean(values, weights):</span>' in html
     assert "Lines read" in html and "code/stats.py lines 4-6 of 8:" in html
     assert MODULE.splitlines()[6] in text  # the file written, whole
@@ -275,7 +275,7 @@ def test_the_comparison_and_the_step_fragments_show_the_same(client):
     assert '<span class="cl" data-n="5"><span class="tk-k">def</span>' in compare
     fragment = client.get(reverse("replay:steps", args=[a.pk]), {"first": 1, "last": 4}).content.decode()
     assert '<span class="cl" data-n="5"><span class="tk-k">def</span>' in fragment
-    assert '<pre class="code shell">' in fragment and "Lines read" in fragment
+    assert '<pre tabindex="0" class="code shell">' in fragment and "Lines read" in fragment
 
 
 @pytest.mark.django_db
