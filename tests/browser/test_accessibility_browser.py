@@ -139,3 +139,23 @@ def test_no_table_is_clipped_at_1280_pixels(every_page, screen_1280, live_server
         assert page.viewport_size == {"width": 1280, "height": 800}
         clipped += [f"[{site_page.name}] {site_page.url}: {problem}" for problem in page.evaluate(CLIPPED_TABLES)]
     assert not clipped, "\n".join(clipped)
+
+
+def test_the_run_forms_estimate_and_its_refusal_have_no_axe_violation(every_page, axe_context, live_server, axe_script):
+    """The run form's two states that only a POST reaches: the estimate, and an option refused at its field."""
+    sign_in(axe_context, live_server, every_page.staff)
+    page = axe_context.new_page()
+    reports = []
+    for agent, model, shown in (("gold", "", "#run-estimate"), ("react", "", "#field-model .field-error")):
+        page.goto("/runs/new/")
+        page.select_option("#run-form [name=suite]", "builtin")
+        page.select_option("#run-form [name=agent]", agent)
+        page.fill("#run-form [name=n]", "1")
+        page.fill("#run-form [name=model]", model)
+        page.click("#estimate-run")
+        page.wait_for_selector(shown)
+        inject_axe(page, axe_script)
+        violations = axe_violations(page)
+        if violations:
+            reports.append(violations_report(f"run form ({shown})", violations))
+    assert not reports, "\n\n".join(reports)
