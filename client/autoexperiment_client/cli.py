@@ -187,10 +187,15 @@ def parser() -> argparse.ArgumentParser:
                     "file (~/.config/autoexperiment/config.toml, chmod 600), never from the command line.",
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    top.add_argument("--url", help="the site's URL (else AUTOEXPERIMENT_URL, else the config file's url)")
+    url_help = "the site's URL (else AUTOEXPERIMENT_URL, else the config file's url)"
+    top.add_argument("--url", help=url_help)
+    # --url is taken after the command too (`autoexperiment status 3 --url ...`); SUPPRESS: a command
+    # without it leaves the one given before the command in place.
+    common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    common.add_argument("--url", default=argparse.SUPPRESS, help=url_help)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    submit = commands.add_parser("submit", help="upload a results file (JSONL or zip) and wait for its verdict")
+    submit = commands.add_parser("submit", parents=[common], allow_abbrev=False, help="upload a results file (JSONL or zip) and wait for its verdict")
     submit.add_argument("results", metavar="RESULTS")
     submit.add_argument("--no-reexecute", action="store_true", help="score the reported answers only (no verdict to wait for)")
     submit.add_argument("--no-wait", action="store_true", help="print the stored submission and return at once")
@@ -198,21 +203,21 @@ def parser() -> argparse.ArgumentParser:
     submit.add_argument("--interval", type=float, default=3, help="seconds between status checks (default 3)")
     submit.set_defaults(handler=command_submit)
 
-    status = commands.add_parser("status", help="a submission's status and verdicts")
+    status = commands.add_parser("status", parents=[common], allow_abbrev=False, help="a submission's status and verdicts")
     status.add_argument("id", type=int, metavar="ID")
     status.add_argument("--json", action="store_true", help="the server's JSON as it is")
     status.set_defaults(handler=command_status)
 
     download = commands.add_parser("download", help="download a suite's tasks")
     what = download.add_subparsers(dest="what", required=True, metavar="WHAT")
-    tasks = what.add_parser("tasks", help="the tasks of one suite, n and context as a .tar.gz")
+    tasks = what.add_parser("tasks", parents=[common], allow_abbrev=False, help="the tasks of one suite, n and context as a .tar.gz")
     tasks.add_argument("--suite", required=True)
     tasks.add_argument("--n", type=int, required=True, help="functions masked per sample")
     tasks.add_argument("--context", required=True, choices=CONTEXTS)
     tasks.add_argument("--output", default=".", help="directory to save into (default: the current one)")
     tasks.set_defaults(handler=command_download)
 
-    board = commands.add_parser("leaderboard", help="the leaderboard")
+    board = commands.add_parser("leaderboard", parents=[common], allow_abbrev=False, help="the leaderboard")
     board.add_argument("--suite", help="only this suite's systems")
     board.add_argument("--format", choices=("table", "json", "csv"), default="table")
     board.set_defaults(handler=command_leaderboard)

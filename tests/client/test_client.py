@@ -98,6 +98,10 @@ def test_missing_settings_say_where_to_put_them(tmp_path):
     assert done.returncode == 2 and "no API token: set AUTOEXPERIMENT_TOKEN" in done.stderr
     done = run_client("--url", "http://127.0.0.1:9", "submit", str(tmp_path / "nothing.jsonl"), token="aex_x", home=tmp_path)
     assert done.returncode == 2 and f"{tmp_path / 'nothing.jsonl'}: no such file" in done.stderr
+    port = closed_port()  # --url after the command as well as before it
+    done = run_client("status", "7", "--url", f"http://127.0.0.1:{port}", token="aex_x", home=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"error: could not reach http://127.0.0.1:{port}/api/submissions/7/: Connection refused"
 
 
 # --- against a real server ----------------------------------------------------------------------
