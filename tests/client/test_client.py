@@ -216,3 +216,32 @@ def test_submit_waits_for_the_verified_verdict_and_every_command_works(builtin, 
                       "--output", str(downloads))
     assert done.returncode == 1
     assert f"error: HTTP 404 Not Found from {url}/benchmark/nosuch/tasks/n1-oracle.tar.gz" in done.stderr
+
+
+def test_the_progress_bar_redraws_one_line_on_a_terminal_and_logs_stages_elsewhere():
+    import io
+
+    sys.path.insert(0, str(CLIENT_DIR))
+    try:
+        from autoexperiment_client.cli import Progress
+    finally:
+        sys.path.remove(str(CLIENT_DIR))
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    bar = Progress(terminal)
+    for done in (0, 1, 2):
+        bar.update("re-executing", done, 4, " attempts")
+    bar.done()
+    assert terminal.getvalue().count("\n") == 1  # one line, redrawn with \r
+    assert "\rre-executing [" + "#" * 15 + "-" * 15 + "] 2/4 attempts" in terminal.getvalue()
+
+    log = io.StringIO()
+    lines = Progress(log)
+    for label in ("uploading", "uploading", "re-executing", "re-executing", "verified"):
+        lines.update(label, 1, 2)
+    lines.done()
+    assert log.getvalue() == "uploading\nre-executing\nverified\n"
