@@ -20,10 +20,13 @@ install: system-packages $(VENV)/.installed bytecode
 system-packages:
 	@sandbox/images/install_host_packages.sh chromium patch passwd mount
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# The command-line client (client/, no dependencies) as its own package: `autoexperiment` in the
+	# venv. tests/client run it with client/ on PYTHONPATH, so they pass without this step too.
+	$(BIN)/pip install --quiet -e client
 	touch $@
 
 # The project's own modules compiled once: where PYTHONDONTWRITEBYTECODE is set (as on this kind of
@@ -42,7 +45,7 @@ sandbox-images: install
 # Style (ruff) and the architecture contracts (import-linter, [tool.importlinter] in pyproject.toml).
 # test and test-fast depend on it, so a violation fails the build before any test runs.
 lint: install
-	$(BIN)/ruff check runs leaderboard sandbox autoexperiment_site tests scripts
+	$(BIN)/ruff check runs leaderboard sandbox autoexperiment_site tests scripts client
 	$(BIN)/lint-imports
 
 # The tests run in TEST_WORKERS processes (pytest-xdist): four on CI's two cores, since the tests spend
