@@ -20,12 +20,12 @@ install: system-packages $(VENV)/.installed bytecode
 system-packages:
 	@sandbox/images/install_host_packages.sh chromium patch passwd mount
 
+# The command-line client (client/, no dependencies) is its own package, installed here too so that
+# `autoexperiment` is in the venv; tests/client run it with client/ on PYTHONPATH.
 $(VENV)/.installed: pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
-	# The command-line client (client/, no dependencies) as its own package: `autoexperiment` in the
-	# venv. tests/client run it with client/ on PYTHONPATH, so they pass without this step too.
 	$(BIN)/pip install --quiet -e client
 	touch $@
 
