@@ -94,11 +94,25 @@ def _page_refusals(*, bad: tuple[type[BaseModel], ...] = (pages.PageError,), fou
     return responses
 
 
+HTML = {"text/html": {"schema": {"type": "string"}}}
+# A NUL byte in a query parameter of a request that did not ask for JSON (autoexperiment_site.request_bytes).
+TEXT = {"text/plain": {"schema": {"type": "string"}}}
+
+
 def _page(summary: str, model: type[BaseModel], *, parameters: list[dict], tag: str, bad=None, found: bool = True) -> dict:
+    """A page's JSON. Without format=json the same address is the HTML page (said, so that a request
+    without it, or with another format, is documented too)."""
+    responses = {"200": _json_body(summary, model), **_page_refusals(bad=bad or (pages.PageError,), found=found)}
+    for status in ("200", "400", "404"):
+        if status in responses:
+            responses[status]["content"].update(HTML)
+            if status == "400":
+                responses[status]["content"].update(TEXT)
+        elif status == "404":
+            responses[status] = {"description": "without format=json: the page saying nothing is there", "content": dict(HTML)}
     return {"get": {
         "summary": summary, "tags": [tag], "operationId": f"page_{model.__name__}",
-        "parameters": [FORMAT_JSON, *parameters],
-        "responses": {"200": _json_body(summary, model), **_page_refusals(bad=bad or (pages.PageError,), found=found)},
+        "parameters": [FORMAT_JSON, *parameters], "responses": responses,
     }}
 
 
@@ -169,7 +183,7 @@ def _page_paths() -> dict:
         "/": _page("The leaderboard: one row per system, the paper's reference rows", pages.Leaderboard,
                    parameters=[*leaderboard, PAGE], tag="leaderboard", bad=(pages.Leaderboard, pages.PageError), found=False),
         "/functions/": _page("How often each masked function is implemented correctly", pages.FunctionDifficulty,
-                             parameters=leaderboard, tag="leaderboard", bad=(pages.FunctionDifficulty,), found=False),
+                             parameters=leaderboard, tag="leaderboard", bad=(pages.FunctionDifficulty, pages.PageError), found=False),
         "/systems/{slug}/": {
             "parameters": [_path_parameter("slug", {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"}, "a system's slug")],
             **_page("One system: numbers by n, runs, samples, failure analysis", pages.SystemPage,

@@ -45,9 +45,9 @@ class SystemSamplesPage(ListPage):
 
 
 class LeaderboardFilters(Strict):
-    suite: str
-    agent: str
-    context: str
+    suite: str | None
+    agent: str | None
+    context: str | None
     verified_only: bool
     unverified: bool
     n_min: int | None
@@ -67,7 +67,7 @@ class Leaderboard(Strict):
     filters: LeaderboardTableFilters
     rules: list[str]
     n_values: list[int]
-    computing: list[Any] = Field(description="systems with new results not computed yet (not in rows)")
+    computing: int = Field(description="systems with new results not computed yet (not in rows)")
     cost_accuracy: list[Row] = Field(description="the Pareto frontier of cost against Pass@1, by n")
     rows: list[Row]
     page: ListPage
