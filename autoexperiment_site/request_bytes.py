@@ -12,7 +12,9 @@ Django's form fields refuse a NUL with a message of their own.
 """
 from __future__ import annotations
 
-from django.http import Http404, HttpResponseBadRequest
+from django.http import Http404, HttpResponseBadRequest, JsonResponse
+
+from autoexperiment_site.errors import wants_json
 
 NUL = "\x00"
 
@@ -37,6 +39,8 @@ class RefuseNulBytesMiddleware:
             raise Http404("No page has a NUL byte (%00) in its address.")
         problem = nul_problem(request.GET)
         if problem is not None:
+            if wants_json(request):  # a script reading JSON gets its refusal as JSON (autoexperiment_site.openapi)
+                return JsonResponse({"error": problem}, status=400)
             return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
         if any(NUL in name or NUL in value for name, value in request.COOKIES.items()):
             request.COOKIES = {name: value for name, value in request.COOKIES.items() if NUL not in name + value}

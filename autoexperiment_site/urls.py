@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from autoexperiment_site import accounts, health
+from autoexperiment_site import accounts, health, openapi
 from autoexperiment_site.abuse import rate_limited
 
 urlpatterns = [
@@ -13,6 +13,10 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("attempts/", include("runs.replay.urls")),
     path("runs/", include("runs.evaluation.urls")),
+    path("api/v1/", openapi.reference, name="api_reference"),
+    path("api/v1/openapi.json", openapi.openapi_json, name="api_openapi"),
     path("", include("runs.submissions.urls")),
     path("", include("leaderboard.urls")),
 ]
+
+handler404 = "autoexperiment_site.errors.not_found"

@@ -1,6 +1,10 @@
 """The submissions API: token-authenticated JSON, for results uploaded by scripts and CI.
 
-    POST /api/submissions/[?reexecute=1][&transplants=0]
+Version 1 lives under /api/v1/ (described by /api/v1/openapi.json, autoexperiment_site.openapi);
+the unversioned /api/submissions/ paths answer the same and are deprecated: their responses carry
+`Deprecation: true` and a `Link` to the v1 path. Bodies are built through runs.submissions.api_models.
+
+    POST /api/v1/submissions/[?reexecute=1][&transplants=0]
     Authorization: Token <key>
     body: the JSONL file or the zip itself (any Content-Type but multipart), or multipart/form-data
           with the file in the field "file" (and optionally reexecute=1, transplants=0: no per-function
@@ -18,7 +22,7 @@
     A 201 asked to re-execute but over the uploader's cap on queued re-executions carries
     "reexecution_refused": why nothing was queued (the submission is stored and scored).
 
-    GET /api/submissions/<id>/   the same summary as the 201 (hidden ones: uploader and staff only)
+    GET /api/v1/submissions/<id>/   the same summary as the 201 (hidden ones: uploader and staff only)
 
 CSRF does not apply (no cookies are used: the token is the credential).
 """
@@ -36,7 +40,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from autoexperiment_site.abuse import rate_check, rate_count, rate_limit
 from runs.models import Submission
-from runs.submissions import uploads
+from runs.submissions import api_models, uploads
 from runs.submissions.selectors import submission_get, submission_summary
 from runs.submissions.services import TokenError, submission_create, token_authenticate
 from runs.submissions.validation import (
@@ -52,7 +56,8 @@ FALSE_VALUES = {"0", "false", "no", "off"}
 
 
 def _error(status: int, message: str, **extra) -> JsonResponse:
-    response = JsonResponse({"error": message, **extra}, status=status)
+    model = api_models.UploadRefused if "problems" in extra else api_models.Error
+    response = JsonResponse(api_models.dump(model, {"error": message, **extra}), status=status)
     if status == 401:
         response["WWW-Authenticate"] = 'Token realm="submissions"'
     return response
@@ -82,7 +87,7 @@ def _too_large(size: int | None) -> JsonResponse:
 
 
 def _representation(request, submission: Submission) -> dict:
-    return {
+    return api_models.dump(api_models.Submission, {
         "id": submission.pk,
         "url": request.build_absolute_uri(reverse("submissions:detail", args=[submission.pk])),
         "run_id": submission.run_id,
@@ -97,11 +102,28 @@ def _representation(request, submission: Submission) -> dict:
         "hidden": submission.hidden,
         "flagged": submission.flagged,
         "summary": submission_summary(submission=submission).as_dict(),
-    }
+    })
+
+
+def _versioned(view):
+    """`view` under a version's path (`version` is the URL pattern's extra argument: "v1"), or,
+    without one, under the deprecated unversioned path, saying so and where its successor is."""
+
+    def wrapped(request, *args, version: str | None = None, **kwargs):
+        response = view(request, *args, detail_route=f"submissions:api_{version}_detail" if version else "submissions:api_detail", **kwargs)
+        if version is None:
+            response["Deprecation"] = "true"
+            successor = request.path.replace("/api/", "/api/v1/", 1)
+            response["Link"] = f'<{successor}>; rel="successor-version"'
+        return response
+
+    wrapped.__name__, wrapped.__doc__ = view.__name__, view.__doc__
+    return wrapped
 
 
 @csrf_exempt
-def submissions(request):
+@_versioned
+def submissions(request, *, detail_route: str):
     if request.method != "POST":
         response = _error(405, "POST the results file to this URL")
         response["Allow"] = "POST"
@@ -165,13 +187,15 @@ def submissions(request):
     body = _representation(request, submission)
     if reexecute and submission.reexecution_requested_at is None:
         body["reexecution_refused"] = submission.status_detail  # stored and scored all the same
+        body = api_models.dump(api_models.Submission, body)
     response = JsonResponse(body, status=201)
-    response["Location"] = reverse("submissions:api_detail", args=[submission.pk])
+    response["Location"] = reverse(detail_route, args=[submission.pk])
     return response
 
 
 @csrf_exempt
-def submission_detail(request, pk: int):
+@_versioned
+def submission_detail(request, pk: int, *, detail_route: str):
     if request.method != "GET":
         response = _error(405, "only GET is allowed here")
         response["Allow"] = "GET"
