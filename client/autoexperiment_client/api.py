@@ -15,8 +15,8 @@ from urllib.parse import urlencode, urlsplit
 
 from autoexperiment_client import __version__
 
-# The submissions API's root: the one place its path is written (a versioned /api/v1/ is one line).
-SUBMISSIONS_API = "/api/submissions/"
+# The submissions API's root: the one place its path is written (the versioned /api/v1/ of the site's OpenAPI description).
+SUBMISSIONS_API = "/api/v1/submissions/"
 TIMEOUT_SECONDS = 120
 CHUNK = 64 * 1024
 USER_AGENT = f"autoexperiment-client/{__version__}"

@@ -88,7 +88,7 @@ def test_a_token_file_other_users_can_read_is_refused(tmp_path):
     config.chmod(0o600)  # now it is used: the request goes out, and the closed port is named
     done = run_client("status", "7", home=tmp_path)
     assert done.returncode == 1
-    assert done.stderr.strip() == f"error: could not reach http://127.0.0.1:{port}/api/submissions/7/: Connection refused"
+    assert done.stderr.strip() == f"error: could not reach http://127.0.0.1:{port}/api/v1/submissions/7/: Connection refused"
 
 
 def test_missing_settings_say_where_to_put_them(tmp_path):
@@ -101,7 +101,7 @@ def test_missing_settings_say_where_to_put_them(tmp_path):
     port = closed_port()  # --url after the command as well as before it
     done = run_client("status", "7", "--url", f"http://127.0.0.1:{port}", token="aex_x", home=tmp_path)
     assert done.returncode == 1
-    assert done.stderr.strip() == f"error: could not reach http://127.0.0.1:{port}/api/submissions/7/: Connection refused"
+    assert done.stderr.strip() == f"error: could not reach http://127.0.0.1:{port}/api/v1/submissions/7/: Connection refused"
 
 
 # --- against a real server ----------------------------------------------------------------------
@@ -151,7 +151,7 @@ def test_submit_waits_for_the_verified_verdict_and_every_command_works(builtin, 
     # A bad file: the server's message and each of its problems, as the API words them.
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(jsonl(record(SAMPLE, 0, cost=-1), record("no-such-sample", 0)))
-    expected = Client().post("/api/submissions/", data=bad.read_bytes(), content_type="application/jsonl",
+    expected = Client().post("/api/v1/submissions/", data=bad.read_bytes(), content_type="application/jsonl",
                              HTTP_AUTHORIZATION=f"Bearer {key}").json()
     assert expected["problem_count"] >= 2
     done = run_client("--url", url, "submit", "--no-reexecute", str(bad), token=key)
