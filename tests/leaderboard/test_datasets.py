@@ -127,6 +127,7 @@ def _every_text(files: dict[str, bytes]) -> str:
 def test_suite_dataset_round_trip_gives_the_leaderboard_numbers(dataset_data, client):
     page = client.get("/benchmark/toy/")
     assert 'href="/benchmark/toy/dataset.zip"' in page.content.decode()
+    assert client.get("/benchmark/toy/", {"format": "json"}).json()["dataset_url"] == "/benchmark/toy/dataset.zip"
     files = _unzipped(client.get("/benchmark/toy/dataset.zip"))
     assert set(files) == {"samples.parquet", "attempts.parquet", "README.md"}
     samples = pd.read_parquet(io.BytesIO(files["samples.parquet"]))
@@ -180,7 +181,9 @@ def test_system_dataset_holds_that_system_and_its_page_numbers(dataset_data, cli
     samples = pd.read_parquet(io.BytesIO(files["samples.parquet"]))
     assert set(attempts["system"]) == {slug} and len(attempts) == 3
     assert sorted(samples["sample_id"]) == ["p_0", "p_1", "p_2"]
-    system = client.get(f"/systems/{slug}/", {"format": "json"}).json()["system"]
+    system_json = client.get(f"/systems/{slug}/", {"format": "json"}).json()
+    assert system_json["dataset_url"] == f"/systems/{slug}/dataset.zip"
+    system = system_json["system"]
     assert _pass1(attempts, verified_only=True)[(slug, 1)] == pytest.approx(system["by_n"]["1"]["pass1"])
     assert _pass1(attempts, verified_only=True)[(slug, 1)] == pytest.approx(2 / 3)
 
