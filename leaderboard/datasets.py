@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,10 +153,11 @@ _ATTEMPT_FIELDS = (
 )
 
 
-def _attempt_rows(runs: pd.DataFrame) -> list[dict]:
-    """The attempts with a result of the public runs in `runs` (leaderboard.selectors.runs_frame)."""
+def _attempt_batches(runs: pd.DataFrame) -> Iterator[list[dict]]:
+    """The attempts with a result of the public runs in `runs` (leaderboard.selectors.runs_frame),
+    CHUNK rows at a time: a suite's attempts are written as they are read, never all held at once."""
     if runs.empty:
-        return []
+        return
     by_run = {int(run.run_id): run for run in runs.itertuples()}
     attempts = (
         Attempt.objects.filter(run_id__in=list(by_run), status__in=ATTEMPT_STATUSES)
@@ -180,7 +182,11 @@ def _attempt_rows(runs: pd.DataFrame) -> list[dict]:
                 "output_tokens", "cost", "agent_seconds", "reexecution_seconds", "created_at",
             )},
         })
-    return rows
+        if len(rows) == CHUNK:
+            yield rows
+            rows = []
+    if rows:
+        yield rows
 
 
 def _card(*, title: str, suite: Suite, samples: int, attempts: int, scope: str) -> str:
@@ -243,71 +249,86 @@ def _card(*, title: str, suite: Suite, samples: int, attempts: int, scope: str) 
     ])
 
 
-def _write(dest: Path, *, samples: list[dict], attempts: list[dict], card: str) -> list[str]:
+@dataclass(frozen=True)
+class _Scope:
+    """What one dataset holds: the suite, its public runs (runs_frame) to take attempts from, whether
+    its samples are all of the suite's or only those attempted, and how its card names it."""
+
+    suite: Suite
+    runs: pd.DataFrame
+    all_samples: bool
+    title: str
+    description: str
+
+
+def _write(dest: Path, scope: _Scope) -> DatasetSummary:
+    """The three files of `scope` in the directory `dest`."""
+    attempts, attempted = 0, set()
+    with pq.ParquetWriter(dest / ATTEMPTS_FILE, ATTEMPTS_SCHEMA) as writer:
+        for batch in _attempt_batches(scope.runs):
+            writer.write_table(pa.Table.from_pylist(batch, schema=ATTEMPTS_SCHEMA))
+            attempts += len(batch)
+            attempted.update(row["sample_id"] for row in batch)
+    samples = _samples_rows(scope.suite, only=None if scope.all_samples else attempted)
     pq.write_table(pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA), dest / SAMPLES_FILE)
-    pq.write_table(pa.Table.from_pylist(attempts, schema=ATTEMPTS_SCHEMA), dest / ATTEMPTS_FILE)
+    card = _card(title=scope.title, suite=scope.suite, samples=len(samples), attempts=attempts, scope=scope.description)
     (dest / CARD_FILE).write_text(card, encoding="utf-8")
-    return [SAMPLES_FILE, ATTEMPTS_FILE, CARD_FILE]
+    return DatasetSummary(samples=len(samples), attempts=attempts, files=[SAMPLES_FILE, ATTEMPTS_FILE, CARD_FILE])
 
 
-def _suite_parts(suite_name: str) -> tuple[Suite, list[dict], list[dict]]:
-    suite = _suite(suite_name)
-    return suite, _samples_rows(suite, only=None), _attempt_rows(runs_frame(Q(suite=suite)))
+def _suite_scope(name: str) -> _Scope:
+    suite = _suite(name)
+    return _Scope(suite=suite, runs=runs_frame(Q(suite=suite)), all_samples=True,
+                  title=f"AutoExperiment: suite {suite.name}", description="every sample and every attempt of its public runs")
 
 
-def _system_parts(slug: str) -> tuple[Suite, list[dict], list[dict], str]:
+def _system_scope(slug: str) -> _Scope:
     runs = runs_frame(Q())
     runs = runs[runs["slug"] == slug] if not runs.empty else runs
     if runs.empty:
         raise DatasetError(f"no system {slug!r} with a public run")
-    suite = Suite.objects.get(name=runs["suite"].iloc[0])
-    attempts = _attempt_rows(runs)
     first = runs.iloc[0]
-    samples = _samples_rows(suite, only={row["sample_id"] for row in attempts})
-    return suite, samples, attempts, system_name(model=first["model"], agent=first["agent"])
+    name = system_name(model=first["model"], agent=first["agent"])
+    suite = Suite.objects.get(name=first["suite"])
+    return _Scope(suite=suite, runs=runs, all_samples=False, title=f"AutoExperiment: {name} on suite {suite.name}",
+                  description=f"the attempts of system {slug} ({name}) and the samples they were at")
 
 
 def dataset_export(*, suite: str, dest: Path) -> DatasetSummary:
     """Write the dataset of suite `suite` (every sample, every public attempt) into `dest`, a
     directory that does not exist yet or is empty."""
-    suite_object, samples, attempts = _suite_parts(suite)
+    scope = _suite_scope(suite)
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise DatasetError(f"{dest} exists and is not an empty directory")
     dest.mkdir(parents=True, exist_ok=True)
-    card = _card(title=f"AutoExperiment: suite {suite_object.name}", suite=suite_object, samples=len(samples),
-                 attempts=len(attempts), scope="every sample and every attempt of its public runs")
-    files = _write(dest, samples=samples, attempts=attempts, card=card)
-    return DatasetSummary(samples=len(samples), attempts=len(attempts), files=files)
+    return _write(dest, scope)
 
 
-def _zipped(*, samples: list[dict], attempts: list[dict], card: str, top: str):
-    """The dataset as a zip in a temporary file (removed when closed), rewound: the response streams
-    it from disk rather than holding it in memory."""
+def _zipped(scope: _Scope, *, top: str):
+    """The dataset as a zip in a temporary file (removed when closed), rewound, and its file name:
+    the response streams it from disk rather than holding it in memory."""
     archive = tempfile.TemporaryFile()
-    with tempfile.TemporaryDirectory() as scratch:
-        files = _write(Path(scratch), samples=samples, attempts=attempts, card=card)
-        # Parquet files are compressed already (snappy): stored, not deflated again.
-        with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as bundle:
-            for name in files:
-                bundle.write(Path(scratch) / name, arcname=f"{top}/{name}")
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            summary = _write(Path(scratch), scope)
+            # Parquet files are compressed already (snappy): stored, not deflated again.
+            with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as bundle:
+                for name in summary.files:
+                    bundle.write(Path(scratch) / name, arcname=f"{top}/{name}")
+    except BaseException:
+        archive.close()
+        raise
     archive.seek(0)
-    return archive
+    return archive, f"{top}.zip"
 
 
 def suite_dataset_zip(*, suite: str):
     """The suite's dataset (`dataset_export`) as a zip in a temporary file, and its file name."""
-    suite_object, samples, attempts = _suite_parts(suite)
-    top = f"autoexperiment-{suite_object.name}"
-    card = _card(title=f"AutoExperiment: suite {suite_object.name}", suite=suite_object, samples=len(samples),
-                 attempts=len(attempts), scope="every sample and every attempt of its public runs")
-    return _zipped(samples=samples, attempts=attempts, card=card, top=top), f"{top}.zip"
+    scope = _suite_scope(suite)
+    return _zipped(scope, top=f"autoexperiment-{scope.suite.name}")
 
 
 def system_dataset_zip(*, slug: str):
     """One system's public attempts and the samples they were at, as a zip in a temporary file, and its file name."""
-    suite_object, samples, attempts, name = _system_parts(slug)
-    top = f"autoexperiment-system-{slug}"
-    card = _card(title=f"AutoExperiment: {name} on suite {suite_object.name}", suite=suite_object, samples=len(samples),
-                 attempts=len(attempts), scope=f"the attempts of system {slug} ({name}) and the samples they were at")
-    return _zipped(samples=samples, attempts=attempts, card=card, top=top), f"{top}.zip"
+    return _zipped(_system_scope(slug), top=f"autoexperiment-system-{slug}")

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
+from leaderboard import datasets
 from leaderboard.selectors import system_slug
 from runs.models import Experiment, HeldOutCheck
 from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
@@ -196,13 +197,17 @@ def test_system_dataset_holds_that_system_and_its_page_numbers(dataset_data, cli
 
 
 @pytest.mark.django_db
-def test_export_dataset_command_and_bad_suite(dataset_data, tmp_path):
+def test_export_dataset_command_and_bad_suite(dataset_data, tmp_path, monkeypatch):
+    # Attempts are written a batch at a time: a batch of 4 makes this suite's 18 take five.
+    monkeypatch.setattr(datasets, "CHUNK", 4)
     out = tmp_path / "dataset"
     call_command("export_dataset", "--suite", "toy", "--out", str(out))
     assert sorted(path.name for path in out.iterdir()) == ["README.md", "attempts.parquet", "samples.parquet"]
     attempts = pd.read_parquet(out / "attempts.parquet")
     # A's 12 less its queued and cancelled ones, B's 4, C's 3 and the gold baseline's 1; not the hidden run's 4.
     assert len(attempts) == 10 + 4 + 3 + 1
+    assert attempts["attempt_id"].is_unique
+    assert pq.ParquetFile(out / "attempts.parquet").metadata.num_row_groups == 5
     with pytest.raises(CommandError, match="no suite named 'nope'.*toy"):
         call_command("export_dataset", "--suite", "nope", "--out", str(tmp_path / "other"))
     with pytest.raises(CommandError, match="not an empty directory"):
