@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from django.core.management import CommandError, call_command
+from django.test import Client
 
 from leaderboard import datasets
 from leaderboard.selectors import system_slug
@@ -218,3 +219,17 @@ def test_export_dataset_command_and_bad_suite(dataset_data, tmp_path, monkeypatc
 def test_bad_suite_download_is_a_clear_404(db, client):
     response = client.get("/benchmark/nope/dataset.zip")
     assert response.status_code == 404
+
+
+@pytest.mark.django_db
+def test_dataset_downloads_count_as_heavy_pages(dataset_data, settings):
+    """Each download reads every public attempt of the suite: a visitor past the heavy-page rate is refused
+    (429) before anything is built, while the light pages are still served."""
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "pages-address": "10/m", "heavy-pages-address": "2/m"}
+    visitor = Client(REMOTE_ADDR="198.51.100.77")
+    assert [visitor.get("/benchmark/toy/dataset.zip").status_code for _ in range(2)] == [200, 200]
+    refused = visitor.get("/benchmark/toy/dataset.zip")
+    assert refused.status_code == 429 and "Too many views of the heavier pages" in refused.content.decode()
+    slug = system_slug(suite="toy", agent="agentless", model="anthropic:claude-3-5-sonnet", config_json="{}", context="none")
+    assert visitor.get(f"/systems/{slug}/dataset.zip").status_code == 429
+    assert visitor.get("/").status_code == 200
