@@ -82,6 +82,8 @@ def suite(request, suite: str):
                 "held_out_checked": stability.held_out_checked,
             },
             "task_downloads": [{"n": item.n, "context": item.context, "url": item.url} for item in overview.downloads],
+            # Parquet files and a dataset card, no gold: for everybody (leaderboard.datasets)
+            "dataset_url": reverse("leaderboard:suite_dataset", args=[suite]),
         })
     return render(request, "leaderboard/benchmark_suite.html", {
         "overview": overview,

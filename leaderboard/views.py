@@ -380,6 +380,7 @@ def system(request, slug: str):
             ],
             "runs_total": detail.runs_total,  # the newest SYSTEM_RUNS_SHOWN are listed; the runs CSV has them all
             "runs_csv": request.path + csv_urls["runs"],
+            "dataset_url": reverse("leaderboard:system_dataset", args=[slug]),  # Parquet: every public attempt
             "samples": [sample.as_dict() for sample in samples_page.object_list],
             "samples_page": {**_page_payload(request, samples_page, page_urls),
                              "all_samples_csv": request.path + csv_urls["samples"]},
