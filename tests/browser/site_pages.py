@@ -80,6 +80,7 @@ def site_pages() -> SiteData:
         SitePage("benchmark experiment", reverse("leaderboard:benchmark_experiment", kwargs={**in_paper, "exp_id": experiment.exp_id})),
         SitePage("replay", reverse("replay:attempt", args=[attempt.pk])),
         SitePage("replay compare", reverse("replay:compare") + f"?a={attempt.pk}&b={other.pk}"),
+        SitePage("API reference", "/api/v1/"),
         SitePage("sign in", reverse("login")),
         SitePage("sign up", reverse("signup")),
         SitePage("password reset", reverse("password_reset")),
