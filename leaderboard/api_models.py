@@ -90,6 +90,7 @@ class SystemPage(Strict):
     runs: list[Row]
     runs_total: int
     runs_csv: str
+    dataset_url: str = Field(description="this system's public attempts as a Parquet dataset (zip)")
     samples: list[Row]
     samples_page: SystemSamplesPage
     out_of_scope_attempts: int
@@ -130,6 +131,7 @@ class BenchmarkSuite(Strict):
     samples_by_n: dict[str, int]
     gold_stability: GoldStability | None
     task_downloads: list[Row] = Field(description="empty for a viewer who may not see gold code")
+    dataset_url: str = Field(description="the suite's samples and public attempts as a Parquet dataset (zip)")
 
 
 class BenchmarkPaper(Strict):
