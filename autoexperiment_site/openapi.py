@@ -192,7 +192,7 @@ def _page_paths() -> dict:
         },
         "/explore/": _page("Attempts across runs and submissions (with q: the steps whose text matches)",
                            pages.ExplorerExport, parameters=_form_parameters(ExplorerForm, skip=("format", "page")),
-                           tag="explorer", bad=(pages.FormErrors,), found=False),
+                           tag="explorer", bad=(pages.FormErrors, pages.PageError), found=False),
         "/benchmark/{suite}/": {"parameters": [SUITE], **_page(
             "A suite: papers, counts, samples by n, gold stability, task downloads", pages.BenchmarkSuite,
             parameters=[], tag="benchmark")},
