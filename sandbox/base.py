@@ -337,13 +337,18 @@ class Sandbox(ABC):
         Polling the workspace size bounds how far a command can overshoot disk_mb to what it writes
         in one interval; RLIMIT_FSIZE bounds each single file meanwhile. When the last command left the
         workspace over its cap, this one is measured exactly from its start, and not killed while it
-        shrinks the workspace (it may be freeing space, as `rm` of a large tree on a slow disk is);
+        shrinks the workspace (it may be freeing space, as `rm` of a large tree on a slow disk is; one
+        check that finds it no smaller is forgiven, one that finds it larger is not);
         the check when it ends judges it all the same.
         """
         deadline = started + timeout
         next_check = time.monotonic() + _DISK_CHECK_INTERVAL
         exact = self._left_over_quota
         last_bytes = self._disk_check(exact=True)[1] if exact else None
+        # Checks in a row that found the workspace over its cap and no smaller. One is forgiven when
+        # the command is measured exactly: on a loaded host a command may not have started (docker
+        # exec) or may be between two deletions at one check; a workspace that grew is never forgiven.
+        stalled = 0
         while True:
             now = time.monotonic()
             if finished(max(0.0, min(deadline, next_check) - now)):
@@ -359,8 +364,10 @@ class Sandbox(ABC):
                 interval = max(_DISK_CHECK_INTERVAL, 10 * (time.monotonic() - scan_started))
                 next_check = time.monotonic() + interval
                 shrinking = last_bytes is not None and measured < last_bytes
+                grew = last_bytes is None or measured > last_bytes
                 last_bytes = measured
-                if over and not shrinking:
+                stalled = stalled + 1 if over and not shrinking else 0
+                if over and (grew or stalled > 1):
                     kill()
                     return False, over
 
