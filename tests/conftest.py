@@ -329,3 +329,20 @@ def upstream_code(tmp_path, upstream_metadata) -> Path:
 def upstream_code_writer(upstream_metadata):
     """`write_upstream_code`, for tests that need code for other papers."""
     return write_upstream_code
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With TEST_TIMELINE set to a file, each test's worker, start and end are appended to it as a
+    JSON line: scripts/test_timeline.py reads them to show which worker the run waited on, and for what."""
+    path = os.environ.get("TEST_TIMELINE")
+    if not path:
+        yield
+        return
+    import time
+
+    started = time.time()
+    yield
+    line = {"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "test": item.nodeid, "start": started, "end": time.time()}
+    with open(path, "a") as timeline:
+        timeline.write(json.dumps(line) + "\n")
