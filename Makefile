@@ -49,8 +49,8 @@ lint: install
 	$(BIN)/lint-imports
 
 # The tests run in TEST_WORKERS processes (pytest-xdist): four on CI's two cores, since the tests spend
-# much of their time waiting on workers, sandboxes and servers (the suite took 17 min with four, 22.5 with
-# two, on the same loaded machine). Each has a test database of its own (pytest-django adds _gw0, _gw1,
+# much of their time waiting on workers, sandboxes and servers, so four finish sooner than two on the
+# same machine. Each has a test database of its own (pytest-django adds _gw0, _gw1,
 # ... to its name), a Redis database of its own, TEST_REDIS_DB minus its number (15 to 12: never
 # REDIS_URL's 0), and a DEPLOYMENT_ID of its own (tests/conftest.py). Tests that share costly set-up
 # carry an xdist_group mark, which keeps them in one worker (--dist loadgroup). Concurrent test runs on one machine each set their own TEST_REDIS_DB and
@@ -88,7 +88,7 @@ demo: install services $(SECRET_KEY_FILE)
 	@echo "Serving http://localhost:$(PORT)/ (sign up at /accounts/signup/; a staff account: DATABASE_URL=$$DATABASE_URL $(BIN)/python manage.py createsuperuser)"
 	@$(MAKE) --no-print-directory serve
 
-# The production stack on this machine (README, "Running in production"): DEBUG off, hashed static
+# The production stack on this machine (docs/production.md): DEBUG off, hashed static
 # files served by WhiteNoise, and the Procfile under honcho: gunicorn and RQ_WORKERS evaluation workers
 # (each also drives RQ's scheduler and the self-healing: runs/evaluation/worker.py).
 # The secret key comes from SECRET_KEY, or else from a file generated once (mode 600).

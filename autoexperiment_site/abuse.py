@@ -1,7 +1,7 @@
 """Abuse limits: request rates (django-ratelimit), the sign-in lockout's page (django-axes), the
 client address both of them count by, and the password-reset switch.
 
-Rates are named in settings.RATE_LIMITS (from the environment, see README "Abuse limits") and
+Rates are named in settings.RATE_LIMITS (from the environment, see docs/abuse-limits.md) and
 counted in the shared Redis cache, so every gunicorn worker sees the same counts. A request over a
 rate raises `RateLimited`; `ratelimited_view` (settings.RATELIMIT_VIEW, reached through
 django-ratelimit's middleware) turns it into a 429 that says which limit and when to come back:

@@ -1,4 +1,4 @@
-"""gunicorn's settings, from the environment (README, "Running in production").
+"""gunicorn's settings, from the environment (docs/production.md).
 
     gunicorn --config python:autoexperiment_site.gunicorn_conf autoexperiment_site.wsgi
 

@@ -1,4 +1,4 @@
-"""Settings, all read from environment variables (see README, "Configuration").
+"""Settings, all read from environment variables (see docs/configuration.md).
 
 Defaults suit a laptop: SQLite, local Redis, the bubblewrap sandbox. A malformed value stops
 start-up with a message naming the variable.
@@ -36,7 +36,7 @@ if not SECRET_KEY:
     SECRET_KEY = "insecure-development-key-only-used-when-DEBUG-is-on"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 
-# --- HTTPS deployment (README, "Running in production") ---
+# --- HTTPS deployment (docs/production.md) ---
 # All off by default so that plain-HTTP serving on localhost (make serve, make demo) works; a public
 # site behind TLS turns them on, and `manage.py check --deploy` is then clean.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
@@ -145,7 +145,7 @@ _default_database_url = f"sqlite:///{DATA_DIR / 'autoexperiment.sqlite3'}"
 _database_url = env_str("DATABASE_URL", _default_database_url)
 try:
     # Each gunicorn thread keeps at most one connection for CONN_MAX_AGE seconds, so the web tier holds
-    # at most WEB_CONCURRENCY x WEB_THREADS connections (README, "Running in production").
+    # at most WEB_CONCURRENCY x WEB_THREADS connections (docs/production.md, "Database connections are bounded").
     DATABASES = {
         "default": dj_database_url.parse(
             _database_url,
@@ -288,7 +288,7 @@ ATTEMPT_RETRY_BACKOFF_MAX_SECONDS = env_int("ATTEMPT_RETRY_BACKOFF_MAX_SECONDS",
 # as an upload may hold (SUBMISSION_MAX_RECORDS).
 RUN_MAX_ATTEMPTS = env_int("RUN_MAX_ATTEMPTS", 10_000, minimum=1)
 
-# --- uploaded submissions (README, "Configuration") ---
+# --- uploaded submissions (docs/configuration.md) ---
 # An upload is read and checked inside a web request, so these bound its memory and time: the file
 # or zip as sent, what a zip's members decompress to (parsed JSON takes several times its size),
 # its members and its records. At most SUBMISSION_MAX_PROBLEMS problems are listed, the rest counted.
@@ -301,7 +301,7 @@ SUBMISSION_MAX_PROBLEMS = env_int("SUBMISSION_MAX_PROBLEMS", 200, minimum=1)
 # to a dead worker and is taken over.
 SUBMISSION_REEXECUTION_TIMEOUT = env_int("SUBMISSION_REEXECUTION_TIMEOUT", 2 * 3600, minimum=60)
 
-# --- abuse limits (README, "Abuse limits") ---
+# --- abuse limits (docs/abuse-limits.md) ---
 # The cache is where django-ratelimit counts: it must be shared by every gunicorn worker, so Redis.
 CACHE_URL = env_url("CACHE_URL", REDIS_URL, schemes={"redis", "rediss", "unix"})
 CACHES = {

@@ -18,7 +18,7 @@ The rules (also shown on the page):
 
 Three queries whatever the number of attempts or systems: the two systems' standings, their public
 runs, and one grouped query of counted attempts per (system, sample). The bootstrap is memoised by its input, in the process and in the
-shared cache, because it costs far more than the queries (about 0.1 s at a few thousand samples).
+shared cache, because it costs far more than the queries, and more with every sample.
 """
 from __future__ import annotations
 

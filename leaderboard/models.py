@@ -102,7 +102,7 @@ class SystemFunctionStanding(models.Model):
     difficulty table sums these.
 
     Every attempt is exactly one of `right`, `wrong` or `undecided` about the function
-    (leaderboard.selectors.function_verdict_counts): a pass says it was right; a failure at n = 1
+    (leaderboard.selectors._function_counts): a pass says it was right; a failure at n = 1
     that it was wrong; a failure at n >= 2 what its transplant said (right or wrong alone against
     gold), or nothing when there is no such verdict."""
 

@@ -1,6 +1,6 @@
 """The leaderboard table's rows as HTML, each rendered once per computation of its numbers and shared
 between processes: rendering a few hundred rows with Django's templates is most of a leaderboard
-request's time otherwise (about 80 ms at 200 systems).
+request's time otherwise, growing with the systems shown.
 
 A row's HTML is fully determined by its system (the slug), the computation of its numbers (the
 standing's `refreshed_at`: numbers are only ever replaced by leaderboard.standings, which sets it),

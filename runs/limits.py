@@ -1,7 +1,7 @@
 """How much one trajectory and one final patch may hold, and how much of them one replay page shows.
 
-Two kinds of bound, both read here from settings (which read the environment; README,
-"Configuration"), so an operator changes them in one place and tests lower them:
+Two kinds of bound, both read here from settings (which read the environment;
+docs/configuration.md), so an operator changes them in one place and tests lower them:
 
 - Stored limits (`trajectory_limits()`): what an upload may carry and what our own workers record.
   `trajectory_problems` lists what is over them (the upload validator reports it, naming the step
@@ -41,7 +41,7 @@ DEFAULT_MAX_PATCH_LINES = 20_000
 DEFAULT_MAX_TRAJECTORY_BYTES = 10 * 2**20
 
 # Page bounds: with the step limit above, a page of the largest trajectory the limits allow
-# renders in well under 300 ms (scripts/bench_replay.py measures it).
+# renders within the replay's target (scripts/bench_replay.py measures it against the target).
 DEFAULT_STEPS_PER_PAGE = 20
 PAGE_STEP_DIFF_LINES = 200  # diff lines shown per step; the final patch holds the whole change
 PAGE_STEP_FILES = 20  # files listed per step (and files of the final patch); the rest are counted

@@ -11,7 +11,7 @@ and their submission. Every page, export and API reads through these functions.
   for its owner and staff alone.
 - Gold (a suite's reference implementation, its gold numbers, its held-out variants) is for those
   `gold_access` allows: one rule for every page, export, search index, snippet and error text
-  (README, "Security").
+  (docs/security.md).
 - The leaderboard is the public view: it counts `public_runs_q()` runs for everybody, staff and
   owners included, so its numbers never depend on who is looking. Its numbers are stored and
   refreshed later (leaderboard.standings), but who may see a run is read at once: a stored system is

@@ -66,7 +66,7 @@ def container_name(name: str) -> str:
 
 
 # The API version each engine (by DOCKER_HOST) speaks, found by the first client of the process: a
-# client given no version asks the engine's GET /version, which costs ~4 ms on every sandbox opened.
+# client given no version asks the engine's GET /version, a round trip on every sandbox opened.
 _api_versions: dict[str, str] = {}
 
 

@@ -8,8 +8,8 @@ The attempt runs as an RQ work horse runs it: in a process forked from one with 
 (runs.evaluation.worker forks a work horse per job), calling the harness (attempt_execute). Prints
 the work horse's peak resident memory (its own maximum, os.wait4's ru_maxrss, next to what it
 inherited at the fork), the stored final patch and trajectory sizes, the attempt's outcome and
-wall time. Since issue 30 the final patch is held to SUBMISSION_MAX_PATCH_BYTES / _LINES (README,
-"Configuration"): diffed file by file, stopped at the first file over them, stored cut, the attempt
+wall time. Since issue 30 the final patch is held to SUBMISSION_MAX_PATCH_BYTES / _LINES
+(docs/configuration.md): diffed file by file, stopped at the first file over them, stored cut, the attempt
 failed with outcome patch_too_large and not re-executed. Run on an older commit it shows what that
 bound saves. Measured on two cores, bubblewrap (the commit before the bound / after):
 

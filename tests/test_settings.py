@@ -1,5 +1,6 @@
 """Settings: a malformed environment variable stops start-up with a message naming it, and every
-setting the product reads is declared in autoexperiment_site/settings.py and documented in the README."""
+setting the product reads is declared in autoexperiment_site/settings.py and documented in a table of
+the README or of a page under docs/."""
 import ast
 import functools
 import os
@@ -175,7 +176,7 @@ def environment_variables() -> set[str]:
 
 
 def test_settings_are_read_plainly():
-    """A getattr default would hide a setting from settings.py and the README, and could disagree
+    """A getattr default would hide a setting from settings.py and the documentation, and could disagree
     with the default declared there."""
     _, indirect = settings_reads()
     assert indirect == [], "read these as settings.NAME (declare them in autoexperiment_site/settings.py)"
@@ -189,9 +190,14 @@ def test_every_setting_read_is_declared():
     assert undeclared == [], "declare these in autoexperiment_site/settings.py, from an environment variable"
 
 
-def test_every_environment_variable_is_in_a_readme_table():
-    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("|")]
+def documentation_pages() -> list[Path]:
+    """The README and every page under docs/, where the settings are documented."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_every_environment_variable_is_in_a_documentation_table():
+    rows = [line for page in documentation_pages() for line in page.read_text().splitlines() if line.startswith("|")]
     documented = {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", row)}
     variables = environment_variables()
     assert {"DEBUG", "SANDBOX_BACKEND", "WEB_CONCURRENCY"} <= variables  # the scan sees them
-    assert sorted(variables - documented) == [], "add these to a table in the README (Configuration)"
+    assert sorted(variables - documented) == [], "add these to a table in docs/configuration.md (or the page of their topic)"

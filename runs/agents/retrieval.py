@@ -366,7 +366,7 @@ class OpenAIEmbedder:
         batch_size: int = 64,
         max_input_chars: int = 16_000,
     ) -> None:
-        import openai  # here, not at the top: the SDK takes half a second to import
+        import openai  # here, not at the top: the SDK is slow to import, and most processes never embed
 
         self.model = model
         self.base_url, api_key = resolve_endpoint(

@@ -333,7 +333,8 @@ _TUPLE = re.compile(r"\(\s*-?\d+\s*,(?:\s*-?\d+\s*,)*\s*(?:-?\d+\s*)?\)")
 _LIST = re.compile(r"\[\s*-?\d+(?:\s*,\s*-?\d+)+\s*\]")
 _BY = re.compile(r"(?<![\w.])\d+(?:x\d+)+(?![\w.])")
 # A relative path starts where a run of name characters does (not at every word boundary inside
-# one) and its runs never give back characters: "a.a.a..." took 30 ms a message, 20 a step.
+# one) and its runs never give back characters, so a message such as "a.a.a..." cannot make it
+# backtrack over every split of the run.
 _PATH = re.compile(r"(?:(?<![\w<])(?:[A-Za-z]:\\|~/|\.{1,2}/|/)[^\s'\",:;()\[\]<>]+|(?<![\w.\-])[\w.\-]++(?:/[\w.\-]++)+/?)")
 _NUMBER = re.compile(r"(?<![\w])[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?![\w])")
 _SPACES = re.compile(r"\s+")

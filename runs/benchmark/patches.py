@@ -51,8 +51,8 @@ _SIMILARITY = re.compile(r"(?:dis)?similarity index \d{1,3}%")
 _TIMESTAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d{1,9})? ([+-])(\d\d)(\d\d)")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, "\\": 92, '"': 34}
-_SHOWN_CHARS = 80
-NAME_MAX = 255  # bytes in one path component, as Linux allows  # of the offending line, in error messages
+_SHOWN_CHARS = 80  # of the offending line, in error messages
+NAME_MAX = 255  # bytes in one path component, as Linux allows
 
 
 class PatchError(ValueError):

@@ -38,7 +38,7 @@ class WorkKind:
     name: str
     job_function: str  # the RQ job, "module.function", called with the attempt id
     job_prefix: str  # job ids are "<deployment>-<prefix>-<attempt id>-try-<the try the job will make>"
-    sandbox_prefix: str  # "" or "submission-": tells the kinds' sandboxes and directories apart
+    sandbox_prefix: str  # "", "submission-" or "transplant-": tells the kinds' sandboxes and directories apart
     claimable: Callable[[], Q]  # attempts a job of this kind may claim now
     held: Callable[[], Q]  # attempts claimed by a job of this kind and not settled yet
     waiting: Callable[[], Q]  # attempts whose job is queued but has not claimed them yet

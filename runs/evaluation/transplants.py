@@ -24,7 +24,7 @@ a value that is not a number is dropped), shown to staff alone (runs.replay.func
 reason in the harness's own words (experiment labels, builtin exception types, names of functions
 the gold code defines, fixed phrases), never the experiments' output, an exit status or any other
 text or number the agent's code chose. What reaches anyone else is the verdict: one of three values
-per transplant (README, "Security").
+per transplant (docs/security.md, "Transplants leak one verdict each").
 
 Once every transplant of an attempt is settled, the attempt's `function_diagnosis` says whether
 it is an *interaction failure* (every function right alone, wrong together), one function wrong,

@@ -162,8 +162,8 @@ def attempt_implementations(*, attempt: Attempt) -> Implementations | None:
     functions masked as the workspace masks them (runs.benchmark.workspace), the final patch applied
     to them and the scope rule applied (runs.benchmark.scope). Two queries (the sample's
     functions, the final patch); the gold code is read from the paper's code directory. Kept in the
-    shared cache: masking, scoping and highlighting cost about 20 ms at n = 2, on every view of a
-    public suite's replay. A try's final code never changes, and the suite's re-import (which may
+    shared cache: masking, scoping and highlighting would otherwise be redone on every view of a
+    public suite's replay, and cost more than the page's queries. A try's final code never changes, and the suite's re-import (which may
     change its gold code) is in the key."""
     if attempt.status in (Attempt.QUEUED, Attempt.RUNNING) or not attempt.sample.n:
         return None  # no final code yet, or nothing masked (a reproduction sample)

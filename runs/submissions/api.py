@@ -13,12 +13,12 @@ the unversioned /api/submissions/ paths answer the same and are deprecated: thei
     201 {"id", "url", "run_id", "status", "verified", "reexecution_requested", "summary": {...}}
     400 {"error", "problem_count", "problems": ["line 3: cost: must not be negative, got -1", ...],
          "details": [{"line", "field", "member", "message", "text"}, ...]}; a trajectory or final
-         patch over the limits of runs.limits (listed on the upload page and in README) is named with
+         patch over the limits of runs.limits (listed on the upload page and in docs/configuration.md) is named with
          its step and the limit: "line 3: trajectory: step 12: observation is 80.0 KB (81,920 bytes); ..."
     401 no or unknown token (WWW-Authenticate: Token); 403 revoked token or inactive account;
     405 other methods; 411 {"error"} for a body sent chunked (no Content-Length);
     413 {"error", "limit_bytes"} for a body over the limit;
-    429 {"error", "retry_after"} (and Retry-After) past a rate limit (README, "Abuse limits").
+    429 {"error", "retry_after"} (and Retry-After) past a rate limit (docs/abuse-limits.md).
     A 201 asked to re-execute but over the uploader's cap on queued re-executions carries
     "reexecution_refused": why nothing was queued (the submission is stored and scored).
 

@@ -5,7 +5,7 @@
 # usage: build_base_image.sh [NAME]
 #   NAME defaults to $SANDBOX_IMAGE, else autoexperiment-base:bookworm.
 #   Quick no-op when NAME exists; FORCE=1 rebuilds. DEBIAN_MIRROR overrides the mirror.
-# Takes about 40 s and gives a ~265 MB image. Needs root (debootstrap) and a running engine
+# Debootstraps a minimal Debian, so it takes a while the first time. Needs root (debootstrap) and a running engine
 # (start_docker_engine.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

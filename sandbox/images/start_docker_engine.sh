@@ -8,7 +8,7 @@
 # Storage driver: overlay2 when the kernel can really mount overlay on the engine's data root (probed
 # with a test mount, since a VM can list overlay in /proc/filesystems and still refuse it), else vfs.
 # vfs works on any filesystem but copies the whole image for every container: opening a sandbox takes
-# ~1.7 s instead of ~0.3 s. Images live per driver: after a switch, build them again
+# several times longer. Images live per driver: after a switch, build them again
 # (make sandbox-images); the other driver's copies stay under the data root until deleted.
 #
 # Environment: DOCKERD_LOG (default /var/log/dockerd-sandbox.log), DOCKERD_WAIT seconds (default 60),

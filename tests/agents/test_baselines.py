@@ -103,7 +103,7 @@ def sweep_samples(samples: list[Sample]) -> list[tuple[int, Sample]]:
     n=2, per paper, the first sample whose two functions share a file and the first whose functions
     do not.
 
-    Running the baselines on the other n=2 samples (about 250 more attempts, 2 to 3 minutes) would
+    Running the baselines on the other n=2 samples (about 250 more attempts, minutes of sandboxes) would
     assert nothing the tests here do not: their code paths are these, gold writes back the gold code
     byte for byte on every sample (test_gold_bodies_restore_every_sample_byte_for_byte) and the gold
     code reproduces gold (tests/suites/test_builtin_suite.py); a mutant is the gold code with one bug

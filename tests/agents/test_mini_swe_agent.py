@@ -130,7 +130,7 @@ def submit_what_ran(request: dict) -> FakeTurn:
     return bash_call(f"echo {SUBMIT_MARKER} && echo {shlex.quote(json.dumps(results))}", "Submit the numbers.")
 
 
-@pytest.mark.slow  # ~5 s: an export, a real agent run of the experiments, a bubblewrap re-execution
+@pytest.mark.slow  # an export, a real agent run of the experiments, a bubblewrap re-execution
 def test_mini_swe_agent_solves_an_exported_task_and_its_diff_is_verified(builtin, fake_llm, tmp_path, settings, monkeypatch, client, claims_in_the_test_transaction):
     require_backend("bubblewrap")
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
@@ -223,7 +223,7 @@ def run_inspect_agent(fake_llm, monkeypatch, tmp_path: Path, *, task: str) -> Pa
     return Path(log.location)
 
 
-@pytest.mark.slow  # ~4 s: an export, Inspect's start-up, a real run of the experiments
+@pytest.mark.slow  # an export, Inspect's start-up, a real run of the experiments
 def test_inspect_ai_solves_an_exported_task_and_its_log_converts(builtin, fake_llm, tmp_path, monkeypatch, client):
     """Inspect AI on the same task: its `.eval` log converts to our steps, one per scripted tool call.
     (Re-executing its diff is the mini-swe-agent test's; here the diff only has to be the gold one.)"""

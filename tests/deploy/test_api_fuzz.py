@@ -13,7 +13,7 @@ from tests.deploy.conftest import BASE_DIR
 
 pytestmark = [pytest.mark.slow]
 
-# The fuzzer sends a few hundred requests from one address; the limits (README, "Abuse limits") are
+# The fuzzer sends a few hundred requests from one address; the limits (docs/abuse-limits.md) are
 # raised so that it reaches the views instead of the 429s (which are documented, and tested elsewhere).
 GENEROUS = {name: "100000/m" for name in (
     "RATE_LIMIT_API_PER_ADDRESS", "RATE_LIMIT_API_BAD_TOKEN_PER_ADDRESS", "RATE_LIMIT_API_PER_USER",

@@ -1,4 +1,4 @@
-"""`manage.py check --deploy` is clean with the production variables README documents; a malformed
+"""`manage.py check --deploy` is clean with the production variables docs/production.md documents; a malformed
 one stops start-up with its name."""
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import pytest
 
 from tests.deploy.conftest import BASE_DIR, base_environment
 
-# README, "Running in production": the example set for a site served over HTTPS behind a proxy.
+# docs/production.md, "A public site over HTTPS": the example set for a site served over HTTPS behind a proxy.
 PRODUCTION = {
     "ALLOWED_HOSTS": "autoexperiment.example.org",
     "CSRF_TRUSTED_ORIGINS": "https://autoexperiment.example.org",

@@ -11,7 +11,8 @@ import pytest
 
 from tests.deploy.conftest import closed_port
 
-# Starting gunicorn and collecting the static files once take about 7 s. django_db: so that
+# Starting gunicorn and collecting the static files take a while (once per session, tests/deploy/conftest.py),
+# hence slow. django_db: so that
 # pytest-django creates the test database, which gunicorn serves from.
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 

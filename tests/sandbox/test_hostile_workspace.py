@@ -316,7 +316,7 @@ def test_taking_permissions_away_from_the_workspace_does_not_break_the_sandbox(s
 def test_fallocate_cannot_reserve_past_the_disk_cap_in_an_instant(tmp_path):
     """fallocate reserves gigabytes at once, before the watchdog looks. bubblewrap's seccomp filter
     refuses it, and posix_fallocate falls back to writing (Docker's default profile allows it: there
-    the disk cap is the watchdog alone, as the README says)."""
+    the disk cap is the watchdog alone, as docs/security.md says)."""
     require_backend("bubblewrap")
     with open_sandbox("bubblewrap", tmp_path) as box:
         result = box.execute(

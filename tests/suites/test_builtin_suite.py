@@ -75,7 +75,7 @@ def test_validate_suite_passes_on_the_builtin_suite(builtin, settings):
     table = out.getvalue()
     rows = [line for line in table.splitlines() if "#" in line]
     assert len(rows) >= 20 and all(line.split()[3] == "yes" for line in rows)
-    # The mutants' outcome split, which README's "Built-in suite" section quotes.
+    # The mutants' outcome split, which docs/builtin-suites.md quotes.
     tried, crash, wrong, survive = map(int, re.search(
         r"mutants: (\d+) tried: (\d+) crash, (\d+) print wrong numbers, (\d+) survive", table).groups())
     assert crash + wrong + survive == tried and wrong > crash

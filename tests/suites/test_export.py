@@ -61,7 +61,7 @@ def original_bodies(sample: Sample) -> dict[str, str]:
     }
 
 
-@pytest.mark.slow  # ~5 s: 112 exports, 112 builds to compare, 112 leak audits
+@pytest.mark.slow  # 112 exports, 112 builds to compare, 112 leak audits
 def test_export_is_the_harness_workspace_for_every_n1_and_n2_sample_and_holds_no_gold(builtin, tmp_path):
     dest = tmp_path / "export"
     out = StringIO()

@@ -13,8 +13,8 @@ round-trips through `model_from_name`.
 
 Part of `runs.agents` (no ORM): it imports only `runs.benchmark.text`, and a provider's adapter and
 SDK only when a model of that provider is built (`model_from_name`, or first access to
-`AnthropicModel` / `OpenAIChatModel` here): `import anthropic` alone takes over a second, which every
-web worker, management command and RQ worker would pay otherwise. `provider_module` names the
+`AnthropicModel` / `OpenAIChatModel` here): `import anthropic` alone is slow, and every
+web worker, management command and RQ worker would pay for it otherwise. `provider_module` names the
 adapter module a spec needs, for a process that wants it imported ahead (before forking).
 """
 

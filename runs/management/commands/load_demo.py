@@ -24,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--suite", default="builtin")
         parser.add_argument("--n", type=int_list, default=[1, 2])
         # 4 per paper and n: 32 samples per baseline over the built-in suite, so that make demo serves within
-        # 10 minutes on two cores (168 attempts at 7 took most of that alone).
+        # 10 minutes on two cores: these attempts are most of its time, and every sample more adds to it.
         parser.add_argument("--cap", type=int, default=4, help="samples per paper and n (the demo keeps it short)")
         parser.add_argument("--workers", type=int, default=2)
         parser.add_argument("--no-wait", action="store_true",

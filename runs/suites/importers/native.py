@@ -515,7 +515,7 @@ def _check_environment(raw, *, file: str, problems: _Problems) -> dict | None:
 
 def _check_data(raw: list, *, paper_dir: Path, suite_dir: Path, file: str, problems: _Problems) -> list[dict]:
     """The declared data files; a local source must be a file inside the suite (what it holds is
-    checked when it is fetched, runs.suites.data)."""
+    checked when it is fetched, runs.benchmark.datafiles)."""
     entries = []
     for index, item in enumerate(raw):
         path = f"data[{index}]"

@@ -135,7 +135,7 @@ def _source_checked(value: str) -> str:
 
 
 class DataEntry(_Object):
-    """One of paper.json's "data" files: fetched once into the data cache (runs.suites.data), checked,
+    """One of paper.json's "data" files: fetched once into the data cache (runs.benchmark.datafiles), checked,
     and bound read-only at /data/<name> in every sandbox of the paper."""
 
     name: Annotated[
