@@ -346,3 +346,12 @@ def pytest_runtest_protocol(item, nextitem):
     line = {"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "test": item.nodeid, "start": started, "end": time.time()}
     with open(path, "a") as timeline:
         timeline.write(json.dumps(line) + "\n")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The tests marked slow first, each group keeping its order (pytest-django's, by database use).
+    `make test` hands tests to its workers one at a time as they become free, in this order: started
+    last, a test of minutes kept one worker busy while the others had nothing left to do; started
+    first, the short tests fill the others' time around it."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -30,6 +30,7 @@ def visitor(address: str = "198.51.100.7") -> Client:
     return Client(REMOTE_ADDR=address)
 
 
+@pytest.mark.slow
 def test_a_visitor_past_the_page_limit_gets_a_429_that_says_when_to_come_back(limits):
     limits(pages_address="3/m", heavy_pages_address="off")
     client = visitor()
@@ -43,6 +44,7 @@ def test_a_visitor_past_the_page_limit_gets_a_429_that_says_when_to_come_back(li
     assert visitor("198.51.100.8").get(LIGHT).status_code == 200  # another address has its own count
 
 
+@pytest.mark.slow
 def test_heavy_pages_have_a_stricter_limit_of_their_own(limits):
     limits(pages_address="10/m", heavy_pages_address="2/m")
     client = visitor()
@@ -54,6 +56,7 @@ def test_heavy_pages_have_a_stricter_limit_of_their_own(limits):
     assert client.get(LIGHT).status_code == 200  # the light pages are still served
 
 
+@pytest.mark.slow
 def test_signed_in_users_are_counted_per_user_with_a_higher_limit(limits):
     limits(pages_address="1/m", pages_user="3/m", heavy_pages_address="off", heavy_pages_user="off")
     address = "198.51.100.9"

@@ -229,6 +229,7 @@ def test_agentless_settings_are_checked():
 # --- two functions of a real paper -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_two_functions_of_a_builtin_paper_each_get_their_paragraph(fake_llm, sandbox_on, tmp_path):
     require_backend("bubblewrap")

@@ -197,6 +197,7 @@ def test_mutant_fails_at_least_90_percent_of_samples(sweep):
     assert len(survivors) <= 0.1 * len(outcomes), f"{len(survivors)} of {len(outcomes)} mutants pass: {survivors}"
 
 
+@pytest.mark.slow
 def test_gold_bodies_restore_every_sample_byte_for_byte(builtin_samples, tmp_path):
     """What gold writes, on every sample at n=1 and n=2 (the sweep runs it on some of them): each
     masked function's gold body put back, bottom up within a file and each at its line in the masked
@@ -271,6 +272,7 @@ def test_gold_trajectory_restores_each_function_and_submits(same_file_sample, tm
     assert (fresh / "code/optim/adam.py").read_text() == gold_file.read_text()
 
 
+@pytest.mark.slow
 def test_noop_trajectory_runs_the_masked_code_and_submits_nothing(same_file_sample, tmp_path):
     result, score, _ = run_attempt("noop", same_file_sample, tmp_path)
     assert result.exit_status == "submitted" and not score.passed
@@ -286,6 +288,7 @@ def test_noop_trajectory_runs_the_masked_code_and_submits_nothing(same_file_samp
     assert "0 of" in trajectory.steps[-1].thought
 
 
+@pytest.mark.slow
 def test_mutant_trajectory_plants_one_recorded_bug(same_file_sample, tmp_path):
     result, _, workspace = run_attempt("mutant", same_file_sample, tmp_path, seed=7)
     assert result.exit_status == "submitted"

@@ -179,6 +179,7 @@ def test_mini_swe_agent_solves_an_exported_task_and_its_diff_is_verified(builtin
     assert page.index(html.escape("bash ../refsol.sh")) < page.index(html.escape(f"echo {SUBMIT_MARKER}"))
 
 
+@pytest.mark.slow
 def test_the_converted_steps_of_a_real_trajectory_hold_each_command_once(fake_llm, tmp_path, monkeypatch):
     fake_llm.script([
         bash_call("echo looking && ls", "Look around."),

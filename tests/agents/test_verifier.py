@@ -142,6 +142,7 @@ def test_candidates_come_from_real_trajectories(fake_llm, tmp_path, sandbox_on):
     assert all(candidate.patch.rstrip() in prompt for candidate in candidates)  # each whole patch is shown
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_the_verifier_is_shown_the_task_and_paper_of_the_agents_workspace(fake_llm, tmp_path):
     """Under each context condition, the verifier's request quotes the sample's task.json and its

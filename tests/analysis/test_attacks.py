@@ -154,6 +154,7 @@ def test_the_snippet_markers_and_markup_in_a_step_are_stored_as_text(attempt):
     assert "<script>thinking</script>" in StepText.objects.get(attempt=attempt, step=1).text
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_an_attempt_of_250_000_steps_stores_the_analysis_of_the_first_ones(attempt, settings):
     settings.TRAJECTORY_MAX_STEPS = 50
@@ -194,6 +195,7 @@ def test_a_gold_baselines_errors_and_exceptions_never_quote_the_code_its_public_
 # --- after re-execution ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_re_executing_an_upload_refreshes_its_outcome_and_analysis(builtin, workspace_root, claims_in_the_test_transaction):
     """A cheat (the gold numbers reported, nothing implemented) is scored "passed" on upload; the
@@ -216,6 +218,7 @@ def test_re_executing_an_upload_refreshes_its_outcome_and_analysis(builtin, work
     assert AttemptAnalysis.objects.get(attempt=cheat).steps == 1  # the trajectory's facts are kept
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_re_executing_an_upload_without_an_answer_keeps_its_outcome_in_step_with_its_verdict(
     builtin, workspace_root, tmp_path, claims_in_the_test_transaction

@@ -101,6 +101,7 @@ def test_a_bad_page_of_the_leaderboard_is_answered_never_a_500(client, five, num
     assert client.get("/", {"page": number, "format": "csv"}).status_code == 200  # every system, whatever the page
 
 
+@pytest.mark.slow
 def test_a_leaderboard_page_stays_the_same_size_with_ten_times_the_systems(client):
     _systems(3)
     before = {"html": client.get("/").content.decode(), "json": client.get("/", {"format": "json"}).content.decode()}
