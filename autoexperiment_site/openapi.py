@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from leaderboard import api_models as pages
+from leaderboard.comparison_views import ComparisonForm
 from leaderboard.explorer_forms import ExplorerForm
 from leaderboard.forms import LeaderboardFilterForm
 from runs.submissions import api_models as submissions
@@ -36,7 +37,7 @@ SUBMISSION_MODELS = [submissions.Submission, submissions.Error, submissions.Uplo
 PAGE_MODELS = [
     pages.PageError, pages.FormErrors, pages.Leaderboard, pages.FunctionDifficulty, pages.SystemPage,
     pages.ExplorerExport, pages.BenchmarkSuite, pages.BenchmarkPaper, pages.BenchmarkSamples,
-    pages.BenchmarkFunction, pages.BenchmarkExperiment,
+    pages.BenchmarkFunction, pages.BenchmarkExperiment, pages.Comparison,
 ]
 
 
@@ -58,9 +59,11 @@ def _query(name: str, description: str, *, schema: dict | None = None, required:
             "description": description}
 
 
-def _form_parameters(form: type[forms.Form], *, skip: tuple[str, ...] = ("format",)) -> list[dict]:
+def _form_parameters(form: type[forms.Form], *, skip: tuple[str, ...] = ("format",),
+                     required: tuple[str, ...] = ()) -> list[dict]:
     """The query parameters a page's form validates: any string may be sent (a bad one is a 400
-    naming it), so they are described as strings, with the form's own words."""
+    naming it), so they are described as strings, with the form's own words. `required`: those
+    the JSON cannot do without (its absence is a 400 too)."""
     parameters = []
     for name, field in form.base_fields.items():
         if name in skip:
@@ -68,7 +71,7 @@ def _form_parameters(form: type[forms.Form], *, skip: tuple[str, ...] = ("format
         words = str(field.help_text or field.label or name.replace("_", " "))
         if isinstance(field, forms.ChoiceField) and (choices := [str(value) for value, _ in field.choices if value != ""]):
             words += f" (one of: {', '.join(choices)})"
-        parameters.append(_query(name, words))
+        parameters.append(_query(name, words, required=name in required))
     return parameters
 
 
@@ -190,6 +193,10 @@ def _page_paths() -> dict:
                     parameters=[*leaderboard, _query("samples_page", "the page of its samples, from 1")],
                     tag="leaderboard", bad=(pages.SystemPage, pages.PageError)),
         },
+        "/compare/": _page(
+            "Two systems sample by sample, per n: who passes, the paired bootstrap difference, the samples where "
+            "they differ", pages.Comparison, parameters=_form_parameters(ComparisonForm, required=("a", "b")),
+            tag="leaderboard"),
         "/explore/": _page("Attempts across runs and submissions (with q: the steps whose text matches)",
                            pages.ExplorerExport, parameters=_form_parameters(ExplorerForm, skip=("format", "page")),
                            tag="explorer", bad=(pages.FormErrors, pages.PageError), found=False),
