@@ -30,6 +30,7 @@ from leaderboard.forms import LeaderboardFilterForm
 from runs.submissions import api_models as submissions
 
 VERSION = "1.0.0"
+SLUG_PATTERN = "^[-a-zA-Z0-9_]+$"  # Django's slug converter and SlugField
 REF = "#/components/schemas/{model}"
 JSON = "application/json"
 
@@ -71,7 +72,9 @@ def _form_parameters(form: type[forms.Form], *, skip: tuple[str, ...] = ("format
         words = str(field.help_text or field.label or name.replace("_", " "))
         if isinstance(field, forms.ChoiceField) and (choices := [str(value) for value, _ in field.choices if value != ""]):
             words += f" (one of: {', '.join(choices)})"
-        parameters.append(_query(name, words, required=name in required))
+        # A slug names an object: said, so that a client (and the fuzzer) sends one.
+        schema = {"type": "string", "pattern": SLUG_PATTERN, "maxLength": field.max_length} if isinstance(field, forms.SlugField) else None
+        parameters.append(_query(name, words, schema=schema, required=name in required))
     return parameters
 
 
@@ -176,7 +179,7 @@ def _submission_paths(prefix: str, *, deprecated: bool) -> dict:
     }
 
 
-SUITE = _path_parameter("suite", {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"}, "a suite's name (e.g. builtin)")
+SUITE = _path_parameter("suite", {"type": "string", "pattern": SLUG_PATTERN}, "a suite's name (e.g. builtin)")
 PAPER = _path_parameter("paper_id", {"type": "string", "pattern": "^[^/]+$"}, "a paper's id in the suite")
 
 
@@ -188,7 +191,7 @@ def _page_paths() -> dict:
         "/functions/": _page("How often each masked function is implemented correctly", pages.FunctionDifficulty,
                              parameters=leaderboard, tag="leaderboard", bad=(pages.FunctionDifficulty, pages.PageError), found=False),
         "/systems/{slug}/": {
-            "parameters": [_path_parameter("slug", {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"}, "a system's slug")],
+            "parameters": [_path_parameter("slug", {"type": "string", "pattern": SLUG_PATTERN}, "a system's slug")],
             **_page("One system: numbers by n, runs, samples, failure analysis", pages.SystemPage,
                     parameters=[*leaderboard, _query("samples_page", "the page of its samples, from 1")],
                     tag="leaderboard", bad=(pages.SystemPage, pages.PageError)),

@@ -663,6 +663,13 @@ class BenchmarkFunction(Strict):
     gold_body: str | None = Field(default=None, description="optional: only for a viewer who may see gold code")
 
 
+class GoldSpread(Strict):
+    """The smallest and largest value one number took over an experiment's repeated gold runs."""
+
+    min: float
+    max: float
+
+
 class BenchmarkExperiment(Strict):
     """`/benchmark/<suite>/papers/<paper_id>/experiments/<exp_id>/?format=json`; gold numbers only for a
     viewer who may see them."""
@@ -683,8 +690,8 @@ class BenchmarkExperiment(Strict):
     systems: list[SystemRate]
     systems_page: ListPage
     gold_result: Any = Field(default=None, description="optional: only for a viewer who may see gold numbers")
-    gold_spreads: dict[str, Any] | None = Field(
-        default=None, description="optional, as gold_result: per number, the {min, max} over the gold runs")
+    gold_spreads: dict[str, GoldSpread] | None = Field(
+        default=None, description="optional, as gold_result: per number (its flattened key), its spread over the gold runs")
 
 
 # --- the comparison -----------------------------------------------------------------------------------
