@@ -2,10 +2,13 @@
 /api/v1/openapi.json with a reference page at /api/v1/ (templates/api/reference.html, no script).
 
 Generated, not written by hand: response bodies are the JSON schemas of the pydantic models the
-views build (runs.submissions.api_models) or are checked against (leaderboard.api_models), and the
-pages' query parameters are the fields of the Django forms that validate them. tests/deploy/
-test_api_fuzz.py runs schemathesis over every operation against a real gunicorn; tests/test_openapi.py
-validates the document and checks that every URL under /api/v1/ is in it.
+views build their answers through (runs.submissions.api_models; leaderboard.api_models, typed down to
+every nested row, which the explorer's large export is only checked against), and the pages' query
+parameters are the fields of the Django forms that validate them. It holds no example drawn from the
+database: scripts/fuzz_api.py adds real objects to its own copy. tests/deploy/test_api_fuzz.py runs
+schemathesis over every operation against a real gunicorn; tests/test_openapi.py validates the
+document and checks that every URL under /api/v1/ is in it; tests/leaderboard/test_api_models.py
+checks every page's live JSON against it.
 
 Version 1: a change to a documented shape needs /api/v2/ (the old version kept, announced as
 deprecated the way the unversioned /api/submissions/ paths are).
@@ -247,7 +250,7 @@ def _document() -> dict:
             "title": "AutoExperiment leaderboard API",
             "version": VERSION,
             "description": "Upload results and read their status with a token (/api/v1/submissions/); read the "
-                           "leaderboard, systems, explorer and benchmark pages as JSON (?format=json). Refusals are "
+                           "leaderboard, systems, comparison, explorer and benchmark pages as JSON (?format=json). Refusals are "
                            "4xx with a JSON body whose `error` (or `errors`) names the problem. The unversioned "
                            "/api/submissions/ paths are deprecated aliases of version 1.",
         },

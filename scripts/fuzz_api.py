@@ -136,7 +136,7 @@ def statuses(har: dict, document: dict) -> dict[tuple[str, str], collections.Cou
     counts = {operation: collections.Counter() for operation in operations}
     for entry in har["log"]["entries"]:
         method, path = entry["request"]["method"], urllib.parse.urlsplit(entry["request"]["url"]).path
-        # The most specific template first: /api/v1/openapi.json before /api/v1/submissions/{id}/.
+        # The template with the most literal text first, should two ever match one path.
         for template_method, template, pattern in patterns:
             if method == template_method and pattern.match(path):
                 counts[(method, template)][entry["response"]["status"]] += 1
