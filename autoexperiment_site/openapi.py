@@ -2,10 +2,13 @@
 /api/v1/openapi.json with a reference page at /api/v1/ (templates/api/reference.html, no script).
 
 Generated, not written by hand: response bodies are the JSON schemas of the pydantic models the
-views build (runs.submissions.api_models) or are checked against (leaderboard.api_models), and the
-pages' query parameters are the fields of the Django forms that validate them. tests/deploy/
-test_api_fuzz.py runs schemathesis over every operation against a real gunicorn; tests/test_openapi.py
-validates the document and checks that every URL under /api/v1/ is in it.
+views build their answers through (runs.submissions.api_models; leaderboard.api_models, typed down to
+every nested row, which the explorer's large export is only checked against), and the pages' query
+parameters are the fields of the Django forms that validate them. It holds no example drawn from the
+database: scripts/fuzz_api.py adds real objects to its own copy. tests/deploy/test_api_fuzz.py runs
+schemathesis over every operation against a real gunicorn; tests/test_openapi.py validates the
+document and checks that every URL under /api/v1/ is in it; tests/leaderboard/test_api_models.py
+checks every page's live JSON against it.
 
 Version 1: a change to a documented shape needs /api/v2/ (the old version kept, announced as
 deprecated the way the unversioned /api/submissions/ paths are).
@@ -24,11 +27,13 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from leaderboard import api_models as pages
+from leaderboard.comparison_views import ComparisonForm
 from leaderboard.explorer_forms import ExplorerForm
 from leaderboard.forms import LeaderboardFilterForm
 from runs.submissions import api_models as submissions
 
 VERSION = "1.0.0"
+SLUG_PATTERN = "^[-a-zA-Z0-9_]+$"  # Django's slug converter and SlugField
 REF = "#/components/schemas/{model}"
 JSON = "application/json"
 
@@ -36,7 +41,7 @@ SUBMISSION_MODELS = [submissions.Submission, submissions.Error, submissions.Uplo
 PAGE_MODELS = [
     pages.PageError, pages.FormErrors, pages.Leaderboard, pages.FunctionDifficulty, pages.SystemPage,
     pages.ExplorerExport, pages.BenchmarkSuite, pages.BenchmarkPaper, pages.BenchmarkSamples,
-    pages.BenchmarkFunction, pages.BenchmarkExperiment,
+    pages.BenchmarkFunction, pages.BenchmarkExperiment, pages.Comparison,
 ]
 
 
@@ -58,9 +63,11 @@ def _query(name: str, description: str, *, schema: dict | None = None, required:
             "description": description}
 
 
-def _form_parameters(form: type[forms.Form], *, skip: tuple[str, ...] = ("format",)) -> list[dict]:
+def _form_parameters(form: type[forms.Form], *, skip: tuple[str, ...] = ("format",),
+                     required: tuple[str, ...] = ()) -> list[dict]:
     """The query parameters a page's form validates: any string may be sent (a bad one is a 400
-    naming it), so they are described as strings, with the form's own words."""
+    naming it), so they are described as strings, with the form's own words. `required`: those
+    the JSON cannot do without (its absence is a 400 too)."""
     parameters = []
     for name, field in form.base_fields.items():
         if name in skip:
@@ -68,7 +75,9 @@ def _form_parameters(form: type[forms.Form], *, skip: tuple[str, ...] = ("format
         words = str(field.help_text or field.label or name.replace("_", " "))
         if isinstance(field, forms.ChoiceField) and (choices := [str(value) for value, _ in field.choices if value != ""]):
             words += f" (one of: {', '.join(choices)})"
-        parameters.append(_query(name, words))
+        # A slug names an object: said, so that a client (and the fuzzer) sends one.
+        schema = {"type": "string", "pattern": SLUG_PATTERN, "maxLength": field.max_length} if isinstance(field, forms.SlugField) else None
+        parameters.append(_query(name, words, schema=schema, required=name in required))
     return parameters
 
 
@@ -173,7 +182,7 @@ def _submission_paths(prefix: str, *, deprecated: bool) -> dict:
     }
 
 
-SUITE = _path_parameter("suite", {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"}, "a suite's name (e.g. builtin)")
+SUITE = _path_parameter("suite", {"type": "string", "pattern": SLUG_PATTERN}, "a suite's name (e.g. builtin)")
 PAPER = _path_parameter("paper_id", {"type": "string", "pattern": "^[^/]+$"}, "a paper's id in the suite")
 
 
@@ -185,11 +194,15 @@ def _page_paths() -> dict:
         "/functions/": _page("How often each masked function is implemented correctly", pages.FunctionDifficulty,
                              parameters=leaderboard, tag="leaderboard", bad=(pages.FunctionDifficulty, pages.PageError), found=False),
         "/systems/{slug}/": {
-            "parameters": [_path_parameter("slug", {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"}, "a system's slug")],
+            "parameters": [_path_parameter("slug", {"type": "string", "pattern": SLUG_PATTERN}, "a system's slug")],
             **_page("One system: numbers by n, runs, samples, failure analysis", pages.SystemPage,
                     parameters=[*leaderboard, _query("samples_page", "the page of its samples, from 1")],
                     tag="leaderboard", bad=(pages.SystemPage, pages.PageError)),
         },
+        "/compare/": _page(
+            "Two systems sample by sample, per n: who passes, the paired bootstrap difference, the samples where "
+            "they differ", pages.Comparison, parameters=_form_parameters(ComparisonForm, required=("a", "b")),
+            tag="leaderboard"),
         "/explore/": _page("Attempts across runs and submissions (with q: the steps whose text matches)",
                            pages.ExplorerExport, parameters=_form_parameters(ExplorerForm, skip=("format", "page")),
                            tag="explorer", bad=(pages.FormErrors, pages.PageError), found=False),
@@ -237,7 +250,7 @@ def _document() -> dict:
             "title": "AutoExperiment leaderboard API",
             "version": VERSION,
             "description": "Upload results and read their status with a token (/api/v1/submissions/); read the "
-                           "leaderboard, systems, explorer and benchmark pages as JSON (?format=json). Refusals are "
+                           "leaderboard, systems, comparison, explorer and benchmark pages as JSON (?format=json). Refusals are "
                            "4xx with a JSON body whose `error` (or `errors`) names the problem. The unversioned "
                            "/api/submissions/ paths are deprecated aliases of version 1.",
         },

@@ -1,22 +1,44 @@
 """The JSON the public pages offer (`?format=json`) as pydantic models, for the OpenAPI description
-(autoexperiment_site.openapi) and for the tests that check live responses against it.
+(autoexperiment_site.openapi), for the views that build their answers through them, and for the
+tests that check live responses against them.
 
-Each page's top-level keys are listed and required, and no others are allowed: a key added to a
-view without being added here fails tests/deploy/test_api_fuzz.py. Nested rows are described as
-objects (their keys are the `as_dict` of the selectors' dataclasses, documented in README's "Data
-exports"); the models say what a script can rely on at the top.
+Every object is described down to its leaves, its keys required (unless said to be optional) and
+no others allowed: the nested rows are the `as_dict` of the selectors' dataclasses (leaderboard
+.selectors, .benchmark, .explorer, .failure_analysis, .comparison, .curves, .pareto, .reference) plus
+the keys the views add (`url`). The views of small pages build their JSON through `page_json`, so a
+key added to an `as_dict` without being added here fails the page (and every test that reads it);
+the explorer's export, up to ten thousand rows, is written without it and checked by
+tests/leaderboard/test_api_models.py and the fuzz run (tests/deploy/test_api_fuzz.py).
+
+Rates are fractions in [0, 1]; counts are attempts unless said otherwise; a dict keyed by n has the
+n as a string (JSON's keys are strings).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Row = dict[str, Any]
+from leaderboard import curves
+
+# Attempts, samples, systems...: a count is never negative.
+Count = Annotated[int, Field(ge=0)]
+Rate = Annotated[float, Field(ge=0, le=1)]
+ByN = Field(description="keyed by n (as a string)")
 
 
 class Strict(BaseModel):
+    # A key the code adds without adding it here fails validation, and the schema says so.
     model_config = ConfigDict(extra="forbid")
+
+
+def page_json(model: type[BaseModel], payload: dict) -> str:
+    """`payload` checked against `model`, as JSON text, without the optional keys it did not have.
+    Pydantic writes it (a nan or an infinity becomes null, as JSON has neither)."""
+    return model.model_validate(payload).model_dump_json(exclude_unset=True)
+
+
+# --- refusals -----------------------------------------------------------------------------------------
 
 
 class PageError(Strict):
@@ -31,34 +53,185 @@ class FormErrors(Strict):
     errors: list[str] = Field(min_length=1)
 
 
+# --- paging and filters -------------------------------------------------------------------------------
+
+
 class ListPage(Strict):
-    number: int
-    pages: int
-    count: int
-    per_page: int
+    """Where a page of a list is, and its neighbours' JSON URLs."""
+
+    number: int = Field(ge=1)
+    pages: int = Field(ge=1)
+    count: Count = Field(description="items in the whole list")
+    per_page: int = Field(ge=1)
     previous: str | None = Field(description="the previous page's JSON URL (path and query); null on the first")
-    next: str | None
+    next: str | None = Field(description="the next page's JSON URL (path and query); null on the last")
 
 
 class SystemSamplesPage(ListPage):
-    all_samples_csv: str
+    all_samples_csv: str = Field(description="every sample of the system, with every attempt id, as CSV")
 
 
 class LeaderboardFilters(Strict):
     suite: str | None
     agent: str | None
     context: str | None
-    verified_only: bool
-    unverified: bool
+    verified_only: bool = Field(description="only attempts the harness re-executed count (the default)")
+    unverified: bool = Field(description="uploads' reported numbers, not re-executed, count too (?unverified=1)")
     n_min: int | None
     n_max: int | None
-    tolerance: float | None
+    tolerance: float | None = Field(description="the relative tolerance whose Pass@1 is shown beside (?tolerance=)")
     counting: str = Field(description="which attempts count, in words")
     errors: list[str] = Field(description="bad filter parameters, each named (the response is then a 400)")
 
 
 class LeaderboardTableFilters(LeaderboardFilters):
-    sort: str
+    sort: str = Field(description="the sort key in force (`-key`: descending)")
+
+
+# --- a system's numbers -------------------------------------------------------------------------------
+
+
+class FunctionDiagnoses(Strict):
+    """At n >= 2: which masked functions broke the counted failed attempts."""
+
+    failed_attempts: Count
+    counts: dict[str, Count] = Field(description="failed attempts by diagnosis group (interaction, one_wrong, "
+                                                 "several_wrong, not_decided)")
+    shares: dict[str, Rate | None] = Field(description="each group's share of the failed attempts; null without any")
+    not_decided_by_reason: dict[str, Count] = Field(description="why the not_decided were not: undecidable, "
+                                                                "being judged, not judged (no transplants)")
+
+
+class NMetrics(Strict):
+    """One system at one n."""
+
+    n: int = Field(ge=1)
+    samples: Count = Field(description="samples with a counted attempt")
+    attempts: Count = Field(description="counted attempts")
+    errors: Count = Field(description="attempts that failed on the infrastructure or the model provider (never counted)")
+    pass1: Rate | None = Field(description="mean over samples of c/m")
+    pass1_ci_low: Rate | None = Field(description="95% percentile bootstrap interval over samples")
+    pass1_ci_high: Rate | None
+    k: int = Field(ge=1, description="the k of pass@k: the largest attempts per sample among the system's runs")
+    passk: Rate | None = Field(description="the unbiased pass@k, over samples with at least k counted attempts")
+    passk_samples: Count
+    verifier_pass1: dict[str, Rate] = Field(description="by verifier: the share of samples whose chosen attempt passes")
+    verifier_samples: dict[str, Count] = Field(description="by verifier: the samples it chose for")
+    cost_mean: float | None = Field(description="USD per counted attempt of known cost")
+    cost_unknown: Count = Field(description="counted attempts whose cost is unknown (left out of the mean)")
+    seconds_mean: float | None = Field(description="agent seconds per counted attempt")
+    pass1_at_tolerance: dict[str, Rate | None] | None = Field(
+        default=None, description="optional: Pass@1 had the relative tolerance been the key (e.g. \"0.01\")")
+    function_diagnoses: FunctionDiagnoses | None = Field(default=None, description="optional: at n >= 2 only")
+    pareto_frontier: bool | None = Field(
+        default=None, description="optional (leaderboard only): on the cost-accuracy Pareto frontier at this n")
+
+
+class DifficultyCurve(Strict):
+    """A system's fitted difficulty curve (leaderboard.curves): pass rate = 1 / (1 + e^-(intercept + slope·n))."""
+
+    status: Literal[curves.FITTED, curves.ABOVE_RANGE, curves.BELOW_RANGE, curves.TOO_FEW_N, curves.NO_SPREAD,
+                    curves.SEPARATED, curves.NO_FALL]
+    n_values: list[int] = Field(description="the n it was fitted over")
+    samples: Count
+    intercept: float | None = Field(description="log-odds of passing at n = 0")
+    slope: float | None = Field(description="log-odds per masked function")
+    slope_low: float | None = Field(description="95% cluster bootstrap interval; null: open")
+    slope_high: float | None
+    n50: float | None = Field(description="where the curve crosses 50%; null: not determined")
+    n50_low: float | None
+    n50_high: float | None
+    beyond: float | None = Field(description="above_range / below_range: the edge of the reportable range it crosses past")
+    resamples: Count
+    determined: bool
+    reason: str = Field(description="why n50 is what it is, in words")
+
+
+class SystemRow(Strict):
+    """A measured system: suite + agent + model + agent configuration + context, its runs pooled."""
+
+    reference: Literal[False] = Field(description="false: measured here (reference rows are the paper's)")
+    slug: str = Field(description="the system's id (/systems/<slug>/)")
+    name: str
+    suite: str
+    agent: str
+    model: str
+    agent_config: dict[str, Any]
+    context: str
+    runs: list[int] = Field(description="its public runs' ids")
+    k: int = Field(ge=1)
+    verified: bool = Field(description="every counted attempt was re-executed")
+    attempts: Count
+    verified_attempts: Count
+    unverified_attempts: Count = Field(description="counted attempts judged by their reported numbers (?unverified=1 only)")
+    note: str = Field(description="empty, or what marks a row counting unverified attempts")
+    errors: Count
+    samples: Count
+    cost_mean: float | None
+    cost_unknown: Count
+    seconds_mean: float | None
+    date: str | None = Field(description="ISO 8601: when its last finished run ended")
+    unfinished_runs: Count
+    stale: bool = Field(description="changed since its numbers were computed: they are being updated")
+    difficulty_curve: DifficultyCurve | None
+    by_n: dict[str, NMetrics] = ByN
+
+
+class ReferenceN(Strict):
+    n: int = Field(ge=1)
+    pass1: Rate | None
+    k: int | None = Field(description="the k of the paper's pass@k at this n; null: none reported")
+    passk: Rate | None
+
+
+class ReferenceRow(Strict):
+    """A number the AutoExperiment paper reports (upstream suite and harness), shown, never reproduced."""
+
+    reference: Literal[True]
+    name: str
+    suite: str
+    agent: str
+    model: str
+    by_n: dict[str, ReferenceN] = ByN
+    note: str
+    source: str
+    source_url: str
+
+
+# Told apart by `reference` (each model's Literal). Not a pydantic discriminator: OpenAPI's discriminator
+# maps string values, and this one is a boolean.
+LeaderboardRow = SystemRow | ReferenceRow
+
+
+class CostAccuracy(Strict):
+    """Cost against accuracy at one n (leaderboard.pareto)."""
+
+    n: int = Field(ge=1)
+    frontier: list[str] = Field(description="slugs of the systems on the Pareto frontier, cheapest first")
+    cost_unknown: list[str] = Field(description="slugs of the systems measured at n whose cost is not fully known "
+                                                "(never placed, never on the frontier)")
+
+
+class ReferenceFinding(Strict):
+    """A finding of the paper that is not one system's pass rate."""
+
+    finding: str
+    values: dict[str, float]
+    unit: str
+    reference: Literal[True]
+
+
+class GoldStability(Strict):
+    """Whether a suite's gold numbers are stable over repeated runs, and its policy for those that are not."""
+
+    experiments: Count
+    unstable: Count
+    policy: str
+    held_out_checked: bool
+
+
+class SuiteGoldStability(GoldStability):
+    suite: str
 
 
 class Leaderboard(Strict):
@@ -67,56 +240,293 @@ class Leaderboard(Strict):
     filters: LeaderboardTableFilters
     rules: list[str]
     n_values: list[int]
-    computing: int = Field(description="systems with new results not computed yet (not in rows)")
-    cost_accuracy: list[Row] = Field(description="the Pareto frontier of cost against Pass@1, by n")
-    rows: list[Row]
+    computing: Count = Field(description="systems with new results not computed yet (not in rows)")
+    cost_accuracy: list[CostAccuracy] = Field(description="the Pareto frontier of cost against Pass@1, by n")
+    rows: list[LeaderboardRow] = Field(description="this page's systems, then the paper's reference rows")
     page: ListPage
-    reference_findings: list[Row]
-    gold_stability: list[Row]
+    reference_findings: list[ReferenceFinding]
+    gold_stability: list[SuiteGoldStability]
+
+
+class FunctionDifficultyRow(Strict):
+    """One masked function over the counted attempts whose sample masks it."""
+
+    suite: str
+    paper: str
+    func_id: int
+    file: str
+    name: str
+    attempts: Count
+    right: Count = Field(description="attempts right about this function (exact at every n)")
+    wrong: Count
+    undecided: Count
+    right_rate: Rate | None = Field(description="right / (right + wrong)")
+    passes: Count = Field(description="attempts that passed (the whole sample)")
+    pass_rate: Rate | None
+    attempts_n1: Count
+    passes_n1: Count
+    pass_rate_n1: Rate | None
+    systems: Count
 
 
 class FunctionDifficulty(Strict):
     """`/functions/?format=json`: how often each masked function is implemented correctly."""
 
     filters: LeaderboardFilters
-    rows: list[Row]
+    rows: list[FunctionDifficultyRow]
+
+
+# --- a system's page ----------------------------------------------------------------------------------
+
+
+class SystemRun(Strict):
+    id: int
+    created_at: str = Field(description="ISO 8601")
+    finished_at: str | None = Field(description="ISO 8601; null: unfinished")
+    n_values: list[int]
+    k: int = Field(ge=1, description="attempts per sample")
+    attempts_by_status: dict[str, Count]
+    verified: bool
+
+
+class SystemSample(Strict):
+    """One sample of the system: its attempts summarised (listed in the explorer, `attempts_url`)."""
+
+    sample_id: str
+    paper: str
+    n: int = Field(ge=1)
+    attempts: Count = Field(description="counted attempts")
+    passes: Count
+    pass_rate: Rate | None
+    errors: Count
+    ended_attempts: Count = Field(description="attempts that ended, done or error: what the explorer lists")
+    out_of_scope_attempts: Count = Field(description="attempts whose edits outside the task re-execution dropped")
+    verifier_choices: dict[str, int] = Field(description="by verifier: the attempt id it chose")
+    attempts_url: str | None
+
+
+class NearMiss(Strict):
+    """A failed counted attempt whose every number is within twice its tolerance."""
+
+    attempt_id: int
+    run_id: int
+    index: Count
+    sample_id: str
+    n: int = Field(ge=1)
+    tolerance_ratio: float = Field(description="its largest number error in units of that number's tolerance")
+    verified: bool
+
+
+class OutcomeCell(Strict):
+    count: Count
+    share: Rate | None = Field(description="of the counted attempts at this n; null: nothing to divide by, or shown apart")
+    url: str | None = Field(description="the attempts behind it in the explorer")
+
+
+class OutcomeRow(Strict):
+    key: str = Field(description="an outcome (the explorer's outcome=), or no_answer_any, or unclassified")
+    label: str
+    by_n: dict[str, OutcomeCell] = ByN
+    paper: Rate | None = Field(description="the paper's share (GPT-4o, n = 1)")
+    part_of_previous: bool = Field(description="one part of the row above it")
+
+
+class Median(Strict):
+    mean: float | None
+    median: float | None
+
+
+class KnownMedian(Median):
+    known: Count = Field(description="attempts whose cost is known")
+
+
+class TrajectoryStats(Strict):
+    """Crash, recovery and the way to the first working run at one n (counted attempts)."""
+
+    n: int = Field(ge=1)
+    counted: Count
+    analysed: Count = Field(description="counted attempts whose trajectory was analysed")
+    ran_experiment: Count
+    first_run_crashed: Count
+    first_run_crashed_share: Rate | None
+    recovered: Count = Field(description="of those that crashed first, the ones that reached a working run")
+    recovered_share: Rate | None
+    reached_working_run: Count
+    steps_to_working: Median
+    seconds_to_working: Median
+    cost_to_working: KnownMedian
+    urls: dict[str, str | None] = Field(description="the explorer: crashed, not_crashed, recovered, not_recovered, working")
+
+
+class PaperFailureAnalysis(Strict):
+    """The paper's error analysis (percentages as fractions), shown beside the system's."""
+
+    label: str
+    model: str
+    agent: str
+    n: int
+    passed: Rate
+    wrong_answer: Rate
+    no_answer: Rate
+    first_run_crashed: Rate
+    recovered: Rate
+    source: str
+    source_url: str
+    reference: Literal[True]
+
+
+class FailureAnalysis(Strict):
+    n_values: list[int]
+    counted: dict[str, Count] = Field(description="the outcome split's denominator, keyed by n")
+    classified: Count
+    analysed: Count
+    outcomes: list[OutcomeRow]
+    shown_apart: list[OutcomeRow] = Field(description="infrastructure and model provider failures: counts only")
+    trajectories: list[TrajectoryStats]
+    paper: PaperFailureAnalysis
+
+
+class TaxonomyCell(Strict):
+    attempts: Count
+    occurrences: Count
+    url: str | None
+
+
+class TaxonomyExample(Strict):
+    attempt_id: int
+    step: int | None = Field(description="null: in the re-execution output")
+    message: str
+    url: str | None
+
+
+class TaxonomyRow(Strict):
+    exception_type: str
+    pattern: str = Field(description="the message with numbers, paths and shapes masked")
+    attempts: Count
+    occurrences: Count
+    url: str | None
+    by_n: dict[str, TaxonomyCell] = ByN
+    examples: list[TaxonomyExample]
+
+
+class ErrorTaxonomy(Strict):
+    limit: int = Field(description="the most frequent patterns listed")
+    patterns: Count = Field(description="every distinct (type, pattern)")
+    attempts_with_exception: dict[str, Count] = ByN
+    occurrences: dict[str, Count] = ByN
+    rows: list[TaxonomyRow]
 
 
 class SystemPage(Strict):
     """`/systems/<slug>/?format=json`."""
 
     filters: LeaderboardFilters
-    system: Row
-    runs: list[Row]
-    runs_total: int
+    system: SystemRow
+    runs: list[SystemRun] = Field(description="its newest runs (the runs CSV has them all)")
+    runs_total: Count
     runs_csv: str
     dataset_url: str = Field(description="this system's public attempts as a Parquet dataset (zip)")
-    samples: list[Row]
+    samples: list[SystemSample]
     samples_page: SystemSamplesPage
-    out_of_scope_attempts: int
-    not_reexecuted_attempts: int
+    out_of_scope_attempts: Count
+    not_reexecuted_attempts: Count
     tolerances: list[float]
-    near_misses: list[Row]
-    near_miss_total: int
-    failure_analysis: Row
-    error_taxonomy: Row
+    near_misses: list[NearMiss]
+    near_miss_total: Count
+    failure_analysis: FailureAnalysis
+    error_taxonomy: ErrorTaxonomy
+
+
+# --- the explorer -------------------------------------------------------------------------------------
+
+
+class ExplorerFilters(Strict):
+    """The explorer's parameters as validated (empty or null: not filtered)."""
+
+    q: str
+    suite: str
+    system: str
+    paper: str
+    sample: str
+    function: tuple[str, int] | None = Field(description="[paper_id, func_id]")
+    n: int | None
+    status: str
+    outcome: str
+    exception: str
+    exit_status: str
+    verified: bool | None
+    mismatch: bool | None
+    near_miss: bool | None
+    crashed_first: bool | None
+    recovered: bool | None
+    sort: str
+
+
+class ExplorerAttempt(Strict):
+    attempt_id: int
+    url: str | None = Field(description="the replay at its first error step")
+    run_id: int
+    system: str
+    slug: str
+    suite: str
+    paper: str
+    sample_id: str
+    n: int
+    status: str
+    outcome: str
+    exit_status: str
+    verified: bool
+    mismatch: bool = Field(description="the reported verdict and the re-execution's differ")
+    tolerance_ratio: float | None
+    steps: int | None
+    cost: float | None
+    seconds: float | None
+    first_error_step: int | None
+    first_error_line: str
+
+
+class ExplorerHit(Strict):
+    """A step whose text matches `q`."""
+
+    attempt_id: int
+    step: int
+    url: str | None = Field(description="the replay at this step")
+    run_id: int
+    system: str
+    slug: str
+    suite: str
+    paper: str
+    sample_id: str
+    n: int
+    outcome: str
 
 
 class ExplorerExport(Strict):
     """`/explore/?format=json`: the attempts (or, with `q`, the matching steps) the filters select."""
 
-    filters: Row
-    count: int
+    filters: ExplorerFilters
+    count: Count
     truncated: bool
     note: str = Field(description="empty, or why the rows were cut")
-    rows: list[Row]
+    rows: list[ExplorerAttempt] | list[ExplorerHit] = Field(description="attempts; with q, matching steps")
 
 
-class GoldStability(Strict):
-    experiments: int
-    unstable: int
-    policy: str
-    held_out_checked: bool
+# --- the benchmark ------------------------------------------------------------------------------------
+
+
+class SuitePaper(Strict):
+    paper_id: str
+    title: str
+    functions: Count
+    experiments: Count
+    samples: Count
+    url: str
+
+
+class TaskDownload(Strict):
+    n: int = Field(ge=1)
+    context: str
+    url: str
 
 
 class BenchmarkSuite(Strict):
@@ -125,13 +535,40 @@ class BenchmarkSuite(Strict):
     suite: str
     version: str
     description: str
-    papers: list[Row]
-    functions: int
-    experiments: int
-    samples_by_n: dict[str, int]
+    papers: list[SuitePaper]
+    functions: Count
+    experiments: Count
+    samples_by_n: dict[str, Count] = ByN
     gold_stability: GoldStability | None
-    task_downloads: list[Row] = Field(description="empty for a viewer who may not see gold code")
+    task_downloads: list[TaskDownload] = Field(description="empty for a viewer who may not see gold code")
     dataset_url: str = Field(description="the suite's samples and public attempts as a Parquet dataset (zip)")
+
+
+class FunctionLink(Strict):
+    func_id: int
+    file: str
+    name: str
+    url: str
+
+
+class PaperExperiment(Strict):
+    exp_id: int
+    description: str
+    depends_on: list[int] = Field(description="the func_id of each function it depends on")
+    url: str
+
+
+class CodeFile(Strict):
+    path: str = Field(description="relative to the paper's code directory")
+    size: int | None = Field(description="bytes; null for a symbolic link (never followed)")
+    symlink: bool
+
+
+class CodeTree(Strict):
+    files: list[CodeFile]
+    truncated: bool
+    limit: int
+    problem: str = Field(description="empty, or why nothing could be listed")
 
 
 class BenchmarkPaper(Strict):
@@ -143,10 +580,31 @@ class BenchmarkPaper(Strict):
     source_url: str
     text_start: str
     text_truncated: bool
-    functions: list[Row]
-    experiments: list[Row]
-    samples_by_n: dict[str, int]
-    code_tree: Row
+    functions: list[FunctionLink]
+    experiments: list[PaperExperiment]
+    samples_by_n: dict[str, Count] = ByN
+    code_tree: CodeTree
+
+
+class SampleFunction(Strict):
+    func_id: int
+    name: str
+
+
+class BenchmarkSample(Strict):
+    """A sample and the attempts at it the viewer may see, summarised (every system's)."""
+
+    sample_id: str
+    paper: str
+    n: int = Field(ge=1)
+    functions: list[SampleFunction] = Field(description="its masked functions")
+    attempts: Count = Field(description="counted attempts (re-executed, the leaderboard's default rule)")
+    passes: Count
+    pass_rate: Rate | None
+    errors: Count
+    ended_attempts: Count
+    runs: Count
+    attempts_url: str | None
 
 
 class BenchmarkSamples(Strict):
@@ -157,10 +615,33 @@ class BenchmarkSamples(Strict):
     n_values: list[int]
     page: int
     pages: int
-    count: int
+    count: Count
     previous: str | None
     next: str | None
-    samples: list[Row]
+    samples: list[BenchmarkSample]
+
+
+class SystemRate(Strict):
+    """One system's counted attempts at a function's or an experiment's samples."""
+
+    system: str = Field(description="the system's slug")
+    name: str
+    agent: str
+    model: str
+    context: str
+    agent_config: dict[str, Any]
+    attempts: Count
+    passes: Count
+    pass_rate: Rate | None
+    attempts_n1: Count
+    passes_n1: Count
+    pass_rate_n1: Rate | None
+    url: str = Field(description="the system's page")
+
+
+class ExperimentLink(Strict):
+    exp_id: int
+    url: str
 
 
 class BenchmarkFunction(Strict):
@@ -176,10 +657,17 @@ class BenchmarkFunction(Strict):
     relevant_paper: str
     masked_stub: str
     masked_stub_problem: str | None
-    experiments: list[Row]
-    systems: list[Row]
+    experiments: list[ExperimentLink]
+    systems: list[SystemRate]
     systems_page: ListPage
-    gold_body: str | None = None
+    gold_body: str | None = Field(default=None, description="optional: only for a viewer who may see gold code")
+
+
+class GoldSpread(Strict):
+    """The smallest and largest value one number took over an experiment's repeated gold runs."""
+
+    min: float
+    max: float
 
 
 class BenchmarkExperiment(Strict):
@@ -191,15 +679,86 @@ class BenchmarkExperiment(Strict):
     exp_id: int
     description: str
     command: str
-    answer_format: Any
+    answer_format: Any = Field(description="the JSON the agent's answer must have, with example values")
     rtol: float | None
     atol: float | None
     timeout_seconds: int | None
     gold_unstable: bool
-    gold_spread: Any
+    gold_spread: float | None = Field(description="the largest relative difference between repeated gold runs")
     gold_repeats: int | None
-    depends_on: list[Row]
-    systems: list[Row]
+    depends_on: list[FunctionLink]
+    systems: list[SystemRate]
     systems_page: ListPage
-    gold_result: Any = None
-    gold_spreads: Any = None
+    gold_result: Any = Field(default=None, description="optional: only for a viewer who may see gold numbers")
+    gold_spreads: dict[str, GoldSpread] | None = Field(
+        default=None, description="optional, as gold_result: per number (its flattened key), its spread over the gold runs")
+
+
+# --- the comparison -----------------------------------------------------------------------------------
+
+
+class ComparedSystem(Strict):
+    slug: str
+    name: str
+    suite: str
+    agent: str
+    model: str
+    agent_config: dict[str, Any]
+    context: str
+    runs: list[int]
+
+
+class Outcomes(Strict):
+    """Shared samples by who passes (a system passes a sample when c/m >= pass_share)."""
+
+    both: Count
+    only_a: Count
+    only_b: Count
+    neither: Count
+
+
+class NComparison(Strict):
+    n: int = Field(ge=1)
+    samples_a: Count = Field(description="samples with a counted attempt of A")
+    samples_b: Count
+    shared_samples: Count
+    attempts_a: Count = Field(description="counted attempts of A at the shared samples")
+    attempts_b: Count
+    outcomes: Outcomes
+    pass1_a: Rate | None = Field(description="on the shared samples")
+    pass1_b: Rate | None
+    difference: float | None = Field(description="pass1_a - pass1_b")
+    difference_ci_low: float | None = Field(description="paired bootstrap, 95%")
+    difference_ci_high: float | None
+    p_value: float | None = Field(description="two-sided, for no difference")
+    differing_samples: Count
+
+
+class SampleDifference(Strict):
+    sample_id: str
+    paper: str
+    n: int = Field(ge=1)
+    a_passes: Count
+    a_attempts: Count
+    b_passes: Count
+    b_attempts: Count
+    difference: float = Field(description="A's c/m minus B's")
+    outcome: Literal["both", "only_a", "only_b", "neither"]
+    attempt_a: int = Field(description="shown side by side: the better system's passing attempt, the other's failing one")
+    attempt_b: int
+    replay_compare_url: str
+
+
+class Comparison(Strict):
+    """`/compare/?a=<slug>&b=<slug>&format=json`: two systems sample by sample, per n."""
+
+    a: ComparedSystem
+    b: ComparedSystem
+    verified_only: bool
+    n: int | None = Field(description="the one n asked for; null: every n")
+    pass_share: float
+    rules: list[str]
+    by_n: list[NComparison]
+    differing_samples: list[SampleDifference] = Field(description="largest gap first, at most differing_samples_limit")
+    differing_samples_total: Count
+    differing_samples_limit: int

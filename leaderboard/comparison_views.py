@@ -6,12 +6,13 @@ redirected to the canonical `?a=&b=` address (no JavaScript needed).
 from urllib.parse import urlencode
 
 from django import forms
-from django.http import HttpResponseRedirect, JsonResponse
+from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from autoexperiment_site.abuse import heavy_page
+from leaderboard import api_models
 from leaderboard.comparison import (
     DIFFERENCES_LIMIT,
     PASS_SHARE,
@@ -42,10 +43,11 @@ RULES = [
 
 
 class ComparisonForm(forms.Form):
-    a = forms.SlugField(required=False, max_length=64)
-    b = forms.SlugField(required=False, max_length=64)
-    n = forms.IntegerField(required=False, min_value=1, max_value=MAX_N)
-    unverified = FlagField(required=False)
+    # The words are the OpenAPI description's (autoexperiment_site.openapi); the page has its own form.
+    a = forms.SlugField(required=False, max_length=64, help_text="system A's id, as in /systems/<id>/")
+    b = forms.SlugField(required=False, max_length=64, help_text="system B's id (another system)")
+    n = forms.IntegerField(required=False, min_value=1, max_value=MAX_N, help_text="only this n (default: every n)")
+    unverified = FlagField(required=False, help_text="1: uploads' reported numbers, not re-executed, count too")
     format = forms.ChoiceField(required=False, choices=[(value, value) for value in FORMATS])
 
     def problems(self) -> list[str]:
@@ -120,7 +122,7 @@ def compare(request):
                         a="" if error.parameter == "a" else slug_a, b="" if error.parameter == "b" else slug_b)
 
     if output == "json":
-        return JsonResponse({
+        return HttpResponse(api_models.page_json(api_models.Comparison, {
             "a": comparison.a.as_dict(),
             "b": comparison.b.as_dict(),
             "verified_only": comparison.verified_only,
@@ -131,7 +133,7 @@ def compare(request):
             "differing_samples": [difference.as_dict() for difference in comparison.differences],
             "differing_samples_total": comparison.differences_total,
             "differing_samples_limit": DIFFERENCES_LIMIT,
-        }, json_dumps_params={"indent": 1})
+        }), content_type="application/json")
 
     here = {"a": slug_a, "b": slug_b, "n": data.get("n"), "unverified": "1" if unverified else None}
     return render(request, "leaderboard/compare.html", {

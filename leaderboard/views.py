@@ -1,14 +1,14 @@
 """Public leaderboard pages and their JSON / CSV exports. Thin: selectors compute, templates show."""
 import json
-import math
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
+from pydantic import BaseModel
 
 from autoexperiment_site.abuse import heavy_page
+from leaderboard import api_models
 from leaderboard import reference as paper
 from leaderboard.exports import csv_response, csv_streaming_response
 from leaderboard.failure_analysis import error_taxonomy, failure_analysis
@@ -140,26 +140,10 @@ def _page_payload(request, page, urls: dict) -> dict:
             "per_page": page.paginator.per_page, **{key: request.path + url if url else None for key, url in urls.items()}}
 
 
-def _clean(value):
-    """JSON has no nan or infinity."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _clean(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_clean(item) for item in value]
-    return value
-
-
-def _json(payload: dict, *, status: int = 200) -> HttpResponse:
-    """`payload` as JSON, compact: Python's C encoder writes it (an indented one is written in Python,
-    several times slower at a system's few thousand samples). Only a payload that holds a nan or an
-    infinity is walked to replace them."""
-    try:
-        body = json.dumps(payload, cls=DjangoJSONEncoder, allow_nan=False)
-    except ValueError:
-        body = json.dumps(_clean(payload), cls=DjangoJSONEncoder)
-    return HttpResponse(body, status=status, content_type="application/json")
+def _json(payload: dict, *, model: type[BaseModel], status: int = 200) -> HttpResponse:
+    """`payload` as JSON, checked against its leaderboard.api_models model (a key the model does not
+    describe fails the page, so the OpenAPI description cannot drift from it), compact."""
+    return HttpResponse(api_models.page_json(model, payload), status=status, content_type="application/json")
 
 
 def _csv(filename: str, rows: list[dict], columns: list[str]) -> HttpResponse:
@@ -237,7 +221,7 @@ def home(request):
                  "held_out_checked": item.held_out_checked}
                 for item in suites_gold_stability(names={row.suite for row in board.rows})
             ],
-        }, status=status)
+        }, model=api_models.Leaderboard, status=status)
 
     figure = figure_payload(shown, reference) if shown.rows or reference else None
 
@@ -319,7 +303,8 @@ def functions(request):
     output, form, filters, status = parsed
     rows = function_difficulty(filters=filters)
     if output == "json":
-        return _json({"filters": _filters_payload(form, filters), "rows": [row.as_dict() for row in rows]}, status=status)
+        return _json({"filters": _filters_payload(form, filters), "rows": [row.as_dict() for row in rows]},
+                     model=api_models.FunctionDifficulty, status=status)
     if output == "csv":
         return _csv("function-difficulty.csv", [row.as_dict() for row in rows], FUNCTION_COLUMNS)
     return render(request, "leaderboard/functions.html", {
@@ -391,7 +376,7 @@ def system(request, slug: str):
             "near_miss_total": detail.near_miss_total,
             "failure_analysis": analysis.as_dict(),
             "error_taxonomy": taxonomy.as_dict(),
-        }, status=status)
+        }, model=api_models.SystemPage, status=status)
     tolerance_rows = detail.tolerance_rows
     problems = form.problems() + ([problem] if problem else [])
     return render(request, "leaderboard/system.html", {

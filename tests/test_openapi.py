@@ -39,6 +39,51 @@ def test_every_url_under_api_v1_is_described():
     assert not missing, f"URLs under /api/v1/ not in the OpenAPI description: {missing}"
 
 
+def test_the_description_holds_no_data():
+    """Examples of real objects are the fuzzer's to add (scripts/fuzz_api.py), to its own copy: what is
+    published depends on no database."""
+    document = openapi_document()
+    for path, item in document["paths"].items():
+        for operation in [item, *(item[method] for method in ("get", "post") if method in item)]:
+            for parameter in operation.get("parameters", []):
+                assert not {"example", "examples"} & set(parameter), f"{path}: {parameter['name']} has examples"
+
+
+# The submitter's agent configuration and the suite's answer formats and gold numbers are any JSON.
+FREE_JSON = ("/agent_config/*", "/answer_format", "/gold_result")
+
+
+def _untyped(schema, where: str) -> list[str]:
+    """Where `schema` leaves a value's type unsaid: no type at all, or an object or array whose
+    members' schema is unsaid."""
+    if not isinstance(schema, dict):  # `true`: anything
+        return [where]
+    if {"$ref", "const", "enum"} & set(schema):
+        return []
+    branches = [(f"{where}/{key}/{index}", branch) for key in ("anyOf", "oneOf", "allOf")
+                for index, branch in enumerate(schema.get(key, []))]
+    if branches:
+        return [found for branch_where, branch in branches for found in _untyped(branch, branch_where)]
+    kind = schema.get("type")
+    if kind == "object":
+        if "properties" in schema:
+            return [found for name, member in schema["properties"].items() for found in _untyped(member, f"{where}/{name}")]
+        return _untyped(schema.get("additionalProperties", True), f"{where}/*")
+    if kind == "array":
+        members = [(f"{where}/{index}", item) for index, item in enumerate(schema.get("prefixItems", []))]
+        return [found for item_where, item in members or [(f"{where}/items", schema.get("items", True))]
+                for found in _untyped(item, item_where)]
+    return [] if kind else [where]
+
+
+def test_every_page_model_is_described_to_its_leaves():
+    """No object of a page's JSON is left an untyped dict (the models once said only a page's top
+    level): every value has a type, every object its properties or its values' schema."""
+    schemas = openapi_document()["components"]["schemas"]
+    untyped = [where for name, schema in schemas.items() for where in _untyped(schema, name)]
+    assert [where for where in untyped if not where.endswith(FREE_JSON)] == []
+
+
 @pytest.mark.django_db
 def test_the_description_and_its_reference_page_are_served():
     client = Client()
@@ -60,6 +105,10 @@ def test_refusals_of_json_requests_are_json_naming_the_problem():
     assert missing.status_code == 404 and missing.json()["error"]
     no_suite = client.get("/benchmark/no-such-suite/?format=json")
     assert no_suite.status_code == 404 and "no-such-suite" in no_suite.json()["error"]
+    no_b = client.get("/compare/?format=json&a=abc")
+    assert no_b.status_code == 400 and no_b.json()["error"].startswith("b: missing")
+    unknown = client.get("/compare/?format=json&a=abc&b=def")
+    assert unknown.status_code == 404 and "'abc'" in unknown.json()["error"]
     nul = client.get("/functions/?format=json&agent=a%00b")
     assert nul.status_code == 400 and "NUL" in nul.json()["error"]
     assert client.get("/benchmark/no-such-suite/")["Content-Type"].startswith("text/html")  # a person gets the page

@@ -248,9 +248,17 @@ def test_json_has_no_nan(board_data, client):
 
 
 def test_a_nan_or_infinity_anywhere_in_an_export_is_written_as_null():
+    from leaderboard.api_models import Strict
     from leaderboard.views import _json
 
-    response = _json({"a": [1.5, {"b": float("nan")}], "c": float("inf"), "d": -float("inf"), "e": "NaN"}, status=400)
+    class Numbers(Strict):
+        a: list[float | dict[str, float]]
+        c: float
+        d: float
+        e: str
+
+    response = _json({"a": [1.5, {"b": float("nan")}], "c": float("inf"), "d": -float("inf"), "e": "NaN"},
+                     model=Numbers, status=400)
     assert response.status_code == 400 and response["Content-Type"] == "application/json"
     assert json.loads(response.content) == {"a": [1.5, {"b": None}], "c": None, "d": None, "e": "NaN"}
 
