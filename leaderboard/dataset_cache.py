@@ -5,7 +5,9 @@ A download's version is a digest of what its files are made of, read in a few sm
 whatever the number of attempts:
 - the suite's tasks: its row (version, import time) and how many papers, functions, experiments and
   samples it has with their newest ids (samples are also drawn outside imports, when a run asks for
-  an n not drawn yet);
+  an n not drawn yet). A re-import that only rewrites a text in place (a function's docstring) moves
+  none of these, as the task downloads' cache also assumes (runs.suites.export: `imported_at` moves
+  only when the suite's own row changes): delete the suite's folder here after such an import;
 - each system's attempts: its standing's count of changes, which leaderboard.standings bumps in the
   transaction of every change to the system's attempts and runs (an attempt settled, uploaded or
   re-executed, a run hidden, shown, moved or deleted), and the ids of its public runs now, so that a
@@ -27,7 +29,9 @@ the folder's lock (fcntl.flock, which the kernel releases when a process dies), 
 renamed into place, so that nobody ever reads a partial file and concurrent first requests build it
 once: the others wait for it, then read it. The older versions are deleted once the new one is in
 place; a request still sending one goes on (an open file outlives its name). Locks are taken in one
-order (a download's, then its parts'), so two builds never wait for each other.
+order: the suite's download, a system's download, a system's attempts or the samples; a build holds
+its download's lock and takes one lock further down at a time, so no two builds wait for each other
+for good.
 
 A version is read before the data it stands for, so a file holds what was there when its version was
 read, or newer: a file whose version was read before a run was hidden may hold that run's attempts,

@@ -45,7 +45,7 @@ def _download(request, version_of) -> HttpResponse:
         raise Http404(str(error)) from None
     root = settings.DATASET_CACHE_ROOT
     built = dataset_built_at(version, root=root)
-    unchanged = get_conditional_response(request, etag=version.etag, last_modified=built and int(built))
+    unchanged = get_conditional_response(request, etag=version.etag, last_modified=None if built is None else int(built))
     if unchanged is not None:
         return _validated(unchanged, version=version, modified=built)
     try:

@@ -10,9 +10,9 @@ scoring stores them), and marks the systems changed as settling attempts mark th
 (leaderboard.standings). Then, through Django's test Client (in process: server time, no network):
 
   - the largest system's `dataset.zip` the first time: built (cold); its rows, its size, the
-    process's peak resident memory after the build (the loading runs in Postgres, so the peak is the
-    build's) and the most Arrow held at once (the attempts in columns: bounded by a row group, however
-    many attempts); then the same download served from its file, and a request that holds it already
+    process's peak resident memory while the view ran (VmHWM, reset before it: the build's peak, not
+    the loading's nor the body's read by this client) and the most Arrow held at once (the attempts in
+    columns: bounded by a row group, however many attempts); then the same download served from its file, and a request that holds it already
     (If-None-Match: 304);
   - the same for the suite's `dataset.zip`, every cached file deleted first;
   - the suite's again after one more attempt settles: built again from the other systems' files and
@@ -27,8 +27,9 @@ goes there; emptied at the end). The database and the cache folder are removed a
 from __future__ import annotations
 
 import argparse
+import gc
 import os
-import resource
+import re
 import shutil
 import statistics
 import sys
@@ -135,20 +136,33 @@ def load_attempts(suite, *, total: int, systems: int) -> tuple[list[int], str]:
     return run_ids, largest[1]
 
 
-def peak_rss_mb() -> float:
-    """The process's peak resident memory so far (Linux reports kilobytes)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def peak_rss_reset() -> None:
+    """Start the process's peak resident memory (VmHWM) again from what it holds now (Linux 4.0 and
+    later); where that is refused, the peak stays the process's since it started."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+    except OSError:
+        pass
 
 
-def download(client, url: str, **headers) -> tuple[float, int, bytes, object]:
-    """GET `url` read to its end: (seconds, status, body, response)."""
+def rss_mb(kind: str) -> float:
+    """The process's resident memory now (VmRSS) or its peak since the last reset (VmHWM), in MB."""
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(rf"^{kind}:\s+(\d+) kB", status, re.MULTILINE).group(1)) / 1024
+
+
+def download(client, url: str, **headers) -> tuple[float, int, bytes, object, float]:
+    """GET `url` read to its end: (seconds, status, body, response, peak RSS in MB while the view ran,
+    before the body was read into this process)."""
     started = time.perf_counter()
     response = client.get(url, headers=headers)
+    peak = rss_mb("VmHWM")
     body = b"".join(response.streaming_content) if response.streaming else response.content
     seconds = time.perf_counter() - started
     if response.status_code not in (200, 304):
         raise SystemExit(f"GET {url} answered {response.status_code}: {body[:300]!r}")
-    return seconds, response.status_code, body, response
+    return seconds, response.status_code, body, response, peak
 
 
 def rows_of(body: bytes) -> tuple[int, int]:
@@ -168,16 +182,18 @@ def cold_and_cached(client, url: str, what: str, requests: int) -> bytes:
     """Time `url` built, then served `requests` times from the cache and once not modified; print them."""
     import pyarrow
 
-    before = peak_rss_mb()
-    seconds, _, body, response = download(client, url)
+    gc.collect()
+    peak_rss_reset()
+    before = rss_mb("VmRSS")
+    seconds, _, body, response, peak = download(client, url)
     arrow_peak = pyarrow.default_memory_pool().max_memory() / 2**20
     attempts, samples = rows_of(body)
     print(f"{what}, cold build: {seconds:.1f} s, {attempts:,} attempt rows, {samples:,} sample rows, "
-          f"zip {len(body) / 2**20:.1f} MB; peak RSS {peak_rss_mb():.0f} MB (before the build {before:.0f} MB), "
+          f"zip {len(body) / 2**20:.1f} MB; peak RSS {peak:.0f} MB (before the build {before:.0f} MB), "
           f"Arrow's peak {arrow_peak:.0f} MB", flush=True)
     times = [download(client, url)[0] for _ in range(requests)]
     etag = response.headers.get("ETag")
-    unchanged_seconds, status, _, _ = download(client, url, if_none_match=etag or '"none"')
+    unchanged_seconds, status, *_ = download(client, url, if_none_match=etag or '"none"')
     print(f"{what}, cached download: {statistics.median(times) * 1000:.0f} ms (median of {requests}); "
           f"If-None-Match: {status} in {unchanged_seconds * 1000:.0f} ms", flush=True)
     return body
@@ -233,7 +249,7 @@ def main() -> None:
             Attempt.objects.create(run=run, sample=sample, index=0, status=Attempt.DONE, reported_passed=True,
                                    reexecution_passed=True, passed=True, outcome=Attempt.PASSED)
             results_changed_send(run_ids=[run.pk])
-        seconds, _, body, _ = download(client, suite_url)
+        seconds, _, body, *_ = download(client, suite_url)
         print(f"suite dataset after one more attempt: built again in {seconds:.1f} s, "
               f"{rows_of(body)[0] - rows_of(before)[0]:+,} attempt row(s)", flush=True)
 
