@@ -114,6 +114,7 @@ bench: install services sandbox-images
 	$(BIN)/python scripts/bench_pages.py
 	$(BIN)/python scripts/bench_replay.py
 	$(BIN)/python scripts/bench_explore.py
+	$(BIN)/python scripts/bench_datasets.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

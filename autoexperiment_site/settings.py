@@ -233,6 +233,9 @@ WORKER_HOST_NAME = env_str("WORKER_HOST_NAME", "") or ""
 # Where the suite pages' task downloads are cached, one archive per suite version, n and context
 # (runs.suites.export.task_archive_cached); anything here can be deleted, it is rebuilt on request.
 TASK_EXPORT_ROOT = Path(env_str("TASK_EXPORT_ROOT", str(DATA_DIR / "task_exports")))
+# Where the Parquet dataset downloads are kept, one file per version of what they hold
+# (leaderboard.dataset_cache); anything here can be deleted, it is rebuilt on request.
+DATASET_CACHE_ROOT = Path(env_str("DATASET_CACHE_ROOT", str(DATA_DIR / "datasets")))
 
 # What one trajectory and one final patch may hold (uploads are refused over them, our workers trim
 # to them) and how many steps one replay page shows; runs/limits.py reads these and says why the

@@ -15,18 +15,25 @@ gold code stays on disk), no gold number (experiments' gold results, held-out ch
 scores), and of a score only whether each experiment passed: a score's numbers carry the gold they
 were compared with, and an answer's numbers are the gold's own for the gold-bearing baselines.
 Hidden runs are left out (runs.visibility.public_runs_q, through leaderboard.selectors.runs_frame).
+
+This module writes the files; leaderboard.dataset_cache decides when (once per change of what they
+hold) and keeps them. The attempts are written one system at a time (`attempts_write`), a suite's
+are those of its systems put together (`attempts_merge`): after a change only the changed system's
+attempts are read again. Neither ever holds more than a row group of attempts in memory.
 """
 from __future__ import annotations
 
 import json
-import tempfile
+import shutil
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.db.models import Q
 
@@ -36,13 +43,17 @@ from runs.models import Attempt, Experiment, Sample, Suite
 SAMPLES_FILE = "samples.parquet"
 ATTEMPTS_FILE = "attempts.parquet"
 CARD_FILE = "README.md"
+FILES = [SAMPLES_FILE, ATTEMPTS_FILE, CARD_FILE]
 # The hub takes any word as a split name: this one says what the files hold.
 SPLIT = "public"
 # The statuses the leaderboard reads: done attempts count, errors are shown apart; queued, running
 # and cancelled ones have no result yet or never will.
 ATTEMPT_STATUSES = (Attempt.DONE, Attempt.ERROR)
-# The attempts are read this many at a time, so a large suite is never held as model instances.
+# The attempts are read from the database this many at a time, so a large suite is never held as rows...
 CHUNK = 2_000
+# ... and written in row groups of this many: large enough for readers to scan quickly (a row group
+# is what a Parquet reader reads at once), small enough to hold in memory while it is written.
+ROW_GROUP = 65_536
 
 _FUNCTION_TYPE = pa.struct([
     ("func_id", pa.int64()), ("file", pa.string()), ("name", pa.string()), ("description", pa.string()),
@@ -83,7 +94,8 @@ class DatasetSummary:
     files: list[str]
 
 
-def _suite(name: str) -> Suite:
+def suite_get(name: str) -> Suite:
+    """The suite named `name`; DatasetError naming the suites there are when there is none."""
     found = Suite.objects.filter(name=name).first()
     if found is None:
         known = ", ".join(Suite.objects.order_by("name").values_list("name", flat=True)[:20]) or "none imported"
@@ -91,12 +103,13 @@ def _suite(name: str) -> Suite:
     return found
 
 
-def _samples_rows(suite: Suite, *, only: set[str] | None) -> list[dict]:
-    """Every sample of `suite` (those in `only`, when given) with its task, in three queries: the
-    samples, their masked functions and the suite's experiments with what they depend on."""
+# --- samples ---------------------------------------------------------------------------------------
+
+
+def _samples_rows(suite: Suite) -> list[dict]:
+    """Every sample of `suite` with its task, in three queries: the samples, their masked functions
+    and the suite's experiments with what they depend on."""
     samples = Sample.objects.filter(paper__suite=suite).select_related("paper").defer("paper__text")
-    if only is not None:
-        samples = samples.filter(sample_id__in=only)
     samples = list(samples.order_by("paper__paper_id", "n", "sample_id"))
     masked: dict[int, list] = {sample.pk: [] for sample in samples}
     through = Sample.functions.through.objects.filter(sample_id__in=masked).select_related("function")
@@ -132,6 +145,23 @@ def _samples_rows(suite: Suite, *, only: set[str] | None) -> list[dict]:
     return rows
 
 
+def samples_write(dest: Path, suite: Suite) -> int:
+    """Every sample of `suite` with its task, as the Parquet file `dest`; returns how many."""
+    table = pa.Table.from_pylist(_samples_rows(suite), schema=SAMPLES_SCHEMA)
+    pq.write_table(table, dest)
+    return table.num_rows
+
+
+def samples_attempted(samples: BinaryIO, attempts: BinaryIO) -> pa.Table:
+    """The rows of the samples file `samples` at which the attempts file `attempts` has an attempt."""
+    attempted = pc.unique(pq.read_table(attempts, columns=["sample_id"])["sample_id"])
+    table = pq.read_table(samples)
+    return table.filter(pc.is_in(table["sample_id"], value_set=attempted))
+
+
+# --- attempts --------------------------------------------------------------------------------------
+
+
 def _verdicts(reported: dict | None, reexecuted: dict | None) -> list[dict]:
     """Whether each experiment passed, by the reported answer and by the re-execution: the stored
     scores' verdicts alone (their numbers hold the gold they were compared with)."""
@@ -151,42 +181,119 @@ _ATTEMPT_FIELDS = (
     "failure_label", "exit_status", "function_diagnosis", "tolerance_ratio", "input_tokens", "output_tokens", "cost",
     "agent_seconds", "reexecution_seconds", "created_at",
 )
+# Columns copied as they are read, under their own names.
+_COPIED = (
+    "reported_passed", "reexecution_passed", "passed", "mismatch", "held_out_passed", "status", "outcome", "failure_label",
+    "exit_status", "function_diagnosis", "tolerance_ratio", "input_tokens", "output_tokens", "cost", "agent_seconds",
+    "reexecution_seconds", "created_at",
+)
+# Columns of the attempt's run, the same for all its attempts.
+_RUN_FIELDS = ("system", "system_name", "suite", "agent", "model", "agent_config", "context")
 
 
-def _attempt_batches(runs: pd.DataFrame) -> Iterator[list[dict]]:
+def _attempt_batch(rows: list[tuple], by_run: dict[int, dict]) -> pa.RecordBatch:
+    """`rows` (values of _ATTEMPT_FIELDS) as a batch of ATTEMPTS_SCHEMA, built a column at a time."""
+    read = dict(zip(_ATTEMPT_FIELDS, zip(*rows, strict=True), strict=True))
+    runs = [by_run[run_id] for run_id in read["run_id"]]
+    columns = {
+        "attempt_id": read["id"], "run_id": read["run_id"],
+        **{name: [run[name] for run in runs] for name in _RUN_FIELDS},
+        "sample_id": read["sample__sample_id"], "paper_id": read["sample__paper__paper_id"], "n": read["sample__n"],
+        "attempt_index": read["index"], "verified": [verdict is not None for verdict in read["reexecution_passed"]],
+        "experiment_verdicts": [_verdicts(reported, reexecuted)
+                                for reported, reexecuted in zip(read["reported_score"], read["reexecution_score"], strict=True)],
+        **{name: read[name] for name in _COPIED},
+    }
+    return pa.RecordBatch.from_pydict(columns, schema=ATTEMPTS_SCHEMA)
+
+
+def _attempt_batches(runs: pd.DataFrame) -> Iterator[pa.RecordBatch]:
     """The attempts with a result of the public runs in `runs` (leaderboard.selectors.runs_frame),
-    CHUNK rows at a time: a suite's attempts are written as they are read, never all held at once."""
+    CHUNK at a time, in the order of the unique (run, sample, index) index."""
     if runs.empty:
         return
-    by_run = {int(run.run_id): run for run in runs.itertuples()}
+    by_run = {
+        int(run.run_id): {"system": run.slug, "system_name": system_name(model=run.model, agent=run.agent), "suite": run.suite,
+                          "agent": run.agent, "model": run.model, "agent_config": run.config_json, "context": run.context}
+        for run in runs.itertuples()
+    }
     attempts = (
         Attempt.objects.filter(run_id__in=list(by_run), status__in=ATTEMPT_STATUSES)
-        .order_by("run_id", "sample__sample_id", "index", "id")
+        .order_by("run_id", "sample_id", "index")
         .values_list(*_ATTEMPT_FIELDS)
     )
     rows = []
     for values in attempts.iterator(chunk_size=CHUNK):
-        item = dict(zip(_ATTEMPT_FIELDS, values, strict=True))
-        run = by_run[item["run_id"]]
-        rows.append({
-            "attempt_id": item["id"], "run_id": item["run_id"], "system": run.slug,
-            "system_name": system_name(model=run.model, agent=run.agent), "suite": run.suite, "agent": run.agent,
-            "model": run.model, "agent_config": run.config_json, "context": run.context,
-            "sample_id": item["sample__sample_id"], "paper_id": item["sample__paper__paper_id"], "n": item["sample__n"],
-            "attempt_index": item["index"], "status": item["status"], "verified": item["reexecution_passed"] is not None,
-            "reported_passed": item["reported_passed"], "reexecution_passed": item["reexecution_passed"],
-            "passed": item["passed"], "mismatch": item["mismatch"], "held_out_passed": item["held_out_passed"],
-            "experiment_verdicts": _verdicts(item["reported_score"], item["reexecution_score"]),
-            **{key: item[key] for key in (
-                "outcome", "failure_label", "exit_status", "function_diagnosis", "tolerance_ratio", "input_tokens",
-                "output_tokens", "cost", "agent_seconds", "reexecution_seconds", "created_at",
-            )},
-        })
+        rows.append(values)
         if len(rows) == CHUNK:
-            yield rows
+            yield _attempt_batch(rows, by_run)
             rows = []
     if rows:
-        yield rows
+        yield _attempt_batch(rows, by_run)
+
+
+class _RowGroups:
+    """A Parquet writer of ATTEMPTS_SCHEMA (a context manager) taking batches of any size and
+    writing row groups of ROW_GROUP rows: it holds at most one row group's rows. `finish` writes the
+    last, smaller one."""
+
+    def __init__(self, dest: Path):
+        self.writer = pq.ParquetWriter(dest, ATTEMPTS_SCHEMA)
+        self.pending: list[pa.RecordBatch] = []
+        self.rows = 0
+        self.written = 0
+
+    def __enter__(self) -> _RowGroups:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.writer.close()
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        self.pending.append(batch)
+        self.rows += batch.num_rows
+        if self.rows >= ROW_GROUP:
+            table = pa.Table.from_batches(self.pending, schema=ATTEMPTS_SCHEMA)
+            whole = self.rows - self.rows % ROW_GROUP
+            self._write(table.slice(0, whole))
+            rest = table.slice(whole)
+            self.pending, self.rows = rest.to_batches(), rest.num_rows
+
+    def finish(self) -> int:
+        """Write what is left; returns how many rows were written in all."""
+        self._write(pa.Table.from_batches(self.pending, schema=ATTEMPTS_SCHEMA))
+        self.pending, self.rows = [], 0
+        return self.written
+
+    def _write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.writer.write_table(table, row_group_size=ROW_GROUP)
+            self.written += table.num_rows
+
+
+def attempts_write(dest: Path, runs: pd.DataFrame) -> int:
+    """The attempts with a result of the public runs in `runs` (leaderboard.selectors.runs_frame) as
+    the Parquet file `dest`, one system after another in the order of their slugs (as a suite's
+    download puts its systems' files together); returns how many."""
+    with _RowGroups(dest) as groups:
+        for _, own in runs.groupby("slug", sort=True):
+            for batch in _attempt_batches(own):
+                groups.add(batch)
+        return groups.finish()
+
+
+def attempts_merge(dest: Path, parts: Iterable[BinaryIO]) -> int:
+    """The attempts files `parts` (attempts_write's), one after the other, as the Parquet file
+    `dest`; returns how many attempts. Each part is read a row group at a time, in Arrow's own
+    columns: no attempt becomes a Python object."""
+    with _RowGroups(dest) as groups:
+        for part in parts:
+            for batch in pq.ParquetFile(part).iter_batches(batch_size=ROW_GROUP):
+                groups.add(batch)
+        return groups.finish()
+
+
+# --- the card and the zip ----------------------------------------------------------------------------
 
 
 def _card(*, title: str, suite: Suite, samples: int, attempts: int, scope: str) -> str:
@@ -249,86 +356,42 @@ def _card(*, title: str, suite: Suite, samples: int, attempts: int, scope: str) 
     ])
 
 
-@dataclass(frozen=True)
-class _Scope:
-    """What one dataset holds: the suite, its public runs (runs_frame) to take attempts from, whether
-    its samples are all of the suite's or only those attempted, and how its card names it."""
-
-    suite: Suite
-    runs: pd.DataFrame
-    all_samples: bool
-    title: str
-    description: str
+def suite_card(suite: Suite, *, samples: int, attempts: int) -> str:
+    return _card(title=f"AutoExperiment: suite {suite.name}", suite=suite, samples=samples, attempts=attempts,
+                 scope="every sample and every attempt of its public runs")
 
 
-def _write(dest: Path, scope: _Scope) -> DatasetSummary:
-    """The three files of `scope` in the directory `dest`."""
-    attempts, attempted = 0, set()
-    with pq.ParquetWriter(dest / ATTEMPTS_FILE, ATTEMPTS_SCHEMA) as writer:
-        for batch in _attempt_batches(scope.runs):
-            writer.write_table(pa.Table.from_pylist(batch, schema=ATTEMPTS_SCHEMA))
-            attempts += len(batch)
-            attempted.update(row["sample_id"] for row in batch)
-    samples = _samples_rows(scope.suite, only=None if scope.all_samples else attempted)
-    pq.write_table(pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA), dest / SAMPLES_FILE)
-    card = _card(title=scope.title, suite=scope.suite, samples=len(samples), attempts=attempts, scope=scope.description)
-    (dest / CARD_FILE).write_text(card, encoding="utf-8")
-    return DatasetSummary(samples=len(samples), attempts=attempts, files=[SAMPLES_FILE, ATTEMPTS_FILE, CARD_FILE])
+def system_card(suite: Suite, *, slug: str, name: str, samples: int, attempts: int) -> str:
+    return _card(title=f"AutoExperiment: {name} on suite {suite.name}", suite=suite, samples=samples, attempts=attempts,
+                 scope=f"the attempts of system {slug} ({name}) and the samples they were at")
 
 
-def _suite_scope(name: str) -> _Scope:
-    suite = _suite(name)
-    return _Scope(suite=suite, runs=runs_frame(Q(suite=suite)), all_samples=True,
-                  title=f"AutoExperiment: suite {suite.name}", description="every sample and every attempt of its public runs")
+def dataset_zip_write(dest: Path, *, top: str, samples: pa.Table | BinaryIO, attempts: BinaryIO, card: str) -> None:
+    """The dataset's three files under the folder `top` of the zip `dest`. Parquet files are
+    compressed already (snappy): stored, not deflated again."""
+    with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_STORED) as bundle:
+        with bundle.open(f"{top}/{SAMPLES_FILE}", "w") as entry:
+            if isinstance(samples, pa.Table):
+                pq.write_table(samples, entry)
+            else:
+                shutil.copyfileobj(samples, entry)
+        with bundle.open(f"{top}/{ATTEMPTS_FILE}", "w", force_zip64=True) as entry:
+            shutil.copyfileobj(attempts, entry)
+        bundle.writestr(f"{top}/{CARD_FILE}", card)
 
 
-def _system_scope(slug: str) -> _Scope:
-    runs = runs_frame(Q())
-    runs = runs[runs["slug"] == slug] if not runs.empty else runs
-    if runs.empty:
-        raise DatasetError(f"no system {slug!r} with a public run")
-    first = runs.iloc[0]
-    name = system_name(model=first["model"], agent=first["agent"])
-    suite = Suite.objects.get(name=first["suite"])
-    return _Scope(suite=suite, runs=runs, all_samples=False, title=f"AutoExperiment: {name} on suite {suite.name}",
-                  description=f"the attempts of system {slug} ({name}) and the samples they were at")
+# --- the command's export ----------------------------------------------------------------------------
 
 
 def dataset_export(*, suite: str, dest: Path) -> DatasetSummary:
     """Write the dataset of suite `suite` (every sample, every public attempt) into `dest`, a
     directory that does not exist yet or is empty."""
-    scope = _suite_scope(suite)
+    found = suite_get(suite)
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise DatasetError(f"{dest} exists and is not an empty directory")
     dest.mkdir(parents=True, exist_ok=True)
-    return _write(dest, scope)
-
-
-def _zipped(scope: _Scope, *, top: str):
-    """The dataset as a zip in a temporary file (removed when closed), rewound, and its file name:
-    the response streams it from disk rather than holding it in memory."""
-    archive = tempfile.TemporaryFile()
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            summary = _write(Path(scratch), scope)
-            # Parquet files are compressed already (snappy): stored, not deflated again.
-            with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as bundle:
-                for name in summary.files:
-                    bundle.write(Path(scratch) / name, arcname=f"{top}/{name}")
-    except BaseException:
-        archive.close()
-        raise
-    archive.seek(0)
-    return archive, f"{top}.zip"
-
-
-def suite_dataset_zip(*, suite: str):
-    """The suite's dataset (`dataset_export`) as a zip in a temporary file, and its file name."""
-    scope = _suite_scope(suite)
-    return _zipped(scope, top=f"autoexperiment-{scope.suite.name}")
-
-
-def system_dataset_zip(*, slug: str):
-    """One system's public attempts and the samples they were at, as a zip in a temporary file, and its file name."""
-    return _zipped(_system_scope(slug), top=f"autoexperiment-system-{slug}")
+    attempts = attempts_write(dest / ATTEMPTS_FILE, runs_frame(Q(suite=found)))
+    samples = samples_write(dest / SAMPLES_FILE, found)
+    (dest / CARD_FILE).write_text(suite_card(found, samples=samples, attempts=attempts), encoding="utf-8")
+    return DatasetSummary(samples=samples, attempts=attempts, files=FILES)

@@ -47,7 +47,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchlib import create_database, drop_database, flush_redis, percentile, url_with_path  # noqa: E402
+from benchlib import create_database, drop_database, flush_redis, percentile, url_with_path, with_defaults  # noqa: E402
 from benchsuite import AGENTS, CONTEXTS, MODELS, load_suite  # noqa: E402
 
 SERVER = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432").rstrip("/")
@@ -226,38 +226,6 @@ FROM (
     ) u
 ) d
 """
-
-
-def with_defaults(sql: str, model) -> tuple[str, dict]:
-    """`sql`, an INSERT ... SELECT into `model`'s table, with every NOT NULL column it does not list
-    set to the model field's default (at {more_columns} and {more_values}), and the parameters that
-    carry those defaults. The loader thereby keeps up with the schema: a column added later with a
-    default is filled as the ORM would fill it; one without a default stops the script, naming it."""
-    import re
-
-    from django.db import connection
-    from django.db.models import NOT_PROVIDED
-
-    listed = re.search(r"INSERT INTO \w+ \((.*?)\{more_columns\}", sql, re.DOTALL)
-    if listed is None or "{more_values}" not in sql:
-        raise ValueError("with_defaults needs INSERT INTO table (columns{more_columns}) SELECT values{more_values} ...")
-    named = {name.strip() for name in listed.group(1).split(",")}
-    columns, values, params = [], [], {}
-    for field in model._meta.concrete_fields:
-        if field.column in named or field.null or (field.primary_key and field.auto_created) or field.db_default is not NOT_PROVIDED:
-            continue
-        columns.append(field.column)
-        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-            values.append("now()")
-            continue
-        default = field.get_default()
-        if default is None:
-            raise SystemExit(f"{model._meta.db_table}.{field.column} is NOT NULL without a default: "
-                             f"give it a value in {Path(__file__).name}'s loader")
-        values.append(f"%(default_{field.column})s")
-        params[f"default_{field.column}"] = field.get_db_prep_save(default, connection)
-    return (sql.replace("{more_columns}", "".join(f", {column}" for column in columns))
-               .replace("{more_values}", "".join(f", {value}" for value in values))), params
 
 
 def load_runs(suite, *, total: int, systems: int) -> list[dict]:

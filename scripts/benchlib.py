@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: scratch Postgres databases, URLs, percentiles.
+"""What the benchmark scripts share: scratch Postgres databases, URLs, percentiles, bulk loading in SQL.
 
 Imported by the scripts beside it (`python scripts/bench_*.py` puts this folder on sys.path).
 """
@@ -130,3 +130,35 @@ def attempts_cut(run, keep: int | None) -> list:
         run.attempts.filter(pk__in=[attempt.pk for attempt in attempts[keep:]]).delete()
         attempts = sorted(attempts[:keep], key=lambda attempt: attempt.pk)
     return sorted(attempts, key=lambda attempt: -experiments[attempt.pk])
+
+
+def with_defaults(sql: str, model) -> tuple[str, dict]:
+    """`sql`, an INSERT ... SELECT into `model`'s table, with every NOT NULL column it does not list
+    set to the model field's default (at {more_columns} and {more_values}), and the parameters that
+    carry those defaults. The loader thereby keeps up with the schema: a column added later with a
+    default is filled as the ORM would fill it; one without a default stops the script, naming it."""
+    import re
+
+    from django.db import connection
+    from django.db.models import NOT_PROVIDED
+
+    listed = re.search(r"INSERT INTO \w+ \((.*?)\{more_columns\}", sql, re.DOTALL)
+    if listed is None or "{more_values}" not in sql:
+        raise ValueError("with_defaults needs INSERT INTO table (columns{more_columns}) SELECT values{more_values} ...")
+    named = {name.strip() for name in listed.group(1).split(",")}
+    columns, values, params = [], [], {}
+    for field in model._meta.concrete_fields:
+        if field.column in named or field.null or (field.primary_key and field.auto_created) or field.db_default is not NOT_PROVIDED:
+            continue
+        columns.append(field.column)
+        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            values.append("now()")
+            continue
+        default = field.get_default()
+        if default is None:
+            raise SystemExit(f"{model._meta.db_table}.{field.column} is NOT NULL without a default: "
+                             "give it a value in the loader's SQL")
+        values.append(f"%(default_{field.column})s")
+        params[f"default_{field.column}"] = field.get_db_prep_save(default, connection)
+    return (sql.replace("{more_columns}", "".join(f", {column}" for column in columns))
+               .replace("{more_values}", "".join(f", {value}" for value in values))), params

@@ -99,6 +99,16 @@ SMOKES = [
         rf"^target: leaderboard pages p95 at most 100 ms; worst {NUMBER} ms: (met|NOT met)$",
         rf"^target: system pages p95 at most 150 ms; worst {NUMBER} ms: (met|NOT met)$",
     )),
+    Smoke("bench_datasets.py", ("--attempts", "200", "--systems", "4", "--requests", "1"), figures=(
+        rf"^loaded 200 attempts across 4 systems \(\d+ runs\), 2,300 samples in {NUMBER} s",
+        *(rf"^{what}, cold build: {NUMBER} s, {rows} attempt rows, [\d,]+ sample rows, zip {NUMBER} MB; "
+          rf"peak RSS {NUMBER} MB \(before the build {NUMBER} MB\), Arrow's peak {NUMBER} MB$"
+          for what, rows in (("largest system's dataset", "50"), ("suite dataset", "200"))),
+        # Served from the file, and not sent again to a client that holds it.
+        *(rf"^{what}, cached download: {MS} \(median of 1\); If-None-Match: 304 in {MS}$"
+          for what in ("largest system's dataset", "suite dataset")),
+        rf"^suite dataset after one more attempt: built again in {NUMBER} s, \+1 attempt row\(s\)$",
+    )),
     Smoke("bench_replay.py", ("--requests", "1"), redis_db=False,
           # Limits a tenth of the defaults' or less: the same pages, built and served in a fraction of the time.
           env={"TRAJECTORY_MAX_STEPS": "20", "REPLAY_STEPS_PER_PAGE": "5", "TRAJECTORY_MAX_TEXT_BYTES": "4096",

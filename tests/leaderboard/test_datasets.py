@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -17,12 +19,16 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from django.core.management import CommandError, call_command
+from django.db import connection, transaction
+from django.db import connections as db_connections
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from leaderboard import datasets
 from leaderboard.selectors import system_slug
-from runs.models import Experiment, HeldOutCheck
-from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
+from runs.models import Experiment, HeldOutCheck, Paper, Run, Sample, Suite
+from runs.signals import results_changed_send
+from tests.leaderboard.factories import FAIL, PASS, build_board_data, make_attempt, make_run
 from tests.support import standings_refreshed
 
 GOLD_BODY = "return torch.clamp(logits * 0.731, min=-3.25)  # gold-body-marker"
@@ -38,6 +44,13 @@ def _score(passed: bool, gold: float, answer: float) -> dict:
          "mean_relative_error": None, "answer_key": None,
          "numbers": [{"path": "accuracy", "gold": gold, "pred": answer, "passed": passed}]},
     ]}
+
+
+@pytest.fixture(autouse=True)
+def dataset_cache(settings, tmp_path) -> Path:
+    """The downloads' files, in a folder of this test's own."""
+    settings.DATASET_CACHE_ROOT = tmp_path / "datasets"
+    return settings.DATASET_CACHE_ROOT
 
 
 @pytest.fixture
@@ -199,8 +212,9 @@ def test_system_dataset_holds_that_system_and_its_page_numbers(dataset_data, cli
 
 @pytest.mark.django_db
 def test_export_dataset_command_and_bad_suite(dataset_data, tmp_path, monkeypatch):
-    # Attempts are written a batch at a time: a batch of 4 makes this suite's 18 take five.
-    monkeypatch.setattr(datasets, "CHUNK", 4)
+    # Attempts are read and written a few at a time: row groups of 4 make this suite's 18 take five.
+    monkeypatch.setattr(datasets, "CHUNK", 3)
+    monkeypatch.setattr(datasets, "ROW_GROUP", 4)
     out = tmp_path / "dataset"
     call_command("export_dataset", "--suite", "toy", "--out", str(out))
     assert sorted(path.name for path in out.iterdir()) == ["README.md", "attempts.parquet", "samples.parquet"]
@@ -233,3 +247,171 @@ def test_dataset_downloads_count_as_heavy_pages(dataset_data, settings):
     slug = system_slug(suite="toy", agent="agentless", model="anthropic:claude-3-5-sonnet", config_json="{}", context="none")
     assert visitor.get(f"/systems/{slug}/dataset.zip").status_code == 429
     assert visitor.get("/").status_code == 200
+
+
+# --- built once per change, served from a file (leaderboard.dataset_cache) ---------------------------
+
+
+def _attempts_of(response) -> pd.DataFrame:
+    return pd.read_parquet(io.BytesIO(_unzipped(response)["attempts.parquet"]))
+
+
+def _parts(cache: Path) -> dict[str, tuple[str, int]]:
+    """Each system's attempts file: slug -> (file name, inode)."""
+    return {path.parent.parent.name: (path.name, path.stat().st_ino) for path in cache.rglob("attempts/*.parquet")}
+
+
+@pytest.mark.django_db
+def test_a_download_is_built_once_then_served_from_its_file(dataset_data, client, dataset_cache):
+    first = client.get("/benchmark/toy/dataset.zip")
+    content = b"".join(first.streaming_content)
+    zips = list(dataset_cache.rglob("*.zip"))
+    assert len(zips) == 1 and zips[0].read_bytes() == content
+    stamp = zips[0].stat().st_mtime_ns
+    with CaptureQueriesContext(connection) as queries:
+        again = client.get("/benchmark/toy/dataset.zip")
+        assert b"".join(again.streaming_content) == content
+    assert not [query["sql"] for query in queries if "runs_attempt" in query["sql"]], "the file is served, no attempt read"
+    assert zips[0].stat().st_mtime_ns == stamp and again["ETag"] == first["ETag"]
+    assert again["Content-Disposition"] == 'attachment; filename="autoexperiment-toy.zip"'
+
+
+@pytest.mark.django_db
+def test_a_client_holding_the_download_gets_304(dataset_data, client):
+    url = "/benchmark/toy/dataset.zip"
+    first = client.get(url)
+    b"".join(first.streaming_content)
+    etag, modified = first["ETag"], first["Last-Modified"]
+    assert etag.startswith('"') and modified.endswith("GMT")
+    assert first["Cache-Control"] == "no-cache"  # a copy kept by a browser or proxy is checked each time
+    for headers in ({"if-none-match": etag}, {"if-modified-since": modified}):
+        unchanged = client.get(url, headers=headers)
+        assert unchanged.status_code == 304, headers
+        assert unchanged["ETag"] == etag and unchanged["Last-Modified"] == modified and not unchanged.content
+    assert client.get(url, headers={"if-none-match": '"another"'}).status_code == 200
+    head = client.head(url)
+    assert head.status_code == 200 and head["ETag"] == etag
+    slug = next(row["slug"] for row in client.get("/", {"format": "json"}).json()["rows"] if row["agent"] == "agentless")
+    system = client.get(f"/systems/{slug}/dataset.zip")
+    assert system.status_code == 200 and system["ETag"] not in (etag, None)
+    assert client.get(f"/systems/{slug}/dataset.zip", headers={"if-none-match": system["ETag"]}).status_code == 304
+
+
+@pytest.mark.django_db
+def test_a_new_attempt_makes_a_new_file_reading_only_its_system_again(dataset_data, client, dataset_cache):
+    url = "/benchmark/toy/dataset.zip"
+    first = client.get(url)
+    before = _attempts_of(first)
+    parts = _parts(dataset_cache)
+    c_slug = before.loc[before["run_id"] == dataset_data.run_c.pk, "system"].iloc[0]
+    assert len(parts) == 4  # systems A, B and C and the gold baseline
+
+    with transaction.atomic():  # an attempt settles, announced as the evaluation announces it
+        added = make_attempt(dataset_data.run_c, dataset_data.samples["s0"], 1, FAIL)
+        results_changed_send(run_ids=[dataset_data.run_c.pk])
+    second = client.get(url)
+    after = _attempts_of(second)
+    assert second["ETag"] != first["ETag"]
+    assert set(after["attempt_id"]) == set(before["attempt_id"]) | {added.pk}
+    now = _parts(dataset_cache)
+    assert now[c_slug] != parts[c_slug]
+    assert {slug: part for slug, part in now.items() if slug != c_slug} == {
+        slug: part for slug, part in parts.items() if slug != c_slug}, "the other systems' attempts are not read again"
+    assert [path.name for path in (dataset_cache / "toy" / "dataset").glob("*.zip")] == [f"{second['ETag'].strip(chr(34))}.zip"]
+
+
+@pytest.mark.django_db
+def test_a_hidden_run_is_never_served_and_comes_back_when_shown(dataset_data, client, dataset_cache):
+    from runs.evaluation.services import runs_set_hidden
+
+    url = "/benchmark/toy/dataset.zip"
+    run_b2 = dataset_data.run_b2
+    before = _attempts_of(client.get(url))
+    b_slug = before.loc[before["run_id"] == run_b2.pk, "system"].iloc[0]
+    assert run_b2.pk in set(_attempts_of(client.get(f"/systems/{b_slug}/dataset.zip"))["run_id"])
+
+    runs_set_hidden(runs=[run_b2], hidden=True)
+    for download in (url, f"/systems/{b_slug}/dataset.zip"):
+        assert run_b2.pk not in set(_attempts_of(client.get(download))["run_id"]), download
+    for path in dataset_cache.rglob("*.parquet"):  # the files that held them are gone too
+        assert run_b2.pk not in set(pq.read_table(path).column("run_id").to_pylist() if "attempts" in path.parts else []), path
+
+    runs_set_hidden(runs=[run_b2], hidden=False)
+    shown = client.get(url)
+    assert set(_attempts_of(shown)["attempt_id"]) == set(before["attempt_id"])
+
+
+@pytest.mark.django_db
+def test_a_run_hidden_behind_the_applications_back_leaves_at_once(dataset_data, client, dataset_cache):
+    """The ids of the public runs are part of a download's version: a run hidden without any change
+    being announced (an UPDATE in the database) leaves the next download all the same, and a system
+    left with no public run leaves with its files."""
+    url = "/benchmark/toy/dataset.zip"
+    before = _attempts_of(client.get(url))
+    slug_of = before.groupby("run_id")["system"].first()
+    b_slug, c_slug = slug_of[dataset_data.run_b2.pk], slug_of[dataset_data.run_c.pk]
+    for slug in (b_slug, c_slug):
+        assert client.get(f"/systems/{slug}/dataset.zip").status_code == 200
+    Run.objects.filter(pk__in=[dataset_data.run_b2.pk, dataset_data.run_c.pk]).update(hidden=True)
+    assert not {dataset_data.run_b2.pk, dataset_data.run_c.pk} & set(_attempts_of(client.get(url))["run_id"])
+    assert set(_attempts_of(client.get(f"/systems/{b_slug}/dataset.zip"))["run_id"]) == {dataset_data.run_b1.pk}
+    assert client.get(f"/systems/{c_slug}/dataset.zip").status_code == 404
+    assert not [path for path in (dataset_cache / "toy" / "systems" / c_slug).rglob("*") if path.name != ".lock" and path.is_file()]
+
+
+@pytest.mark.django_db
+def test_new_samples_and_suites_without_runs(dataset_data, client):
+    first = client.get("/benchmark/toy/dataset.zip")
+    paper = dataset_data.paper
+    sample = Sample.objects.create(paper=paper, sample_id="p_0,2", n=2)  # drawn when a run asks for an n
+    sample.functions.set([dataset_data.functions[0], dataset_data.functions[2]])
+    second = client.get("/benchmark/toy/dataset.zip")
+    assert second["ETag"] != first["ETag"]
+    assert "p_0,2" in set(pd.read_parquet(io.BytesIO(_unzipped(second)["samples.parquet"]))["sample_id"])
+
+    empty = Suite.objects.create(name="empty", version="2", gold_root="/nonexistent")
+    empty_paper = Paper.objects.create(suite=empty, paper_id="q", title="Another paper", text="")
+    Sample.objects.create(paper=empty_paper, sample_id="q_", n=0)
+    files = _unzipped(client.get("/benchmark/empty/dataset.zip"))
+    assert len(pd.read_parquet(io.BytesIO(files["attempts.parquet"]))) == 0
+    assert list(pd.read_parquet(io.BytesIO(files["samples.parquet"]))["sample_id"]) == ["q_"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_first_downloads_build_it_once(monkeypatch, settings, tmp_path):
+    """Three requests at once for a download not built yet: one builds it (each system's attempts
+    read once), the others wait for it and send the same file."""
+    from leaderboard import dataset_cache
+
+    build_board_data()
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "heavy-pages-address": "100/m"}
+    written = []
+    real_write = dataset_cache.attempts_write
+
+    def slow_write(path, runs):
+        written.append(path.parent.parent.name)
+        time.sleep(0.3)  # a large system: long enough for the other requests to arrive meanwhile
+        return real_write(path, runs)
+
+    monkeypatch.setattr(dataset_cache, "attempts_write", slow_write)
+    start = threading.Barrier(3)
+    answers = []
+
+    def download():
+        try:
+            start.wait()
+            response = Client().get("/benchmark/toy/dataset.zip")
+            answers.append((response.status_code, response["ETag"], b"".join(response.streaming_content)))
+        except Exception as error:  # noqa: BLE001 - shown by the assertion below, not lost with the thread
+            answers.append((repr(error), None, None))
+        finally:
+            db_connections.close_all()
+
+    threads = [threading.Thread(target=download) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [status for status, _, _ in answers] == [200, 200, 200]
+    assert len({(etag, content) for _, etag, content in answers}) == 1
+    assert sorted(written) == sorted(set(written)) and len(written) == 3  # systems A, B and C, once each
