@@ -5,9 +5,8 @@ A download's version is a digest of what its files are made of, read in a few sm
 whatever the number of attempts:
 - the suite's tasks: its row (version, import time) and how many papers, functions, experiments and
   samples it has with their newest ids (samples are also drawn outside imports, when a run asks for
-  an n not drawn yet). A re-import that only rewrites a text in place (a function's docstring) moves
-  none of these, as the task downloads' cache also assumes (runs.suites.export: `imported_at` moves
-  only when the suite's own row changes): delete the suite's folder here after such an import;
+  an n not drawn yet); a re-import that changes anything, even a text in place (a function's
+  docstring), moves `imported_at` (runs.suites.importers.common.mark_suite_changed);
 - each system's attempts: its standing's count of changes, which leaderboard.standings bumps in the
   transaction of every change to the system's attempts and runs (an attempt settled, uploaded or
   re-executed, a run hidden, shown, moved or deleted), and the ids of its public runs now, so that a

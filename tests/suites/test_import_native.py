@@ -94,6 +94,20 @@ def test_importing_twice_changes_nothing(native_suite):
     assert snapshot() == before  # including Suite.imported_at, which only moves on a real write
 
 
+def test_a_reimport_that_only_edits_a_description_moves_imported_at(native_suite, native_suite_writer, native_paper):
+    """The caches of a suite's downloads are keyed by `imported_at`: a docstring edited in place must
+    make them stale, though no field of the suite's own row changed."""
+    suite, _ = import_native_suite(native_suite)
+    before = Suite.objects.get(pk=suite.pk).imported_at
+    native_paper["functions"][0]["description"] = "Doubles x, carefully."
+    native_suite_writer(native_suite, paper=native_paper)
+
+    suite, report = import_native_suite(native_suite)
+
+    assert dict(report.updated) == {"function": 1}
+    assert Suite.objects.get(pk=suite.pk).imported_at > before
+
+
 def test_reimport_updates_changed_rows_and_deletes_gone_ones(native_suite, native_suite_writer, native_paper,
                                                              native_gold):
     suite, _ = import_native_suite(native_suite)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from django.db import models
+from django.utils import timezone
 
 from runs.models import Paper, Sample, Suite
 
@@ -135,6 +136,15 @@ def delete_gone_experiments(*, paper: Paper, keep: set[int], report: ImportRepor
     for experiment in paper.experiments.exclude(exp_id__in=keep):
         report.delete(where, f"experiment {experiment.exp_id} is no longer in the source", kind="experiment")
         experiment.delete()
+
+
+def mark_suite_changed(suite: Suite, report: ImportReport) -> None:
+    """Move `imported_at` when the import changed any row of the suite: the caches of what a suite
+    holds (task downloads, datasets, gold texts) are keyed by it, and a re-import that only edits a
+    function's description in place saves no field of the suite's own row."""
+    if report.changed_anything:
+        suite.imported_at = timezone.now()
+        Suite.objects.filter(pk=suite.pk).update(imported_at=suite.imported_at)
 
 
 def delete_gone_papers(*, suite: Suite, keep: set[str], report: ImportReport, where: str) -> None:

@@ -56,6 +56,7 @@ from runs.suites.importers.common import (
     delete_gone_functions,
     delete_gone_papers,
     hint_repair,
+    mark_suite_changed,
     reject_json_constant,
     relation_sync,
     resolve_code_file,
@@ -644,4 +645,5 @@ def import_native_suite(path: Path) -> tuple[Suite, ImportReport]:
             _write_paper(suite, paper, report=report)
         delete_gone_papers(suite=suite, keep={paper.paper_id for paper in spec.papers}, report=report,
                            where="suite.json: papers")
+        mark_suite_changed(suite, report)
     return suite, report

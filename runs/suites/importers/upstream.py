@@ -63,6 +63,7 @@ from runs.suites.importers.common import (
     delete_gone_functions,
     delete_gone_papers,
     hint_repair,
+    mark_suite_changed,
     reject_json_constant,
     relation_sync,
     resolve_code_file,
@@ -872,4 +873,5 @@ def import_upstream(*, metadata_dir: Path, code_dir: Path, suite_name: str = "up
     _plan_samples(sample_files, plan=plan, report=report)
     with transaction.atomic():
         suite = _write(plan, suite_name=suite_name, metadata_dir=metadata_dir, code_dir=code_dir, report=report)
+        mark_suite_changed(suite, report)
     return suite, report
