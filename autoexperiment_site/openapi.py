@@ -30,6 +30,7 @@ from leaderboard import api_models as pages
 from leaderboard.comparison_views import ComparisonForm
 from leaderboard.explorer_forms import ExplorerForm
 from leaderboard.forms import LeaderboardFilterForm
+from runs.benchmark.workspace import CONTEXT_CONDITIONS
 from runs.submissions import api_models as submissions
 
 VERSION = "1.0.0"
@@ -226,6 +227,47 @@ def _page_paths() -> dict:
     }
 
 
+def _download(operation_id: str, summary: str, media: str, *, description: str, conditional: bool) -> dict:
+    """A file to download (no format=json): the file, or the HTML pages of a refusal."""
+    ok = {"description": summary, "content": {media: {"schema": {"type": "string", "format": "binary"}}}}
+    responses = {"200": ok}
+    if conditional:
+        ok["headers"] = {name: {"schema": {"type": "string"}, "description": words} for name, words in (
+            ("ETag", "the version of what the file holds: send it back in If-None-Match"),
+            ("Last-Modified", "when this version was built: send it back in If-Modified-Since"),
+        )}
+        responses["304"] = {"description": "the version the client names (If-None-Match, If-Modified-Since) is current"}
+    responses["404"] = {"description": "no such suite, system or file for this viewer (an HTML page saying so)", "content": dict(HTML)}
+    responses["429"] = _page_refusals()["429"]
+    return {"get": {"summary": summary, "description": description, "tags": ["downloads"],
+                    "operationId": operation_id,
+                    "responses": responses}}
+
+
+def _download_paths() -> dict:
+    slug = _path_parameter("slug", {"type": "string", "pattern": SLUG_PATTERN}, "a system's slug")
+    dataset = ("A zip of Parquet files and a dataset card (README.md): one row per sample with its task, one "
+               "row per attempt of a public run with its verdicts, cost and outcome; no gold. Built once per "
+               "change of what it holds.")
+    return {
+        "/benchmark/{suite}/dataset.zip": {"parameters": [SUITE], **_download(
+            "suite_dataset", "A suite's samples and public attempts as a Parquet dataset", "application/zip", conditional=True,
+            description=dataset + " Every sample of the suite and every attempt of its public runs.")},
+        "/systems/{slug}/dataset.zip": {"parameters": [slug], **_download(
+            "system_dataset", "A system's public attempts as a Parquet dataset", "application/zip", conditional=True,
+            description=dataset + " The system's public attempts and the samples they were at.")},
+        "/benchmark/{suite}/tasks/n{n}-{context}.tar.gz": {
+            "parameters": [
+                SUITE, _path_parameter("n", {"type": "integer", "minimum": 1}, "masked functions"),
+                _path_parameter("context", {"type": "string", "enum": list(CONTEXT_CONDITIONS)}, "what the workspace holds"),
+            ],
+            **_download("task_download", "The tasks of one n and context, to run an agent elsewhere", "application/gzip", conditional=False, description=(
+                "The tasks of one n and context: manifest.jsonl, README.md (the answer and upload formats) and one "
+                "workspace archive per sample, no gold. A suite whose gold code is private: staff only (others 404).")),
+        },
+    }
+
+
 def _document_paths() -> dict:
     return {
         "/api/v1/openapi.json": {"get": {
@@ -255,11 +297,12 @@ def _document() -> dict:
                            "/api/submissions/ paths are deprecated aliases of version 1.",
         },
         "servers": [{"url": "/"}],
-        "tags": [{"name": name} for name in ("submissions", "leaderboard", "explorer", "benchmark", "meta")],
+        "tags": [{"name": name} for name in ("submissions", "leaderboard", "explorer", "benchmark", "downloads", "meta")],
         "paths": {
             **_submission_paths("/api/v1/", deprecated=False),
             **_document_paths(),
             **_page_paths(),
+            **_download_paths(),
             **_submission_paths("/api/", deprecated=True),
         },
         "components": {

@@ -39,6 +39,14 @@ def test_every_url_under_api_v1_is_described():
     assert not missing, f"URLs under /api/v1/ not in the OpenAPI description: {missing}"
 
 
+def test_every_download_is_described():
+    """The files the pages offer (datasets, task archives) are operations too: a script fetches them."""
+    routes = [route for route in _routes(get_resolver().url_patterns) if route.endswith((".zip", ".tar.gz"))]
+    assert len(routes) >= 3, routes
+    described = set(openapi_document()["paths"])
+    assert [route for route in routes if _as_openapi_path(route) not in described] == []
+
+
 def test_the_description_holds_no_data():
     """Examples of real objects are the fuzzer's to add (scripts/fuzz_api.py), to its own copy: what is
     published depends on no database."""
