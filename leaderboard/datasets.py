@@ -14,7 +14,7 @@ Never gold, whoever asks (the files are the same for everybody): no gold body or
 gold code stays on disk), no gold number (experiments' gold results, held-out checks and their
 scores), and of a score only whether each experiment passed: a score's numbers carry the gold they
 were compared with, and an answer's numbers are the gold's own for the gold-bearing baselines.
-Hidden runs are left out (runs.visibility.public_runs_q, through leaderboard.selectors.runs_frame).
+Hidden runs are left out (runs.visibility.public_runs_q, through leaderboard.rules.runs_frame).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.db.models import Q
 
-from leaderboard.selectors import runs_frame, system_name
+from leaderboard.rules import runs_frame, system_name
 from runs.models import Attempt, Experiment, Sample, Suite
 
 SAMPLES_FILE = "samples.parquet"
@@ -154,7 +154,7 @@ _ATTEMPT_FIELDS = (
 
 
 def _attempt_batches(runs: pd.DataFrame) -> Iterator[list[dict]]:
-    """The attempts with a result of the public runs in `runs` (leaderboard.selectors.runs_frame),
+    """The attempts with a result of the public runs in `runs` (leaderboard.rules.runs_frame),
     CHUNK rows at a time: a suite's attempts are written as they are read, never all held at once."""
     if runs.empty:
         return

@@ -20,7 +20,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from leaderboard import datasets
-from leaderboard.selectors import system_slug
+from leaderboard.rules import system_slug
 from runs.models import Experiment, HeldOutCheck
 from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
 from tests.support import standings_refreshed
