@@ -21,19 +21,10 @@ from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce, Lower
 from django.urls import NoReverseMatch, reverse
 
+from leaderboard.metrics import PassRates, SystemRow
 from leaderboard.models import SystemStanding
-from leaderboard.selectors import (
-    ENDED_STATUSES,
-    LeaderboardFilters,
-    PassRates,
-    SystemRow,
-    counted_q,
-    passes_q,
-    runs_frame,
-    standings_shown_runs,
-    system_case,
-    system_name_order,
-)
+from leaderboard.rules import ENDED_STATUSES, LeaderboardFilters, counted_q, passes_q, runs_frame, system_case, system_name_order
+from leaderboard.selectors import standings_shown_runs
 from runs.benchmark.masking import NEWLINE, MaskingError, MaskTarget, function_body_source, mask_source
 from runs.benchmark.workspace import EXCLUDED_DIRS, EXCLUDED_SUFFIXES
 from runs.models import Attempt, Experiment, Function, Paper, Run, Sample, Suite

@@ -35,23 +35,23 @@ from django.db.models.functions import Lower
 from django.urls import reverse
 
 from autoexperiment_site.caching import cache_quietly, cached
+from leaderboard.links import attempt_url_maker
 from leaderboard.models import SystemStanding
 from leaderboard.paging import page_get
-from leaderboard.selectors import (
+from leaderboard.rules import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     CONFIDENCE,
     LeaderboardFilters,
     SystemLabels,
-    attempt_url_maker,
     counted_q,
     filters_passes_q,
     runs_frame,
-    standings_shown_runs,
     system_case,
     system_key_q,
     system_name_order,
 )
+from leaderboard.selectors import standings_shown_runs
 from runs.benchmark.statistics import paired_bootstrap
 from runs.models import Attempt
 

@@ -66,7 +66,7 @@ from leaderboard.datasets import (
     system_card,
 )
 from leaderboard.models import SystemStanding
-from leaderboard.selectors import runs_frame, system_key_q, system_name
+from leaderboard.rules import runs_frame, system_key_q, system_name
 from runs.models import Experiment, Function, Paper, Sample, Suite
 
 # Part of every version: a change to what the files hold for the same data (a column, the card)
@@ -90,7 +90,7 @@ class _System:
 @dataclass(frozen=True, eq=False)
 class DatasetVersion:
     """One download as it stands: the suite's, or one system's (`slug`), the versions it is made
-    of, its own (`digest`), and the public runs its attempts are of (leaderboard.selectors.runs_frame)."""
+    of, its own (`digest`), and the public runs its attempts are of (leaderboard.rules.runs_frame)."""
 
     suite: Suite
     tasks: str

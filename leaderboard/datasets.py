@@ -14,7 +14,7 @@ Never gold, whoever asks (the files are the same for everybody): no gold body or
 gold code stays on disk), no gold number (experiments' gold results, held-out checks and their
 scores), and of a score only whether each experiment passed: a score's numbers carry the gold they
 were compared with, and an answer's numbers are the gold's own for the gold-bearing baselines.
-Hidden runs are left out (runs.visibility.public_runs_q, through leaderboard.selectors.runs_frame).
+Hidden runs are left out (runs.visibility.public_runs_q, through leaderboard.rules.runs_frame).
 
 This module writes the files; leaderboard.dataset_cache decides when (once per change of what they
 hold) and keeps them. The attempts are written one system at a time (`attempts_write`), a suite's
@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.db.models import Q
 
-from leaderboard.selectors import runs_frame, system_name
+from leaderboard.rules import runs_frame, system_name
 from runs.models import Attempt, Experiment, Sample, Suite
 
 SAMPLES_FILE = "samples.parquet"
@@ -208,7 +208,7 @@ def _attempt_batch(rows: list[tuple], by_run: dict[int, dict]) -> pa.RecordBatch
 
 
 def _attempt_batches(runs: pd.DataFrame) -> Iterator[pa.RecordBatch]:
-    """The attempts with a result of the public runs in `runs` (leaderboard.selectors.runs_frame),
+    """The attempts with a result of the public runs in `runs` (leaderboard.rules.runs_frame),
     CHUNK at a time, in the order of the unique (run, sample, index) index."""
     if runs.empty:
         return
@@ -272,7 +272,7 @@ class _RowGroups:
 
 
 def attempts_write(dest: Path, runs: pd.DataFrame) -> int:
-    """The attempts with a result of the public runs in `runs` (leaderboard.selectors.runs_frame) as
+    """The attempts with a result of the public runs in `runs` (leaderboard.rules.runs_frame) as
     the Parquet file `dest`, one system after another in the order of their slugs (as a suite's
     download puts its systems' files together); returns how many."""
     with _RowGroups(dest) as groups:

@@ -27,7 +27,7 @@ from django.db import connections
 from django.db.models import Exists, F, Func, OuterRef, Q, Value
 
 from leaderboard.models import SystemStanding
-from leaderboard.selectors import (
+from leaderboard.rules import (
     ENDED_STATUSES,
     NEAR_MISS_FACTOR,
     canonical_config,

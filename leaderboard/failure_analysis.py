@@ -36,7 +36,7 @@ from django.urls import NoReverseMatch, reverse
 
 from leaderboard import reference as paper
 from leaderboard.models import SystemExceptionStanding, SystemFailureStanding
-from leaderboard.selectors import LeaderboardFilters, _n_filter, counted_q
+from leaderboard.rules import LeaderboardFilters, counted_q, n_range_q
 from runs.analysis.links import step_url_maker
 from runs.analysis.outcomes import shown_outcome_expression
 from runs.models import Attempt, AttemptException
@@ -289,7 +289,7 @@ _MEDIAN_FIELDS = ("analysis__working_run_step", "analysis__seconds_to_working", 
 
 
 def _counted_attempts(run_ids: list[int], filters: LeaderboardFilters):
-    return Attempt.objects.filter(Q(run_id__in=run_ids) & counted_q(filters) & _n_filter(filters, "sample__"))
+    return Attempt.objects.filter(Q(run_id__in=run_ids) & counted_q(filters) & n_range_q(filters, "sample__"))
 
 
 def _medians_apart(attempts) -> dict[int, tuple[float | None, float | None, float | None]]:
@@ -318,7 +318,7 @@ def _failure_numbers(run_ids: list[int], filters: LeaderboardFilters) -> dict[in
     the database has no median): {"outcomes": [[status, shown outcome, count], ...], "trajectory":
     the crash and recovery counts and statistics (_TRAJECTORY_FIELDS) or None}. Plain JSON, so that
     leaderboard.standings can store it (SystemFailureStanding)."""
-    attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & _n_filter(filters, "sample__")).filter(
+    attempts = Attempt.objects.filter(Q(run_id__in=run_ids) & n_range_q(filters, "sample__")).filter(
         counted_q(filters) | Q(status=Attempt.ERROR)
     )
     outcome_counts = (
@@ -372,7 +372,7 @@ def failure_analysis(*, slug: str, standing_pk: int | None, filters: Leaderboard
     """`failure_analysis_computed` as the system's last refresh stored it (SystemFailureStanding: one
     query, whatever the number of attempts; nothing before the first refresh)."""
     rows = SystemFailureStanding.objects.filter(
-        Q(standing_id=standing_pk, verified_only=filters.verified_only) & _n_filter(filters, "")
+        Q(standing_id=standing_pk, verified_only=filters.verified_only) & n_range_q(filters, "")
     ).values_list("n", "outcomes", "trajectory") if standing_pk is not None else []
     return _analysis_built(slug, filters, {
         n: {"outcomes": outcomes, "trajectory": trajectory} for n, outcomes, trajectory in rows if outcomes or trajectory
@@ -447,7 +447,7 @@ def _taxonomy_numbers(run_ids: list[int], filters: LeaderboardFilters) -> dict[i
     [attempt pk, step, message, run pk], newest first}. Plain JSON, for SystemFailureStanding and
     SystemExceptionStanding."""
     exceptions = AttemptException.objects.filter(
-        Q(attempt__run_id__in=run_ids) & counted_q(filters, "attempt__") & _n_filter(filters, "attempt__sample__")
+        Q(attempt__run_id__in=run_ids) & counted_q(filters, "attempt__") & n_range_q(filters, "attempt__sample__")
     )
     groups = (
         exceptions.order_by().values_list("attempt__sample__n", "exception_type", "pattern")
@@ -509,7 +509,7 @@ def error_taxonomy(*, slug: str, standing_pk: int | None, run_ids: list[int], fi
     number of attempts), its examples only those of `run_ids` (its runs public now)."""
     numbers: dict[int, dict] = {}
     if standing_pk is not None:
-        in_view = Q(standing_id=standing_pk, verified_only=filters.verified_only) & _n_filter(filters, "")
+        in_view = Q(standing_id=standing_pk, verified_only=filters.verified_only) & n_range_q(filters, "")
         for n, attempts, occurrences, patterns in SystemFailureStanding.objects.filter(in_view).values_list(
             "n", "exception_attempts", "exception_occurrences", "patterns"
         ):

@@ -10,9 +10,11 @@ from plotly.colors import qualitative
 
 from autoexperiment_site.caching import cache_quietly, cached
 from leaderboard.curves import CurveFit
+from leaderboard.metrics import Leaderboard
 from leaderboard.pareto import frontier_step_line
 from leaderboard.reference import ReferenceRow
-from leaderboard.selectors import TOLERANCES, Leaderboard, ToleranceRow, tolerance_label
+from leaderboard.rules import TOLERANCES, tolerance_label
+from leaderboard.selectors import ToleranceRow
 from runs.benchmark.scoring import DEFAULT_RTOL
 
 PALETTE = qualitative.Plotly + qualitative.D3 + qualitative.Dark24

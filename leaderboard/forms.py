@@ -3,14 +3,8 @@ import re
 
 from django import forms
 
-from leaderboard.selectors import (
-    SORT_FIELDS,
-    SORT_FIELDS_BY_N,
-    TOLERANCES,
-    LeaderboardFilters,
-    parse_sort,
-    tolerance_label,
-)
+from leaderboard.rules import TOLERANCES, LeaderboardFilters, tolerance_label
+from leaderboard.sorting import SORT_FIELDS, SORT_FIELDS_BY_N, parse_sort
 from runs.benchmark.scoring import DEFAULT_RTOL
 from runs.models import Run
 

@@ -79,7 +79,7 @@ class SystemStanding(models.Model):
 
 class SystemStandingByN(models.Model):
     """A system's numbers at one n, over all counted attempts or the re-executed ones only
-    (`verified_only`, the leaderboard's filter): leaderboard.selectors.NMetrics as stored, with the
+    (`verified_only`, the leaderboard's filter): leaderboard.metrics.NMetrics as stored, with the
     sums the totals over several n are made of."""
 
     standing = models.ForeignKey(SystemStanding, on_delete=models.CASCADE, related_name="by_n")
@@ -102,7 +102,7 @@ class SystemFunctionStanding(models.Model):
     difficulty table sums these.
 
     Every attempt is exactly one of `right`, `wrong` or `undecided` about the function
-    (leaderboard.selectors._function_counts): a pass says it was right; a failure at n = 1
+    (leaderboard.computation._function_counts): a pass says it was right; a failure at n = 1
     that it was wrong; a failure at n >= 2 what its transplant said (right or wrong alone against
     gold), or nothing when there is no such verdict."""
 
@@ -175,7 +175,7 @@ class SystemRunStanding(models.Model):
 
 class SystemNearMiss(models.Model):
     """One of a system's nearest near misses at one n under one counting rule (at most
-    leaderboard.selectors.NEAR_MISS_LIMIT of each, nearest first), as of its last refresh: the page
+    leaderboard.rules.NEAR_MISS_LIMIT of each, nearest first), as of its last refresh: the page
     reads the nearest of these, never its attempts."""
 
     standing = models.ForeignKey(SystemStanding, on_delete=models.CASCADE, related_name="near_misses")

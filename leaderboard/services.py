@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from leaderboard.models import VerifierSelection
-from leaderboard.selectors import attempt_verdict
+from leaderboard.rules import attempt_verdict
 from runs.agents.llm import model_from_name
 from runs.agents.verifier import Candidate, select_oracle, select_with_model
 from runs.benchmark.workspace import WorkspaceError, task_document

@@ -28,8 +28,10 @@ from django.db.models import F
 from django.db.models.signals import post_delete, pre_save
 from django.utils import timezone
 
+from leaderboard.computation import StandingNumbers, public_system_keys, standing_numbers_computed
 from leaderboard.failure_analysis import FailureRows, failure_rows_computed
 from leaderboard.figures import cost_figure_payload, figure_payload
+from leaderboard.metrics import curve_fits_stored, metrics_stored
 from leaderboard.models import (
     SystemExceptionStanding,
     SystemFailureStanding,
@@ -41,19 +43,8 @@ from leaderboard.models import (
     SystemStandingByN,
 )
 from leaderboard.reference import reference_rows
-from leaderboard.selectors import (
-    LEADERBOARD_PER_PAGE,
-    LeaderboardFilters,
-    StandingNumbers,
-    canonical_config,
-    curve_fits_stored,
-    leaderboard_get,
-    leaderboard_page,
-    metrics_stored,
-    public_system_keys,
-    standing_numbers_computed,
-    system_slug,
-)
+from leaderboard.rules import LeaderboardFilters, canonical_config, system_slug
+from leaderboard.selectors import LEADERBOARD_PER_PAGE, leaderboard_get, leaderboard_page
 from leaderboard.table import leaderboard_rows_html, table_n_values
 from runs.evaluation.queue import deployment_meta, maintenance_queue, redis_key
 from runs.models import Run

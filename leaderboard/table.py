@@ -20,7 +20,8 @@ from django.urls import get_script_prefix
 from django.utils.safestring import SafeString, mark_safe
 
 from autoexperiment_site.caching import cache_quietly_many, cached_many
-from leaderboard.selectors import Leaderboard, SystemRow, tolerance_label
+from leaderboard.metrics import Leaderboard, SystemRow
+from leaderboard.rules import tolerance_label
 
 ROW_TEMPLATE = "leaderboard/_row.html"
 ROW_CACHE_SECONDS = 24 * 3600

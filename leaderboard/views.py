@@ -21,13 +21,12 @@ from leaderboard.figures import (
     tolerance_figure_payload,
 )
 from leaderboard.forms import LeaderboardFilterForm
+from leaderboard.metrics import DIAGNOSIS_GROUPS
 from leaderboard.paging import BadPage, page_get
+from leaderboard.rules import NEAR_MISS_FACTOR, TOLERANCES, tolerance_label
 from leaderboard.selectors import (
-    DIAGNOSIS_GROUPS,
     FLAT_COLUMNS,
     LEADERBOARD_PER_PAGE,
-    NEAR_MISS_FACTOR,
-    TOLERANCES,
     filter_choices,
     function_difficulty,
     leaderboard_flat_rows,
@@ -36,7 +35,6 @@ from leaderboard.selectors import (
     system_detail,
     system_sample_rows,
     system_samples_page,
-    tolerance_label,
 )
 from leaderboard.table import leaderboard_rows_html, table_n_values
 from runs.models import Attempt

@@ -97,7 +97,7 @@ def load_attempts(suite, *, total: int, systems: int) -> tuple[list[int], str]:
     the run ids and the slug of the system with the most attempts."""
     from django.db import connection
 
-    from leaderboard.selectors import canonical_config, system_slug
+    from leaderboard.rules import canonical_config, system_slug
     from runs.models import Attempt, Run, Sample
 
     samples_by_n = {n: Sample.objects.filter(paper__suite=suite, n=n).count() for n in (1, 2, 3)}

@@ -233,7 +233,7 @@ def load_runs(suite, *, total: int, systems: int) -> list[dict]:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from leaderboard.selectors import canonical_config, system_slug
+    from leaderboard.rules import canonical_config, system_slug
     from runs.models import Attempt, Run
 
     owner = get_user_model().objects.create_user("bench-owner", password="bench-owner-password")

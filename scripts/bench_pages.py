@@ -130,7 +130,7 @@ UPLOAD_SIZE = 1_000  # attempts per submission of the big uploaded systems
 def load_uploaded_system(suite, samples, *, total: int, model: str, n: int = 1) -> str:
     """One uploaded system (never re-executed) of `total` attempts at the samples of `n`, as
     submissions of UPLOAD_SIZE attempts each, spread evenly over the samples; returns its slug."""
-    from leaderboard.selectors import canonical_config, system_slug
+    from leaderboard.rules import canonical_config, system_slug
     from runs.models import Attempt, Run, Submission
 
     rng = random.Random(total)
@@ -161,7 +161,7 @@ def clone_systems(suite, *, count: int) -> int:
     under a model name of its own, with one public run of no attempts. What the leaderboard reads of
     a system is all there (its standing, its numbers by n, its run); returns how many were made."""
     from leaderboard.models import SystemStanding, SystemStandingByN
-    from leaderboard.selectors import system_slug
+    from leaderboard.rules import system_slug
     from runs.models import Run
 
     rng = random.Random(count)
@@ -351,7 +351,7 @@ def main() -> None:
         from django.test import Client
         from django.urls import reverse
 
-        from leaderboard import figures, selectors
+        from leaderboard import computation, figures
         from leaderboard.models import SystemStanding
         from leaderboard.standings import standings_refresh_queued
         from runs.models import Attempt, Run
@@ -441,7 +441,7 @@ def main() -> None:
         stale = [row["slug"] for row in client.get(reverse("leaderboard:home"), {"format": "json"}).json()["rows"] if row.get("stale")]
         # The job runs in a fresh work horse, and the page is then served by web processes that built
         # nothing: nothing memoised in this process counts.
-        selectors._interval.cache_clear()
+        computation._interval.cache_clear()
         figures._memoised.cache_clear()
         clock = time.perf_counter()
         standings_refresh_queued()

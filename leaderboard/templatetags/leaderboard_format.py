@@ -30,7 +30,7 @@ def get_item(mapping, key):
     return mapping.get(key) if mapping else None
 
 
-# One colour per diagnosis group of a failed attempt (leaderboard.selectors.DIAGNOSIS_GROUPS), as
+# One colour per diagnosis group of a failed attempt (leaderboard.metrics.DIAGNOSIS_GROUPS), as
 # the system page's stacked bars draw them; undecided in grey, so that it never reads as a verdict.
 DIAGNOSIS_COLOURS = {"interaction": "#7b4fa0", "one_wrong": "#e08a1e", "several_wrong": "#b00020", "not_decided": "#b8b8b8"}
 

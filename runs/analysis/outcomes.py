@@ -36,7 +36,7 @@ def attempt_outcome(
 ) -> str:
     """The outcome of an attempt ("" unless it is done).
 
-    The verdict is the leaderboard's (leaderboard.selectors.passes_q): `passed` once re-executed,
+    The verdict is the leaderboard's (leaderboard.rules.passes_q): `passed` once re-executed,
     the reported verdict until then. A failed attempt's outcome is, first match wins: a provider or
     infrastructure failure label; a final patch over the limits, which the harness refused to
     re-execute (`patch_refused_as_too_large`); the budget ran out, no answer, an unparseable answer; a

@@ -4,7 +4,7 @@ The `gold` and `mutant` baselines restore masked functions from the reference im
 the arguments of their steps that write code, the observations of their steps that read it, their
 diffs and their final patch hold the gold bodies, and whatever their programs print is the gold
 code's output (the gold numbers). Viewers who may not see the suite's gold code never see those
-(runs.replay.presenters.step_view applies `gold_code_redaction`), nor any output of theirs when
+(runs.replay.steps.step_view applies `gold_code_redaction`), nor any output of theirs when
 they may not see its gold numbers. In every agent's steps, lines quoting a gold body and gold
 numbers in full are withheld from those viewers (runs.analysis.gold_text). The search across
 trajectories indexes exactly what an anonymous visitor sees (`step_search_text`), so a search can

@@ -14,7 +14,7 @@ agent's final implementation of each beside the gold body.
   code: the caller shows it only to those runs.visibility.user_may_see_gold_code allows.
 
 Like runs.replay.presenters, everything here is text and flags; the templates escape it, and the
-code is highlighted by the page's own highlighter (presenters.highlight_python), segment by segment.
+code is highlighted by the page's own highlighter (runs.replay.diffs.highlight_python), segment by segment.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from runs.benchmark.text import format_seconds
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError, mask_file
 from runs.evaluation.verdicts import code_modules, scoped_code
 from runs.models import Attempt, Function, Transplant
-from runs.replay.presenters import ExperimentRows, HighlightBudget, highlight_python, score_table
+from runs.replay.diffs import HighlightBudget, highlight_python
+from runs.replay.scores import ExperimentRows, score_table
 from runs.suites.selectors import masked_function_specs
 from runs.visibility import GoldAccess
 

@@ -15,22 +15,23 @@ from django.views.decorators.http import require_GET
 
 from runs.limits import replay_bounds
 from runs.models import Attempt
+from runs.replay.comparison import ComparisonError, attempts_compare
 from runs.replay.functions import attempt_function_verdicts, attempt_implementations
 from runs.replay.presenters import (
     GOLD_CODE_NOTICE,
     SEARCH_QUERY_CHARS,
-    ComparisonError,
     ReplayPageError,
+    attempt_replay,
+    attempt_step_bodies,
+    attempt_step_search,
+)
+from runs.replay.selectors import (
     attempt_get_for_replay,
     attempt_live_state,
     attempt_patch_download,
-    attempt_replay,
     attempt_siblings,
     attempt_source_download,
-    attempt_step_bodies,
-    attempt_step_search,
     attempt_trajectory_source,
-    attempts_compare,
 )
 from runs.visibility import GoldAccess, gold_access, run_can_manage
 

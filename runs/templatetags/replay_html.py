@@ -29,7 +29,7 @@ def _line_html(line: dict, parts: list[str]) -> None:
 
 @register.filter
 def diff_html(lines) -> str:
-    """runs.replay.presenters.diff_lines output as <span class="dl dl-{kind}"> lines with token spans."""
+    """runs.replay.diffs.diff_lines output as <span class="dl dl-{kind}"> lines with token spans."""
     parts = []
     for line in lines:
         parts.append(f'<span class="dl dl-{escape(line["kind"])}">')
@@ -40,7 +40,7 @@ def diff_html(lines) -> str:
 
 @register.filter
 def code_html(lines) -> str:
-    """runs.replay.presenters.CodeBlock lines as <span class="cl" data-n="12"> lines with token spans.
+    """runs.replay.calls.CodeBlock lines as <span class="cl" data-n="12"> lines with token spans.
 
     The number is an attribute the stylesheet shows before the line, so copying the code copies
     no numbers; a line without one (a tool's note) gets class "cl cl-note"."""

@@ -799,7 +799,7 @@ def test_searching_for_a_hunk_in_a_file_of_repeated_lines_is_not_quadratic():
 
 
 def test_replay_uses_the_parser_and_falls_back_on_malformed_stored_patches():
-    from runs.replay.presenters import patch_files
+    from runs.replay.diffs import patch_files
 
     git_patch = git_section("index 1234567..89abcde 100644") + SIMPLE.replace("x.py", "y.py")
     files = patch_files(git_patch)

@@ -22,7 +22,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runs.models import Attempt, HeldOutCheck, Suite
-from runs.replay.presenters import format_number
+from runs.replay.scores import format_number
 from runs.suites.export import tasks_export
 from runs.suites.selectors import sample_held_out_checks, sample_task
 from runs.suites.services import workspace_build

@@ -52,7 +52,7 @@ from runs.evaluation.recovery import SWEEP_CLOCK_MARGIN, attempt_deadline, attem
 from runs.evaluation.services import run_create
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, attempt_workspace_dir
 from runs.models import Attempt, Experiment, Paper, Sample
-from runs.replay.presenters import format_number
+from runs.replay.scores import format_number
 from runs.suites.services import workspace_build
 from sandbox import fs
 from sandbox.base import MAX_WORKSPACE_DEPTH

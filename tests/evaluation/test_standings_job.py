@@ -3,7 +3,8 @@ evaluation worker from the maintenance queue before any attempt (leaderboard.sta
 import pytest
 
 from leaderboard.models import SystemStanding
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from leaderboard.standings import standings_refresh_schedule
 from runs.evaluation.kinds import run_mark_finished
 from runs.evaluation.queue import maintenance_queue, queue_named

@@ -11,7 +11,8 @@ import pytest
 from django.utils import timezone
 from rq.job import Job
 
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from runs.agents.llm import Usage, cost
 from runs.evaluation.claims import max_infra_retries
 from runs.evaluation.kinds import RUN_ATTEMPT

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from django.db.models import Q
 
 from leaderboard.models import VerifierSelection
-from leaderboard.selectors import runs_frame
+from leaderboard.rules import runs_frame
 from runs.analysis.services import attempt_analysis_record
 from runs.models import Attempt, Experiment, Function, Run, Sample, Suite
 from tests.leaderboard.factories import make_run

@@ -8,7 +8,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from runs.models import Attempt, Paper, Sample, Suite
 from tests.leaderboard.factories import FAIL, PASS, make_run
 from tests.support import standings_refreshed

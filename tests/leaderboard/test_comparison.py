@@ -22,14 +22,8 @@ import pytest
 from django.urls import reverse
 
 from leaderboard.comparison import DIFFERENCES_LIMIT, _bootstrap, systems_compare
-from leaderboard.selectors import (
-    BOOTSTRAP_RESAMPLES,
-    BOOTSTRAP_SEED,
-    LeaderboardFilters,
-    canonical_config,
-    leaderboard_get,
-    system_slug,
-)
+from leaderboard.rules import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, LeaderboardFilters, canonical_config, system_slug
+from leaderboard.selectors import leaderboard_get
 from runs.benchmark.statistics import paired_bootstrap
 from runs.models import Paper, Sample, Suite
 from tests.leaderboard.factories import ERROR, FAIL, PASS, REPORTED_PASS, make_attempt, make_run

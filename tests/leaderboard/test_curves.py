@@ -13,7 +13,8 @@ from django.urls import reverse
 from leaderboard import curves
 from leaderboard.curves import CurveFit, curve_fit
 from leaderboard.models import SystemStanding
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from leaderboard.standings import standings_refresh
 from runs.evaluation.services import runs_set_hidden
 from runs.models import Function, Paper, Sample, Suite

@@ -25,7 +25,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from leaderboard import datasets
-from leaderboard.selectors import system_slug
+from leaderboard.rules import system_slug
 from runs.models import Experiment, HeldOutCheck, Paper, Run, Sample, Suite
 from runs.signals import results_changed_send
 from tests.leaderboard.factories import FAIL, PASS, build_board_data, make_attempt, make_run

@@ -8,7 +8,7 @@ from django.db import connection
 from django.db.models import Q
 
 from leaderboard.explorer import COUNT_CAP, PAGE_SIZE, split_marked, substring_snippet
-from leaderboard.selectors import runs_frame
+from leaderboard.rules import runs_frame
 from runs.models import Attempt, AttemptAnalysis, AttemptException, StepText, Suite
 from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
 from tests.replay.factories import make_user
@@ -227,7 +227,7 @@ def test_hidden_runs_appear_only_for_their_owner_and_staff(client, board_data, h
 
 def test_a_hidden_runs_system_filter_and_search_show_it_to_its_owner_alone(client, board_data, hidden):
     owner, run, attempt = hidden
-    from leaderboard.selectors import canonical_config, system_slug
+    from leaderboard.rules import canonical_config, system_slug
 
     slug = system_slug(suite="toy", agent=run.agent, model=run.model, config_json=canonical_config(run.agent_config),
                        context=run.context)

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from leaderboard.explorer import MAX_PAGE
-from leaderboard.selectors import canonical_config, system_slug
+from leaderboard.rules import canonical_config, system_slug
 from runs.analysis.services import attempt_analysis_record
 from runs.models import Attempt, Run, StepText, Suite
 from tests.analysis.test_trajectories import python, step, trajectory

@@ -9,7 +9,8 @@ import pytest
 from django.urls import reverse
 
 from leaderboard.exports import FORMULA_PREFIXES, csv_cell, csv_response
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from runs.models import Function, Paper, Sample, Suite
 from tests.leaderboard.factories import FAIL, PASS, make_attempt, make_run
 from tests.support import standings_refreshed

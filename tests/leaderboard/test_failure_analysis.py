@@ -36,7 +36,7 @@ from django.urls import reverse
 from leaderboard import reference as paper
 from leaderboard.failure_analysis import TAXONOMY_LIMIT, error_taxonomy_computed, failure_analysis_computed
 from leaderboard.failure_figures import failure_figure_payload
-from leaderboard.selectors import LeaderboardFilters, runs_frame
+from leaderboard.rules import LeaderboardFilters, runs_frame
 from runs.analysis.services import attempt_analysis_record
 from runs.models import Attempt, AttemptAnalysis, AttemptException, Function, Paper, Run, Sample, Suite
 from tests.leaderboard.factories import make_run

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from leaderboard.figures import figure_payload, plotly_text
-from leaderboard.selectors import LeaderboardFilters, canonical_config, leaderboard_get
+from leaderboard.rules import LeaderboardFilters, canonical_config
+from leaderboard.selectors import leaderboard_get
 from runs.models import Paper, Sample, Suite
 from tests.leaderboard.factories import PASS, make_attempt, make_run
 from tests.support import standings_refreshed

@@ -4,7 +4,8 @@ from django.contrib.staticfiles import finders
 
 from leaderboard.figures import SHOWN_SYSTEMS, figure_payload, pass_rate_figure
 from leaderboard.reference import reference_rows
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from leaderboard.staticfiles import PlotlyFinder, plotly_js_path
 
 

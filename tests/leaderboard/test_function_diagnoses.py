@@ -24,8 +24,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from leaderboard.computation import standing_numbers_computed
 from leaderboard.models import SystemFunctionStanding, SystemStanding, SystemStandingByN
-from leaderboard.selectors import LeaderboardFilters, function_difficulty, leaderboard_get, standing_numbers_computed
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import function_difficulty, leaderboard_get
 from runs.evaluation.transplants import diagnosis_refresh
 from runs.models import Attempt, Function, Paper, Run, Sample, Suite, Transplant
 from tests.leaderboard.factories import FAIL, PASS, REPORTED_FAIL, make_attempt, make_run

@@ -9,7 +9,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from runs.evaluation.services import runs_set_hidden
 from runs.models import Attempt, Function, Paper, Run, Sample, Suite
 from runs.signals import results_changed_send

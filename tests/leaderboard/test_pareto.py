@@ -7,8 +7,10 @@ import pytest
 from django.urls import reverse
 
 from leaderboard.figures import cost_figure_payload
+from leaderboard.metrics import NMetrics
 from leaderboard.pareto import CostPoint, cost_accuracy, dominates, frontier_step_line, pareto_frontier
-from leaderboard.selectors import LeaderboardFilters, NMetrics, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from runs.models import Attempt
 from tests.support import standings_refreshed
 

@@ -4,15 +4,8 @@ from datetime import UTC, datetime
 import pytest
 
 from leaderboard.reference import reference_rows
-from leaderboard.selectors import (
-    LeaderboardFilters,
-    canonical_config,
-    function_difficulty,
-    leaderboard_get,
-    system_detail,
-    system_sample_rows,
-    system_samples_page,
-)
+from leaderboard.rules import LeaderboardFilters, canonical_config
+from leaderboard.selectors import function_difficulty, leaderboard_get, system_detail, system_sample_rows, system_samples_page
 from runs.benchmark.statistics import bootstrap_ci
 from tests.leaderboard.factories import (
     FAIL,

@@ -7,17 +7,13 @@ from django.urls import reverse
 from rq import Queue
 
 from leaderboard import figures
+from leaderboard.computation import standing_numbers_computed
 from leaderboard.failure_analysis import failure_rows_computed
 from leaderboard.figures import _figure_input, figure_cache_key
 from leaderboard.models import SystemStanding, SystemStandingByN
 from leaderboard.reference import reference_rows
-from leaderboard.selectors import (
-    LeaderboardFilters,
-    function_difficulty,
-    leaderboard_get,
-    standing_numbers_computed,
-    system_detail,
-)
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import function_difficulty, leaderboard_get, system_detail
 from leaderboard.standings import _store, standings_refresh, standings_refresh_queued
 from runs.evaluation.kinds import run_mark_finished
 from runs.evaluation.queue import maintenance_queue

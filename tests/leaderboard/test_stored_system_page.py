@@ -14,12 +14,7 @@ from django.urls import reverse
 
 from leaderboard.failure_analysis import error_taxonomy_computed, failure_analysis_computed
 from leaderboard.models import VerifierSelection
-from leaderboard.selectors import (
-    NEAR_MISS_FACTOR,
-    LeaderboardFilters,
-    canonical_config,
-    system_slug,
-)
+from leaderboard.rules import NEAR_MISS_FACTOR, LeaderboardFilters, canonical_config, system_slug
 from leaderboard.standings import standings_refresh
 from runs.evaluation.services import runs_set_hidden
 from runs.models import Attempt, AttemptException, Paper, Sample, Suite

@@ -11,7 +11,8 @@ from django.utils.html import json_script
 
 from leaderboard import figures, selectors
 from leaderboard.figures import FigurePayload
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from leaderboard.standings import standings_refresh, standings_refresh_queued
 from leaderboard.templatetags.leaderboard_format import figure_script
 from runs.evaluation.services import runs_set_hidden

@@ -27,7 +27,8 @@ from django.apps import apps
 from django.urls import reverse
 
 from leaderboard import selectors
-from leaderboard.selectors import TOLERANCES, LeaderboardFilters, attempt_verdict, leaderboard_get
+from leaderboard.rules import TOLERANCES, LeaderboardFilters, attempt_verdict
+from leaderboard.selectors import leaderboard_get
 from runs.benchmark.scoring import score_sample
 from runs.evaluation.verdicts import score_dict, scoring_specs, with_tolerance_ratio
 from runs.models import Attempt, Experiment, Function, Paper, Suite

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from leaderboard.selectors import attempt_verdict
+from leaderboard.rules import attempt_verdict
 from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, flatten_numbers
 from runs.evaluation.recovery import OVERRAN, attempt_overrun
 from runs.models import Attempt, Sample

@@ -102,7 +102,7 @@ def test_an_upload_never_reexecuted_counts_only_when_asked_for_and_marked(upload
 
 
 def _slug(submission) -> str:
-    from leaderboard.selectors import canonical_config, system_slug
+    from leaderboard.rules import canonical_config, system_slug
 
     run = submission.run
     return system_slug(suite=run.suite.name, agent=run.agent, model=run.model, config_json=canonical_config(run.agent_config),

@@ -3,7 +3,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from leaderboard.models import VerifierSelection
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from leaderboard.services import run_select_with_verifier
 from leaderboard.standings import standings_refresh
 from runs.agents.verifier import CHOOSE_TOOL

@@ -6,7 +6,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from leaderboard.selectors import LeaderboardFilters, leaderboard_get
+from leaderboard.rules import LeaderboardFilters
+from leaderboard.selectors import leaderboard_get
 from leaderboard.standings import standings_refresh
 from runs.evaluation.services import runs_set_hidden
 from runs.models import Attempt

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 from django.test import Client
 
-from leaderboard.selectors import canonical_config, system_slug
+from leaderboard.rules import canonical_config, system_slug
 from runs.models import Attempt, Run, Submission
 from tests.permissions.helpers import HIDDEN_DESCRIPTION, HIDDEN_MODEL, SUBMITTED_MODEL
 from tests.replay.factories import make_attempt, make_run, make_sample, make_user

@@ -12,7 +12,7 @@ import pytest
 from django.urls import reverse
 
 from leaderboard.models import SystemStanding
-from leaderboard.selectors import canonical_config, system_slug
+from leaderboard.rules import canonical_config, system_slug
 from leaderboard.standings import standings_refresh
 from runs.models import Attempt, Run, Submission
 from tests.replay.factories import make_attempt, make_run, make_sample

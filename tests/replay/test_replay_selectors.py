@@ -6,24 +6,14 @@ from django.conf import settings
 from pygments.formatters import HtmlFormatter
 
 from runs.agents.trajectory import FileChange
-from runs.replay.presenters import (
-    HIGHLIGHT_STYLE,
-    ComparisonError,
-    HighlightBudget,
-    attempt_get_for_replay,
-    attempt_replay,
-    attempts_compare,
-    diff_lines,
-    format_cost,
-    format_number,
-    format_relative_error,
-    format_seconds,
-    highlight_python,
-    observation_parts,
-    patch_files,
-    score_table,
-    step_error_kind,
-)
+from runs.benchmark.text import format_seconds
+from runs.replay.comparison import ComparisonError, attempts_compare
+from runs.replay.diffs import HIGHLIGHT_STYLE, HighlightBudget, diff_lines, highlight_python, patch_files
+from runs.replay.presenters import Pager, ReplayPageError, attempt_replay
+from runs.replay.scores import format_number, format_relative_error, score_table
+from runs.replay.selectors import attempt_get_for_replay
+from runs.replay.steps import observation_parts, step_error_kind
+from runs.replay.text import format_cost
 from runs.visibility import GoldAccess
 from tests.replay.factories import (
     FUNCTION_DIFF,
@@ -211,6 +201,38 @@ def test_compare_refuses_different_samples():
     comparison = attempts_compare(left=a, right=c, access=STAFF)
     assert len(comparison.pairs) == 4 and comparison.pairs[1].right is None
     assert comparison.first_error == 3
+
+
+@pytest.mark.parametrize(
+    ("total", "page", "shown", "previous", "following"),
+    [
+        (0, 1, [], None, None),  # no steps (yet): one page, which starts at step 1 and shows none
+        (10, 1, [1, 2, 3, 4], None, 2),
+        (10, 3, [9, 10], 2, None),  # the last page holds what is left
+        (8, 2, [5, 6, 7, 8], 1, None),
+    ],
+)
+def test_a_pager_says_which_steps_its_page_shows(total, page, shown, previous, following):
+    pager = Pager(page=page, per_page=4, total=total, prefix="?page=", errors=[])
+    pager.check()
+    assert list(pager.steps) == shown
+    # The page's <ol start> and the script's data-page-first/-last (an empty page: 1 and 0).
+    assert (pager.first, pager.last) == ((page - 1) * 4 + 1, min(total, page * 4))
+    assert (pager.previous, pager.next) == (previous, following)
+    assert pager.page_count == max(1, -(-total // 4))
+
+
+def test_a_pager_links_steps_on_other_pages_through_their_page():
+    pager = Pager(page=2, per_page=4, total=10, prefix="?page=", errors=[3, 9])
+    assert pager.href(6) == "#step-6"
+    assert pager.href(3) == pager.first_error_href == "?page=1#step-3"
+    assert pager.href(9) == "?page=3#step-9"
+
+
+def test_a_pager_refuses_a_page_the_trajectory_does_not_have():
+    with pytest.raises(ReplayPageError, match=r"^there is no page 4 of steps: the trajectory has 10 steps, "
+                                              r"shown 4 to a page on 3 pages$"):
+        Pager(page=4, per_page=4, total=10, prefix="?page=", errors=[]).check()
 
 
 def test_the_long_trajectory_factory_is_in_the_stored_format():

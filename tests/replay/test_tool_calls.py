@@ -1,4 +1,4 @@
-"""Each tool call as people read it (runs.replay.presenters.call_view): a command as a shell block, a
+"""Each tool call as people read it (runs.replay.calls.call_view): a command as a shell block, a
 file written as the file, an inspection as the lines it read, anything else as formatted JSON; long
 thoughts folded, never cut. Through step_view and the real pages, with the gold rule applied."""
 from __future__ import annotations
@@ -10,14 +10,9 @@ from django.urls import reverse
 
 from runs.analysis.gold_text import WITHHELD_LINE, GoldRedaction
 from runs.limits import replay_bounds
-from runs.replay.presenters import (
-    CODE_OPEN_LINES,
-    MAX_CODE_LINES,
-    THOUGHT_FOLD_CHARS,
-    HighlightBudget,
-    call_view,
-    step_view,
-)
+from runs.replay.calls import CODE_OPEN_LINES, MAX_CODE_LINES, call_view
+from runs.replay.diffs import HighlightBudget
+from runs.replay.steps import THOUGHT_FOLD_CHARS, step_view
 from tests.replay.factories import FUNCTION_DIFF, make_attempt, make_step, make_user, text_of
 
 MODULE = '''"""Weighted statistics."""
