@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .agentless import AgentlessAgent, AgentlessConfig
-from .base import EXIT_STATUSES, AgentResult, Budget
+from .base import AgentResult, Budget, ExitStatus
 from .baselines import (
     BaselineConfig,
     GoldAgent,
@@ -46,7 +46,6 @@ from .trajectory import Trajectory, TrajectoryFormatError, load_trajectory
 
 __all__ = [
     "AGENTS",
-    "EXIT_STATUSES",
     "TRAJECTORY_FORMAT",
     "Agent",
     "AgentConfig",
@@ -55,6 +54,7 @@ __all__ = [
     "AgentlessConfig",
     "BaselineConfig",
     "Budget",
+    "ExitStatus",
     "GoldAgent",
     "MutantAgent",
     "NoopAgent",

@@ -41,10 +41,10 @@ from runs.benchmark.workspace import CODE_DIR
 from sandbox import Sandbox, SandboxError
 
 from .base import (
-    HARNESS_ERROR,
     AgentExit,
     AgentResult,
     Budget,
+    ExitStatus,
     SandboxFailed,
     Submitted,
 )
@@ -289,10 +289,10 @@ class PipelineRun:
             return self._finish(exit.exit_status, str(exit))
         except BaseException as error:
             # Write what we have before the bug propagates: the trajectory is the best evidence.
-            self._finish(HARNESS_ERROR, f"{type(error).__name__}: {error}\n{traceback.format_exc()}")
+            self._finish(ExitStatus.HARNESS_ERROR, f"{type(error).__name__}: {error}\n{traceback.format_exc()}")
             raise
 
-    def _finish(self, exit_status: str, message: str) -> AgentResult:
+    def _finish(self, exit_status: ExitStatus, message: str) -> AgentResult:
         trajectory = self.writer.finish(
             exit_status=exit_status, exit_message=message, final_answer_raw=self.answer_raw, final_answer=self.answer
         )

@@ -33,6 +33,7 @@ from runs.benchmark.workspace import CODE_DIR, EXCLUDED_DIRS
 from runs.limits import cut_text, line_count, sized, step_bytes, text_bytes, trajectory_limits
 from sandbox import fs
 
+from .base import ExitStatus
 from .tools import ToolContext, ToolResult, run_tool, truncate
 from .trajectory import FORMAT, FileChange, FinalAnswer, Header, Step, Trajectory
 
@@ -582,7 +583,7 @@ class TrajectoryWriter:
     def finish(
         self,
         *,
-        exit_status: str,
+        exit_status: ExitStatus,
         exit_message: str = "",
         final_answer_raw: str | None = None,
         final_answer: ParsedAnswer | None = None,

@@ -20,6 +20,7 @@ import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from enum import StrEnum
 from pathlib import Path
 
 from runs.benchmark import python_ast
@@ -34,7 +35,19 @@ from runs.benchmark.masking import (
 )
 from runs.benchmark.scoring import flatten_numbers
 
-CONTEXT_CONDITIONS = ("none", "full", "oracle")
+
+class Context(StrEnum):
+    """The context condition: how much of the paper the workspace holds."""
+
+    NONE = "none"  # no paper
+    FULL = "full"  # the whole paper, without its numeric results
+    ORACLE = "oracle"  # each masked function's relevant excerpt
+
+
+# The conditions as a tuple, for membership tests of plain strings (`"full" in Context` raises
+# TypeError before Python 3.12) and argparse's choices.
+CONTEXT_CONDITIONS = tuple(Context)
+
 CODE_DIR = "code"
 
 # Directories and files that hold history, caches or backups of the original code.
@@ -69,7 +82,7 @@ class WorkspaceSpec:
     code_dir: Path
     masked: list[MaskedFunctionSpec]
     experiments: list[ExperimentSpec]
-    context: str = "full"
+    context: str = Context.FULL
 
 
 @dataclass
@@ -269,9 +282,9 @@ def mask_file(source: Path, relative: str, functions: list[MaskedFunctionSpec]) 
 
 
 def _paper_for_context(spec: WorkspaceSpec) -> str | None:
-    if spec.context == "none":
+    if spec.context == Context.NONE:
         return None
-    if spec.context == "full":
+    if spec.context == Context.FULL:
         return spec.paper_text
     sections = [f"# {spec.paper_title}\n\nExcerpts of the paper relevant to each missing function.\n"]
     for function in spec.masked:
@@ -308,9 +321,9 @@ def _task_markdown(spec: WorkspaceSpec, task: dict) -> str:
     lines.append("Implement them from the paper and their docstrings, run the experiments below, and report")
     lines.append("the numbers they print.")
     lines.append("")
-    if spec.context == "full":
+    if spec.context == Context.FULL:
         lines.append("The paper is in `paper.md`.")
-    elif spec.context == "oracle":
+    elif spec.context == Context.ORACLE:
         lines.append("The parts of the paper that describe each missing function are in `paper.md`.")
     else:
         lines.append("The paper is not available for this task.")

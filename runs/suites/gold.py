@@ -252,7 +252,7 @@ def _store_gold(suite: Suite, measured: list[GoldStability], environments: dict[
                  "unstable": stability.unstable}
         else:
             by_paper.setdefault(target.paper, {})[target.exp_id] = stability
-    if suite.source_format != Suite.NATIVE:
+    if suite.source_format != Suite.Format.NATIVE:
         return
     for paper, stored in by_paper.items():
         ids = sorted(stored)
@@ -397,7 +397,7 @@ class ExperimentStability:
 
 @dataclass
 class ValidationReport:
-    policy: str = Suite.WIDEN
+    policy: str = Suite.UnstablePolicy.WIDEN
     gold_failures: list[str] = field(default_factory=list)
     stability: list[ExperimentStability] = field(default_factory=list)
     functions: list[FunctionCheck] = field(default_factory=list)
@@ -479,7 +479,7 @@ class ValidationReport:
             rows.append(f"gold stability over {repeats} runs (unstable: a number's runs differ by more than "
                         f"{UNSTABLE_FRACTION:g} of its tolerance)")
             rows.extend(f"  {item.label:<45} {item.describe()}" for item in self.stability)
-            policy = dict(Suite.UNSTABLE_POLICIES)[self.policy]
+            policy = Suite.UnstablePolicy(self.policy).label
             experiments = [item for item in self.stability if not item.held_out]
             variants = [item for item in self.stability if item.held_out]
             unstable = sum(item.unstable for item in experiments)

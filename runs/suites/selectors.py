@@ -199,7 +199,7 @@ class SuiteGoldStability:
 
     @property
     def policy_label(self) -> str:
-        return dict(Suite.UNSTABLE_POLICIES)[self.policy]
+        return Suite.UnstablePolicy(self.policy).label
 
     @property
     def held_out_checked(self) -> bool:
