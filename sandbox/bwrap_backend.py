@@ -20,6 +20,7 @@ from .base import (
     DATA_MOUNT,
     SANDBOX_UID,
     WORKSPACE_MOUNT,
+    Backend,
     ExecResult,
     Limits,
     Sandbox,
@@ -82,7 +83,7 @@ class BubblewrapSandbox(Sandbox):
     hidden, seccomp refuses the syscalls that act on another process).
     """
 
-    backend = "bubblewrap"
+    backend = Backend.BUBBLEWRAP
 
     def __init__(
         self,

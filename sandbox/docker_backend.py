@@ -15,7 +15,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount, Ulimit
 from docker.utils.socket import frames_iter
 
-from .base import DATA_MOUNT, WORKSPACE_MOUNT, ExecResult, Limits, Sandbox, SandboxError, resource_name
+from .base import DATA_MOUNT, WORKSPACE_MOUNT, Backend, ExecResult, Limits, Sandbox, SandboxError, resource_name
 from .output import BoundedOutput
 
 DEFAULT_IMAGE = "autoexperiment-base:bookworm"
@@ -99,7 +99,7 @@ class DockerSandbox(Sandbox):
     workspace to it; other workers run them as their own uid, which already owns the workspace.
     """
 
-    backend = "docker"
+    backend = Backend.DOCKER
 
     def __init__(
         self,

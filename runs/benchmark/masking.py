@@ -25,6 +25,7 @@ import re
 import textwrap
 import tokenize
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import lru_cache
 
 from runs.benchmark import python_ast
@@ -66,6 +67,26 @@ class AmbiguousFunction(MaskingError):
     """Several definitions match the requested name and nothing chooses between them."""
 
 
+class HintStatus(StrEnum):
+    """How a line hint relates to the definition chosen."""
+
+    NONE = "none"  # no hint
+    EXACT = "exact"  # the hint falls on its decorators, `def` line or body
+    STALE = "stale"  # it does not: reported, never obeyed
+
+
+class LocationRule(StrEnum):
+    """The evidence that chose a definition (`locate_function` lists the rules in order)."""
+
+    ONLY_DEFINITION = "only definition"
+    DEF_LINE = "def line"
+    DECORATOR_LINE = "decorator line"
+    INSIDE = "inside"
+    CLASS_LINE = "class line"
+    SPAN = "span"
+    MAIN_DEFINITION = "main definition"
+
+
 @dataclass(frozen=True)
 class FunctionLocation:
     """Where a function is and which span of the source is its body.
@@ -77,11 +98,9 @@ class FunctionLocation:
     For a body on the colon's line (`def f(x): return x`, `inline=True`) it starts right after
     the colon.
 
-    `hint_status` says how the line hint relates to the definition chosen: "none" (no hint),
-    "exact" (the hint falls on its decorators, `def` line or body) or "stale". `rule` names the
-    evidence that chose it (see `locate_function`): "only definition", "def line", "decorator
-    line", "inside", "class line", "span" or "main definition". `note` explains a choice the hint
-    did not make; `scope` holds the names of the enclosing classes and functions.
+    `hint_status` says how the line hint relates to the definition chosen, `rule` names the
+    evidence that chose it. `note` explains a
+    choice the hint did not make; `scope` holds the names of the enclosing classes and functions.
     """
 
     qualified_name: str
@@ -89,10 +108,10 @@ class FunctionLocation:
     body_start: int
     body_end: int
     body_indent: str
-    hint_status: str = "none"
+    hint_status: HintStatus
+    rule: LocationRule
     note: str = ""
     inline: bool = False
-    rule: str = ""
     scope: tuple[str, ...] = ()
 
 
@@ -417,8 +436,8 @@ def _line_span(span, name: str) -> tuple[int, int] | None:
 @dataclass(frozen=True)
 class _Choice:
     function: _Function
-    hint_status: str
-    rule: str
+    hint_status: HintStatus
+    rule: LocationRule
     note: str = ""
 
 
@@ -464,26 +483,26 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
     if not candidates:
         raise _not_found(analysis, name, key, line_hint)
 
-    def hint_rule(function: _Function) -> str:
+    def hint_rule(function: _Function) -> LocationRule:
         if function.def_line == line_hint:
-            return "def line"
+            return LocationRule.DEF_LINE
         if any(d.lineno == line_hint for d in function.node.decorator_list):
-            return "decorator line"
-        return "inside"
+            return LocationRule.DECORATOR_LINE
+        return LocationRule.INSIDE
 
     if len(candidates) == 1:
         function = candidates[0]
         if line_hint is None:
-            return _Choice(function, "none", "only definition")
+            return _Choice(function, HintStatus.NONE, LocationRule.ONLY_DEFINITION)
         if function.matches_hint(line_hint):
-            return _Choice(function, "exact", hint_rule(function))
+            return _Choice(function, HintStatus.EXACT, hint_rule(function))
         note = (
             f"line hint {line_hint} does not match; `{function.qualified_name}` is defined at line "
             f"{function.def_line} (lines {function.first_line}-{function.end_line})"
         )
-        return _Choice(function, "stale", "only definition", note)
+        return _Choice(function, HintStatus.STALE, LocationRule.ONLY_DEFINITION, note)
 
-    status = "none" if line_hint is None else "stale"
+    status = HintStatus.NONE if line_hint is None else HintStatus.STALE
     everyone = f"{len(candidates)} definitions of `{name}` ({_describe(candidates)})"
     unmatched = "" if line_hint is None else f" (line hint {line_hint} matches none of them)"
     all_candidates = candidates
@@ -496,16 +515,16 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
         # statement of a class defining one of them, then the innermost definition containing the hint.
         best = min(
             matching,
-            key=lambda f: (hint_rule(f) != "def line", hint_rule(f) != "decorator line", f.end_line - f.first_line),
+            key=lambda f: (hint_rule(f) != LocationRule.DEF_LINE, hint_rule(f) != LocationRule.DECORATOR_LINE, f.end_line - f.first_line),
             default=None,
         )
-        if best is not None and hint_rule(best) != "inside":
-            return _Choice(best, "exact", hint_rule(best))
+        if best is not None and hint_rule(best) != LocationRule.INSIDE:
+            return _Choice(best, HintStatus.EXACT, hint_rule(best))
         # Upstream's header_line often points at the class statement instead of the method.
         owner = _class_at(analysis, line_hint)
         in_class = [f for f in candidates if owner is not None and f.owner is owner]
         if best is not None and not in_class:
-            return _Choice(best, "exact", "inside")
+            return _Choice(best, HintStatus.EXACT, LocationRule.INSIDE)
         if in_class:
             function = _main_definition(in_class)
             class_name = ".".join(in_class[0].scope)
@@ -514,7 +533,7 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
                     f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the "
                     f"method of class `{class_name}`, on whose statement line hint {line_hint} falls"
                 )
-                return _Choice(function, status, "class line", note)
+                return _Choice(function, status, LocationRule.CLASS_LINE, note)
             tried.append(f"line hint {line_hint} is on class `{class_name}`, which defines {len(in_class)} of them")
             candidates = in_class
         elif owner is not None:
@@ -532,7 +551,7 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
                 f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the one in "
                 f"the span {span[0]}-{span[1]}{unmatched}"
             )
-            return _Choice(function, status, "span", note)
+            return _Choice(function, status, LocationRule.SPAN, note)
         tried.append(f"the span {span[0]}-{span[1]} overlaps {len(spanned) or 'none'} of them")
         candidates = spanned or candidates
 
@@ -544,7 +563,7 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
             f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the definition "
             f"the name means{unmatched}"
         )
-        return _Choice(function, status, "main definition", note)
+        return _Choice(function, status, LocationRule.MAIN_DEFINITION, note)
     raise AmbiguousFunction(
         f"`{name}` is ambiguous: {len(all_candidates)} definitions match ({_describe(all_candidates)}) and no evidence "
         f"picks one ({'; '.join(tried)}); give the qualified name or the def line as hint"
@@ -929,7 +948,7 @@ def mask_source(source: str, targets: list[MaskTarget], *, filename: str = "<fil
         text=text,
         locations=located,
         spans=[(loc.body_start, loc.body_end) for loc in located],
-        notes=[loc.note for loc in located if loc.hint_status == "stale" and loc.note],
+        notes=[loc.note for loc in located if loc.hint_status == HintStatus.STALE and loc.note],
         replacements=replacements,
     )
     try:

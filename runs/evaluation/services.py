@@ -20,7 +20,7 @@ from django.utils import timezone
 from runs.agents import AGENTS
 from runs.agents.llm import PROVIDERS, provider_module
 from runs.benchmark.sampling import DEFAULT_CAP
-from runs.benchmark.workspace import CONTEXT_CONDITIONS
+from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from runs.evaluation.claims import ClaimOutcome, InfrastructureFailure
 from runs.evaluation.harness import attempt_execute, construct_agent
 from runs.evaluation.kinds import IN_PROCESS, RUN_ATTEMPT, run_mark_finished
@@ -57,7 +57,7 @@ def run_create(
     attempts_per_sample: int = 1,
     model: str = "",
     agent_config: dict | None = None,
-    context: str = "full",
+    context: str = Context.FULL,
     sample_seed: int = 0,
     sample_cap: int = DEFAULT_CAP,
     max_steps: int = 50,
@@ -175,7 +175,7 @@ def run_options_problems(
     attempts_per_sample: int = 1,
     model: str = "",
     agent_config: dict | None = None,
-    context: str = "full",
+    context: str = Context.FULL,
     sample_seed: int = 0,
     sample_cap: int = DEFAULT_CAP,
     max_steps: int = 50,

@@ -43,7 +43,7 @@ from runs.suites.environments import NotPrepared, paper_sandbox
 from runs.suites.gold import scoring_tolerances
 from runs.suites.selectors import SampleTask, experiment_spec, held_out_spec, sample_held_out_checks, sample_task
 from runs.suites.services import workspace_build
-from sandbox import SandboxError, fs
+from sandbox import Backend, SandboxError, fs
 
 LIMIT_EXITS = (ExitStatus.STEP_LIMIT, ExitStatus.TIME_LIMIT, ExitStatus.COST_LIMIT)
 INFRASTRUCTURE_EXITS = (ExitStatus.SANDBOX_ERROR, ExitStatus.HARNESS_ERROR)
@@ -502,4 +502,4 @@ def _bounded_outputs(outcomes: list[ExperimentOutcome]) -> str:
 
 
 def sandbox_image(backend: str) -> str | None:
-    return settings.SANDBOX_IMAGE if backend == "docker" else None
+    return settings.SANDBOX_IMAGE if backend == Backend.DOCKER else None

@@ -27,7 +27,7 @@ from runs.benchmark.datafiles import DataError, DataFile, cached, data_fetch
 from runs.models import Paper, Suite
 from runs.suites.importers.native import native_suite_read
 from runs.suites.selectors import suite_get
-from sandbox import Sandbox, canonical_backend, open_sandbox
+from sandbox import Backend, Sandbox, canonical_backend, open_sandbox
 from sandbox.environments import (
     Declaration,
     EnvironmentBuildError,
@@ -150,7 +150,7 @@ def paper_provisions(paper: Paper, *, backend: str) -> Provisions:
     needs = paper_needs(paper)
     environment = None
     if needs.environment is not None:
-        if needs.environment.debian_packages and canonical_backend(backend) == "docker":
+        if needs.environment.debian_packages and canonical_backend(backend) == Backend.DOCKER:
             raise NotPrepared(
                 f"paper {needs.paper_id} declares Debian packages ({', '.join(needs.environment.debian_packages)}), "
                 "which the Docker backend does not install: run it on the bubblewrap backend (whose sandboxes use "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runs.agents.trajectory import FORMAT, FileChange, Header, Step, Trajectory
-from runs.benchmark.patches import PatchError, parse_patch
+from runs.benchmark.patches import ChangeKind, PatchError, parse_patch
 
 
 class ForeignTrajectoryError(ValueError):
@@ -109,5 +109,5 @@ def diff_changes(diff: str, note: str = "") -> list[FileChange]:
     except PatchError:
         files = []
     if not files:
-        return [FileChange(path="(unparsed diff)", change="modified", diff=diff, note=note or "the source's diff, unparsed")]
+        return [FileChange(path="(unparsed diff)", change=ChangeKind.MODIFIED, diff=diff, note=note or "the source's diff, unparsed")]
     return [FileChange(path=file.path, change=file.change, diff=file.text, note=note) for file in files]

@@ -52,7 +52,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from runs.benchmark.masking import FunctionNotFound, MaskingError, list_functions, locate_function
+from runs.benchmark.masking import FunctionNotFound, LocationRule, MaskingError, list_functions, locate_function
 from runs.benchmark.sampling import sample_id
 from runs.models import Experiment, Function, Paper, Sample, Suite
 from runs.suites.importers.common import (
@@ -566,7 +566,7 @@ def _locate(row: _Row, code_dir: Path, *, sources: dict, report: ImportReport) -
     if hint is not None and hint != location.def_line:
         report.repair(row.at("header_line"), hint_repair(location, hint, span=span))
     elif not raw_hint:
-        found_by = f"the row's span {span[0]}-{span[1]}" if location.rule == "span" else "name"
+        found_by = f"the row's span {span[0]}-{span[1]}" if location.rule == LocationRule.SPAN else "name"
         report.repair(row.at("header_line"), f"empty; {location.qualified_name} found by {found_by} at line "
                       f"{location.def_line}; stored {location.def_line}")
     return location.qualified_name, location.def_line
