@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .base import (
     DATA_MOUNT,
@@ -27,6 +28,10 @@ from .base import (
     sandbox_env,
     warm_up,
 )
+
+if TYPE_CHECKING:
+    from .bwrap_backend import BubblewrapSandbox
+    from .docker_backend import DockerSandbox
 
 # As a tuple, for membership tests of plain strings (`"docker" in Backend` raises TypeError before
 # Python 3.12) and argparse's choices.
@@ -91,13 +96,13 @@ def open_sandbox(
         path, its bin/ first on PATH: `python3` is then the environment's in both backends.
     data: file name -> host file, each bound read-only at /data/<name>.
     """
-    options = {"image": image} if canonical_backend(backend) == Backend.DOCKER else {}
+    options: dict[str, Any] = {"image": image} if canonical_backend(backend) == Backend.DOCKER else {}
     return backend_class(backend)(
         workspace, limits=limits, name=name, env=env, gpus=gpus, environment=environment, data=data, **options
     )
 
 
-def backend_class(backend: str) -> type[Sandbox]:
+def backend_class(backend: str) -> type[DockerSandbox] | type[BubblewrapSandbox]:
     """The named backend's class, its module imported on first use (the Docker SDK is heavy, and
     a worker imports only its own backend before forking: runs.evaluation.worker)."""
     if canonical_backend(backend) == Backend.DOCKER:
@@ -113,9 +118,9 @@ def backend_problem(backend: str, image: str | None = None) -> str | None:
     """None when the backend can run sandboxes on this machine, else what is missing and how to
     provide it (for health checks, tests and the benchmark script)."""
     if canonical_backend(backend) == Backend.DOCKER:
-        from .docker_backend import probe
+        from . import docker_backend
 
-        return probe(image or os.environ.get("SANDBOX_IMAGE") or None)
-    from .bwrap_backend import probe
+        return docker_backend.probe(image or os.environ.get("SANDBOX_IMAGE") or None)
+    from . import bwrap_backend
 
-    return probe()
+    return bwrap_backend.probe()

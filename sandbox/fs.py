@@ -25,7 +25,7 @@ import errno
 import os
 import posixpath
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -533,7 +533,7 @@ def _empty_files(fd: int) -> list[str]:
     return subdirectories
 
 
-def _unlink(parent: int, name: str, remove=os.unlink) -> None:
+def _unlink(parent: int, name: str, remove: Callable[..., None] = os.unlink) -> None:
     """Removes an entry (`remove`: os.unlink, or os.rmdir for an emptied directory); a directory
     the agent made read-only is given write permission back first."""
     try:

@@ -36,6 +36,7 @@ from typing import Any
 from runs.benchmark.execution import printed_result
 from runs.benchmark.masking import function_body_source, replace_function_body
 from runs.benchmark.mutation import Mutant, function_mutants
+from runs.benchmark.scoring import ParsedAnswer
 from runs.benchmark.text import shorten_at_word
 from runs.benchmark.workspace import CODE_DIR
 from sandbox import Sandbox, SandboxError
@@ -192,7 +193,7 @@ class PipelineRun:
         )
         self.writer = TrajectoryWriter(trajectory_path, header, workspace=self.workspace)
         self.answer_raw: str | None = None
-        self.answer = None
+        self.answer: ParsedAnswer | None = None
 
     @property
     def header(self) -> Header:

@@ -35,7 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
+from runs.benchmark.scoring import ParsedAnswer
 from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from sandbox import Sandbox
 
@@ -47,7 +49,7 @@ from .base import (
     ModelFailed,
     Submitted,
 )
-from .llm import ChatModel, Completion, Message, ModelError
+from .llm import ChatModel, Completion, Message, ModelError, ToolSpec
 from .recorder import TrajectoryWriter
 from .tools import (
     DEFAULT_COMMAND_TIMEOUT,
@@ -160,7 +162,7 @@ class ReActAgent:
 
     name = "react"
 
-    def __init__(self, config: AgentConfig | None = None, **settings) -> None:
+    def __init__(self, config: AgentConfig | None = None, **settings: Any) -> None:
         self.config = dataclasses.replace(config or AgentConfig(), **settings)
 
     def run(
@@ -185,7 +187,10 @@ class ReActAgent:
 class _Run:
     """The state of one run. Kept apart from ReActAgent so an agent object holds only settings."""
 
-    def __init__(self, agent, model, sandbox, workspace, trajectory_path, clock, on_step) -> None:
+    def __init__(
+        self, agent: ReActAgent, model: ChatModel, sandbox: Sandbox, workspace: Path, trajectory_path: Path,
+        clock: Callable[[], float], on_step: Callable[[Step], None] | None,
+    ) -> None:
         self.config: AgentConfig = agent.config
         self.model = model
         self.clock = clock
@@ -217,7 +222,7 @@ class _Run:
         self.summary = ""
         self.summarised = 0  # how many of the first steps the summary covers
         self.answer_raw: str | None = None
-        self.answer = None
+        self.answer: ParsedAnswer | None = None
         self.calls_this_step = 0
 
     # --- the loop --------------------------------------------------------------------------------
@@ -293,7 +298,7 @@ class _Run:
             self.answer_raw, self.answer = result.answer_raw, result.answer
             raise Submitted("the agent submitted a final answer")
 
-    def _complete(self, step: Step, messages: list[Message], *, tools, max_tokens: int | None = None) -> Completion:
+    def _complete(self, step: Step, messages: list[Message], *, tools: list[ToolSpec], max_tokens: int | None = None) -> Completion:
         """One model call, timed and charged to the step and the budget."""
         started = self.clock()
         try:

@@ -159,7 +159,7 @@ def snapshot(root: Path, previous: Snapshot | None = None, *, under: str | None 
     `MAX_SNAPSHOT_BYTES` in all; files beyond are recorded as large, so a workspace full of data
     files cannot exhaust the worker's memory.
     """
-    previous = previous or {}
+    previous = previous or Snapshot()
     result = Snapshot()
     budget = MAX_SNAPSHOT_BYTES
     walk = fs.Walk(root, under=under or "", skip=frozenset(EXCLUDED_DIRS))
@@ -235,7 +235,7 @@ def _file_change(path: str, change: ChangeKind, old: _Entry | None, new: _Entry 
     if not fs.plain_name(path):
         return FileChange(shown, change, None, "name holds control characters, quotes or invalid UTF-8: no diff recorded")
     if kinds == {_EntryKind.TEXT}:
-        diff = unified_diff(path, old and old.text, new and new.text)
+        diff = unified_diff(path, old.text if old else None, new.text if new else None)
         cut = False
         if max_chars is not None:
             diff, cut = truncate(diff, max_chars)
@@ -265,11 +265,11 @@ def _step_changes(before: Snapshot, after: Snapshot) -> list[FileChange]:
             kept.append(FileChange(path, kind, None, "diff not recorded: this step's diffs are too long"))
             continue
         change = _file_change(path, kind, old, new, MAX_DIFF_CHARS)
-        if change.diff is not None:
-            if len(change.diff) > budget:
+        if (diff := change.diff) is not None:
+            if len(diff) > budget:
                 change = FileChange(change.path, change.change, None, "diff not recorded: this step's diffs are too long")
             else:
-                budget -= len(change.diff)
+                budget -= len(diff)
         kept.append(change)
     if len(paths) > MAX_STEP_FILE_CHANGES:
         left = len(paths) - MAX_STEP_FILE_CHANGES
@@ -327,11 +327,12 @@ def _diff_size_at_least(old: _Entry | None, new: _Entry | None) -> int:
     file added or deleted, what one side has more than the other of a file modified (0 when either
     side is not text: no diff is made)."""
     sides = [entry for entry in (old, new) if entry is not None]
-    if any(entry.kind != _EntryKind.TEXT for entry in sides):
+    texts = [entry.text for entry in sides if entry.kind == _EntryKind.TEXT and entry.text is not None]
+    if len(texts) < len(sides):
         return 0
-    if len(sides) == 1:
-        return len(sides[0].text)
-    return abs(len(new.text) - len(old.text))
+    if len(texts) == 1:
+        return len(texts[0])
+    return abs(len(texts[1]) - len(texts[0]))
 
 
 def bounded_patch_between(before: Snapshot, after: Snapshot, *, max_bytes: int, max_lines: int) -> FinalPatch:
@@ -532,7 +533,7 @@ class TrajectoryWriter:
         while step_bytes(step) > limit:
             with_diffs = [n for n, change in enumerate(step.files_changed) if change.diff]
             if with_diffs:
-                n = max(with_diffs, key=lambda n: len(step.files_changed[n].diff))
+                n = max(with_diffs, key=lambda n: len(step.files_changed[n].diff or ""))
                 change = step.files_changed[n]
                 step.files_changed[n] = FileChange(
                     change.path, change.change, None,

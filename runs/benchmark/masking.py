@@ -24,9 +24,11 @@ import operator
 import re
 import textwrap
 import tokenize
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
+from typing import Any, Protocol, TypeGuard
 
 from runs.benchmark import python_ast
 
@@ -143,6 +145,15 @@ class MaskedFile:
 # --- source bookkeeping -------------------------------------------------------------------------
 
 
+class Positioned(Protocol):
+    """An `ast` node with a place in the source: an expression, a statement, an argument, ..."""
+
+    lineno: int
+    col_offset: int
+    end_lineno: int | None
+    end_col_offset: int | None
+
+
 class SourceLines:
     """Line starts and ends of a source, and conversion of `ast` positions to offsets."""
 
@@ -171,6 +182,15 @@ class SourceLines:
         if not content.isascii():
             col = len(content.encode("utf-8", "surrogatepass")[:col].decode("utf-8", "ignore"))
         return self.starts[lineno - 1] + col
+
+    def start_of(self, node: Positioned) -> int:
+        return self.offset(node.lineno, node.col_offset)
+
+    def end_of(self, node: Positioned) -> int:
+        # ast.parse gives every node it makes an end; only a node built by hand may lack one.
+        if node.end_lineno is None or node.end_col_offset is None:
+            raise ValueError(f"the {type(node).__name__} node has no end position")
+        return self.offset(node.end_lineno, node.end_col_offset)
 
     def char_col(self, lineno: int, col: int) -> int:
         return self.offset(lineno, col) - self.starts[lineno - 1]
@@ -203,7 +223,7 @@ def _split_keepends(text: str) -> list[str]:
     return lines
 
 
-def _tokens(text: str):
+def _tokens(text: str) -> Iterator[tokenize.TokenInfo]:
     """Tokens of a fragment, stopping quietly where the fragment stops being tokenizable."""
     lines = iter(_split_keepends(text))
     try:
@@ -279,7 +299,7 @@ def accessor_kind(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
-def _statements(node: ast.AST):
+def _statements(node: ast.AST) -> Iterator[ast.AST]:
     """Every statement (and except/case clause) under `node`, in source order.
 
     Definitions only occur in statement blocks, so expressions need not be visited; that keeps
@@ -329,10 +349,10 @@ def _function(
     )
 
 
-def functions_by_name(tree: ast.Module) -> dict[str, list[tuple[tuple[str, ...], ast.AST]]]:
+def functions_by_name(tree: ast.Module) -> dict[str, list[tuple[tuple[str, ...], ast.FunctionDef | ast.AsyncFunctionDef]]]:
     """Every function of a parsed file by canonical qualified name: (enclosing scope, node) of each
     definition, in source order, without @overload stubs (unless only stubs carry the name)."""
-    found: dict[str, list] = {}
+    found: dict[str, list[_Function]] = {}
     for function in _collect(tree):
         found.setdefault(function.qualified_name, []).append(function)
     return {
@@ -381,7 +401,7 @@ def _split_name(name: str) -> str:
     return ".".join(parts)
 
 
-def _describe(functions) -> str:
+def _describe(functions: Iterable[_Function]) -> str:
     return ", ".join(f"`{f.qualified_name}` at line {f.def_line}" for f in functions)
 
 
@@ -409,7 +429,7 @@ def _not_found(analysis: _Analysis, requested: str, key: str, line_hint: int | N
     return FunctionNotFound(message)
 
 
-def _line_number(value, what: str, name: str) -> int | None:
+def _line_number(value: Any, what: str, name: str) -> int | None:
     if value is None:
         return None
     try:
@@ -420,14 +440,14 @@ def _line_number(value, what: str, name: str) -> int | None:
         raise MaskingError(f"{what} {value!r} for `{name}` is not a line number") from None
 
 
-def _line_span(span, name: str) -> tuple[int, int] | None:
+def _line_span(span: Any, name: str) -> tuple[int, int] | None:
     if span is None:
         return None
     try:
-        first, last = span
+        given_first, given_last = span
     except (TypeError, ValueError):
         raise MaskingError(f"span {span!r} for `{name}` is not a pair of line numbers") from None
-    first, last = _line_number(first, "span start", name), _line_number(last, "span end", name)
+    first, last = _line_number(given_first, "span start", name), _line_number(given_last, "span end", name)
     if first is None or last is None or not 1 <= first <= last:
         raise MaskingError(f"span {first}-{last} for `{name}` is not a range of lines")
     return first, last
@@ -491,16 +511,16 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
         return LocationRule.INSIDE
 
     if len(candidates) == 1:
-        function = candidates[0]
+        only = candidates[0]
         if line_hint is None:
-            return _Choice(function, HintStatus.NONE, LocationRule.ONLY_DEFINITION)
-        if function.matches_hint(line_hint):
-            return _Choice(function, HintStatus.EXACT, hint_rule(function))
+            return _Choice(only, HintStatus.NONE, LocationRule.ONLY_DEFINITION)
+        if only.matches_hint(line_hint):
+            return _Choice(only, HintStatus.EXACT, hint_rule(only))
         note = (
-            f"line hint {line_hint} does not match; `{function.qualified_name}` is defined at line "
-            f"{function.def_line} (lines {function.first_line}-{function.end_line})"
+            f"line hint {line_hint} does not match; `{only.qualified_name}` is defined at line "
+            f"{only.def_line} (lines {only.first_line}-{only.end_line})"
         )
-        return _Choice(function, HintStatus.STALE, LocationRule.ONLY_DEFINITION, note)
+        return _Choice(only, HintStatus.STALE, LocationRule.ONLY_DEFINITION, note)
 
     status = HintStatus.NONE if line_hint is None else HintStatus.STALE
     everyone = f"{len(candidates)} definitions of `{name}` ({_describe(candidates)})"
@@ -826,7 +846,7 @@ def _count_breaks(text: str) -> int:
     return len(NEWLINE.findall(text))
 
 
-def _is_stub(node: ast.AST) -> bool:
+def _is_stub(node: ast.AST) -> TypeGuard[ast.FunctionDef | ast.AsyncFunctionDef]:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     body = list(node.body)

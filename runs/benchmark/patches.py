@@ -466,7 +466,9 @@ class _Parser:
                 f"the file headers name two different files, {old} and {new} (renames are not accepted)", old_at + 1
             )
         change = ChangeKind.ADDED if old_missing else ChangeKind.DELETED if new_missing else ChangeKind.MODIFIED
-        return self.section(start, old_path or new_path, change, self.hunks(change))
+        path = old_path or new_path
+        assert path is not None  # both headers /dev/null is refused above
+        return self.section(start, path, change, self.hunks(change))
 
     def section(self, start: int, path: str, change: ChangeKind, hunks: tuple[Hunk, ...]) -> FilePatch:
         offsets = self.offsets()

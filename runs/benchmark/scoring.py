@@ -187,7 +187,7 @@ def _last_object_in_prose(text: str, spans: list[tuple[int, int]]) -> tuple[dict
     and a span's children, last first, only when the span itself fails) meets the wanted span first,
     so the usual answer, an object at the end, costs one parse.
     """
-    children: dict[int, list[tuple[int, int]]] = {}
+    children: dict[tuple[int, int], list[tuple[int, int]]] = {}
     roots: list[tuple[int, int]] = []
     open_spans: list[tuple[int, int]] = []
     for span in spans:  # sorted by start; a parent comes before its children
@@ -269,7 +269,7 @@ def _parse_answer(raw: Any) -> ParsedAnswer:
     if raw is None:
         return ParsedAnswer(None, "no answer was given", "none")
     if isinstance(raw, Mapping):
-        return ParsedAnswer(raw, None, "dict")
+        return ParsedAnswer(dict(raw), None, "dict")
     if isinstance(raw, (bytes, bytearray)):
         raw = bytes(raw).decode("utf-8", errors="replace")
     if not isinstance(raw, str):
@@ -339,7 +339,7 @@ def as_number(value: Any) -> float | None:
         try:
             return float(value)
         except OverflowError:  # an int beyond float range
-            return math.inf if value > 0 else -math.inf
+            return -math.inf if value < 0 else math.inf
     if isinstance(value, str):
         text = value.strip()
         if _NUMBER_TEXT.fullmatch(text):
@@ -615,7 +615,10 @@ def score_experiment(
     if scoring_mode == ScoringMode.STRICT:
         score.passed = score.error is None and all(number.passed for number in score.numbers)
     elif comparable and score.error is None:
-        contributions = [_upstream_contribution(n.predicted, n.gold, atol) for n in score.numbers]
+        # Every number was compared (reason OK or OUTSIDE), so each has both sides.
+        contributions = [
+            _upstream_contribution(n.predicted, n.gold, atol) for n in score.numbers if n.predicted is not None and n.gold is not None
+        ]
         # fsum of a list holding inf is inf, so one infinitely wrong zero-gold number fails the mean.
         score.mean_relative_error = math.fsum(contributions) / len(contributions)
         score.passed = score.mean_relative_error <= rtol
@@ -707,7 +710,7 @@ def score_sample(
     if not specs:
         return SampleScore(passed=False, error="the sample has no experiments", parse_method=parsed.method)
 
-    def score(spec, predicted, *, key=None, error=None) -> ExperimentScore:
+    def score(spec: tuple, predicted: Any, *, key: object = None, error: str | None = None) -> ExperimentScore:
         experiment_id, gold, rtol, atol, number_tolerances = spec
         result = score_experiment(
             gold=gold, predicted=predicted, rtol=rtol, atol=atol, experiment_id=experiment_id, mode=mode,
@@ -820,8 +823,11 @@ def tolerance_ratio(score: SampleScore | Mapping | None) -> float | None:
         if rtol is None or atol is None:
             return None
         for number in experiment_numbers:
-            own = (as_number(_field(number, "rtol")), as_number(_field(number, "atol")))
-            ratio = _number_ratio(number, *(own if None not in own else (rtol, atol)))
+            own_rtol, own_atol = as_number(_field(number, "rtol")), as_number(_field(number, "atol"))
+            if own_rtol is not None and own_atol is not None:
+                ratio = _number_ratio(number, own_rtol, own_atol)
+            else:
+                ratio = _number_ratio(number, rtol, atol)
             if ratio is None:
                 return None
             largest = max(largest, ratio)
@@ -854,9 +860,10 @@ def attempt_tolerance_ratio(
     ratios = [tolerance_ratio(reported_score)]
     if reexecuted:
         ratios.append(tolerance_ratio(reexecution_score))
-    if any(ratio is None for ratio in ratios):
+    known = [ratio for ratio in ratios if ratio is not None]
+    if len(known) < len(ratios):
         return None
-    ratio = max(ratios)
+    ratio = max(known)
     if not verdict and ratio <= 1:
         return None
     return ratio

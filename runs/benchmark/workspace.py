@@ -18,6 +18,7 @@ import shlex
 import shutil
 import textwrap
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from enum import StrEnum
@@ -198,8 +199,8 @@ def _excluded(name: str) -> bool:
 
 
 def _copy_code(source: Path, target: Path, *, masked_files: set[str], manifest: WorkspaceManifest) -> None:
-    for directory, subdirs, files in os.walk(source):
-        directory = Path(directory)
+    for walked, subdirs, files in os.walk(source):
+        directory = Path(walked)
         relative_dir = directory.relative_to(source)
         subdirs[:] = sorted(name for name in subdirs if not _excluded(name))
         (target / relative_dir).mkdir(parents=True, exist_ok=True)
@@ -422,7 +423,7 @@ def _gold_number_strings(values: list[float]) -> set[str]:
     return spellings
 
 
-def _gold_numbers(gold) -> list[float]:
+def _gold_numbers(gold: Mapping) -> list[float]:
     """The numbers of a gold result (its int and float leaves; not booleans, not numeric text)."""
     return [float(leaf) for leaf in flatten_numbers(gold).values() if isinstance(leaf, int | float) and not isinstance(leaf, bool)]
 

@@ -73,8 +73,8 @@ class Run(models.Model):
         return f"run {self.pk}: {self.agent}{model} on {self.suite.name} n={self.n_values} k={self.attempts_per_sample}"
 
     @staticmethod
-    def status_from_counts(counts: dict[str, int], *, cancelled: bool) -> "Run.Status":
-        """The run's status from its attempts' counts by Attempt.Status."""
+    def status_from_counts(counts: dict[str, int], *, cancelled: bool) -> str:
+        """The run's status (a Run.Status) from its attempts' counts by Attempt.Status."""
         attempt = Attempt.Status
         active = counts.get(attempt.QUEUED, 0) + counts.get(attempt.RUNNING, 0)
         if counts.get(attempt.RUNNING, 0):

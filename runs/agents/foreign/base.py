@@ -92,6 +92,24 @@ def require(condition: bool, format_name: str, problem: str) -> None:
         raise ForeignTrajectoryError(format_name, problem)
 
 
+def object_at(mapping: dict, key: str) -> dict:
+    """`mapping[key]` when it is a JSON object, else an empty one (missing, null or something else)."""
+    value = mapping.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def list_at(mapping: dict, key: str) -> list:
+    """`mapping[key]` when it is a JSON array, else an empty one."""
+    value = mapping.get(key)
+    return value if isinstance(value, list) else []
+
+
+def text_at(mapping: dict, key: str) -> str | None:
+    """`mapping[key]` when it is a string, else None."""
+    value = mapping.get(key)
+    return value if isinstance(value, str) else None
+
+
 def integer(value: Any) -> int:
     """A token count from a source that may omit it or write null."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
