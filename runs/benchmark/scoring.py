@@ -269,7 +269,7 @@ def _parse_answer(raw: Any) -> ParsedAnswer:
     if raw is None:
         return ParsedAnswer(None, "no answer was given", "none")
     if isinstance(raw, Mapping):
-        return ParsedAnswer(dict(raw), None, "dict")
+        return ParsedAnswer(raw if isinstance(raw, dict) else dict(raw), None, "dict")
     if isinstance(raw, (bytes, bytearray)):
         raw = bytes(raw).decode("utf-8", errors="replace")
     if not isinstance(raw, str):
