@@ -58,3 +58,15 @@ def test_a_node_without_an_end_position_is_named():
     assert lines.start_of(built_by_hand) == 0
     with pytest.raises(ValueError, match="the Name node has no end position"):
         lines.end_of(built_by_hand)
+
+
+@pytest.mark.parametrize(("counts", "cancelled", "status"), [
+    ({"queued": 2}, False, Run.Status.QUEUED),
+    ({"queued": 1, "done": 1}, False, Run.Status.RUNNING),  # started: some ended, more to come
+    ({"running": 1, "queued": 1}, True, Run.Status.RUNNING),  # cancelling waits for the running one
+    ({"cancelled": 2, "done": 1}, True, Run.Status.CANCELLED),
+    ({"done": 2, "error": 1}, False, Run.Status.FAILED),
+    ({"done": 3}, False, Run.Status.FINISHED),
+])
+def test_a_runs_status_follows_from_its_attempts(counts, cancelled, status):
+    assert Run.status_from_counts(counts, cancelled=cancelled) == status

@@ -75,16 +75,15 @@ class Run(models.Model):
     @staticmethod
     def status_from_counts(counts: dict[str, int], *, cancelled: bool) -> str:
         """The run's status (a Run.Status) from its attempts' counts by Attempt.Status."""
-        attempt = Attempt.Status
-        active = counts.get(attempt.QUEUED, 0) + counts.get(attempt.RUNNING, 0)
-        if counts.get(attempt.RUNNING, 0):
+        queued, running = counts.get(Attempt.Status.QUEUED, 0), counts.get(Attempt.Status.RUNNING, 0)
+        if running:
             return Run.Status.RUNNING
-        if cancelled and not counts.get(attempt.QUEUED, 0):
+        if cancelled and not queued:
             return Run.Status.CANCELLED
-        if active:
-            started = sum(counts.get(s, 0) for s in (attempt.DONE, attempt.ERROR))
+        if queued:
+            started = counts.get(Attempt.Status.DONE, 0) + counts.get(Attempt.Status.ERROR, 0)
             return Run.Status.RUNNING if started else Run.Status.QUEUED
-        return Run.Status.FAILED if counts.get(attempt.ERROR, 0) else Run.Status.FINISHED
+        return Run.Status.FAILED if counts.get(Attempt.Status.ERROR, 0) else Run.Status.FINISHED
 
 
 class ClaimedWork(models.Model):
