@@ -42,11 +42,12 @@ sandbox-images: install
 	@sandbox/images/start_docker_engine.sh
 	@sandbox/images/build_base_image.sh
 
-# Style (ruff) and the architecture contracts (import-linter, [tool.importlinter] in pyproject.toml).
-# test and test-fast depend on it, so a violation fails the build before any test runs.
+# Style (ruff), the architecture contracts (import-linter, [tool.importlinter] in pyproject.toml) and
+# types (mypy, [tool.mypy]). test and test-fast depend on it, so a violation fails the build before any test runs.
 lint: install
 	$(BIN)/ruff check runs leaderboard sandbox autoexperiment_site tests scripts client
 	$(BIN)/lint-imports
+	$(BIN)/mypy sandbox runs/benchmark runs/agents
 
 # The tests run in TEST_WORKERS processes (pytest-xdist): four on CI's two cores, since the tests spend
 # much of their time waiting on workers, sandboxes and servers, so four finish sooner than two on the

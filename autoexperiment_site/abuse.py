@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import wraps
 
 from django.conf import settings
@@ -203,20 +204,27 @@ def rate_limited(name: str, *, methods: tuple[str, ...] = ("POST",)):
 
 # --- page views ----------------------------------------------------------------------------------
 
-HEAVY, EXEMPT = "heavy", "exempt"
+
+class PageRate(StrEnum):
+    """How a view's page views count (its `page_rate`; unmarked views count against the page rates)."""
+
+    HEAVY = "heavy"  # also against the stricter heavy-page rates
+    EXEMPT = "exempt"  # not at all
+
+
 PAGE_RATES = ("pages-address", "heavy-pages-address", "pages-user", "heavy-pages-user")
 
 
 def heavy_page(view):
     """Mark a view whose work grows with what is stored: its views count against the stricter
     page rates (`heavy-pages-*`) as well as the others."""
-    view.page_rate = HEAVY
+    view.page_rate = PageRate.HEAVY
     return view
 
 
 def rate_exempt(view):
     """Mark a view whose views are not counted at all (the health check, polled by monitors)."""
-    view.page_rate = EXEMPT
+    view.page_rate = PageRate.EXEMPT
     return view
 
 
@@ -235,12 +243,12 @@ class PageRateLimitMiddleware:
 
     def process_view(self, request, view_func, view_args, view_kwargs):
         kind = getattr(view_func, "page_rate", None)
-        if request.method not in ("GET", "HEAD") or kind == EXEMPT or request.path.startswith("/api/"):
+        if request.method not in ("GET", "HEAD") or kind == PageRate.EXEMPT or request.path.startswith("/api/"):
             return None
         if not any(settings.RATE_LIMITS.get(name) for name in PAGE_RATES):
             return None  # all off: not even the session is read to tell visitors from users
         who = "user" if request.user.is_authenticated else "address"
-        names = [f"pages-{who}"] + ([f"heavy-pages-{who}"] if kind == HEAVY else [])
+        names = [f"pages-{who}"] + ([f"heavy-pages-{who}"] if kind == PageRate.HEAVY else [])
         try:
             for name in names:
                 rate_limit(request, name)

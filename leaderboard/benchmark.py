@@ -34,7 +34,7 @@ from runs.visibility import GoldAccess, gold_access, runs_visible_q
 PAPER_TEXT_CHARS = 2_000  # the start of a paper's text shown on its page
 CODE_TREE_LIMIT = 500  # files listed of a paper's code directory
 SAMPLES_PER_PAGE = 50
-CONTEXTS = [context for context, _ in Run.CONTEXT_CHOICES]
+CONTEXTS = Run.Context.values
 
 
 def _count_of(model, field_name: str, outer: str = "pk"):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -45,20 +46,25 @@ _TOLERANCE = 1e-10
 # run away towards infinity, and a converged fit of real data is far below it.
 _MAX_SLOPE = 30.0
 
-FITTED = "fitted"
-ABOVE_RANGE = "above_range"
-BELOW_RANGE = "below_range"
-TOO_FEW_N = "too_few_n"
-NO_SPREAD = "no_spread"
-SEPARATED = "separated"
-NO_FALL = "no_fall"
+
+
+class CurveStatus(StrEnum):
+    """Whether a curve's n50 is determined, and why not (CurveFit.reason says it in words)."""
+
+    FITTED = "fitted"
+    ABOVE_RANGE = "above_range"
+    BELOW_RANGE = "below_range"
+    TOO_FEW_N = "too_few_n"
+    NO_SPREAD = "no_spread"
+    SEPARATED = "separated"
+    NO_FALL = "no_fall"
 
 
 @dataclass(frozen=True)
 class CurveFit:
     """A system's fitted difficulty curve under one counting rule (see the module's docstring)."""
 
-    status: str
+    status: CurveStatus
     n_values: tuple[int, ...] = ()
     samples: int = 0
     intercept: float | None = None  # a: log-odds of passing at n = 0
@@ -73,7 +79,7 @@ class CurveFit:
 
     @property
     def determined(self) -> bool:
-        return self.status == FITTED
+        return self.status == CurveStatus.FITTED
 
     @property
     def has_curve(self) -> bool:
@@ -85,14 +91,14 @@ class CurveFit:
         """Why n50 is what it is, in a few words (shown where the number would be)."""
         n_text = ", ".join(str(n) for n in self.n_values)
         return {
-            FITTED: f"logistic fit over n = {n_text}",
-            ABOVE_RANGE: f"stays above 50% well past the largest n observed: crosses beyond n = {self.beyond:g}"
+            CurveStatus.FITTED: f"logistic fit over n = {n_text}",
+            CurveStatus.ABOVE_RANGE: f"stays above 50% well past the largest n observed: crosses beyond n = {self.beyond:g}"
             if self.beyond is not None else "stays above 50% well past the largest n observed",
-            BELOW_RANGE: "already below 50% well before the smallest n observed",
-            TOO_FEW_N: "needs results at two or more n" + (f" (has n = {n_text} only)" if self.n_values else ""),
-            NO_SPREAD: "every sample passed, or none did: no curve to fit",
-            SEPARATED: "pass rate jumps from 100% to 0%: no finite slope",
-            NO_FALL: "the fitted pass rate does not fall as n grows",
+            CurveStatus.BELOW_RANGE: "already below 50% well before the smallest n observed",
+            CurveStatus.TOO_FEW_N: "needs results at two or more n" + (f" (has n = {n_text} only)" if self.n_values else ""),
+            CurveStatus.NO_SPREAD: "every sample passed, or none did: no curve to fit",
+            CurveStatus.SEPARATED: "pass rate jumps from 100% to 0%: no finite slope",
+            CurveStatus.NO_FALL: "the fitted pass rate does not fall as n grows",
         }.get(self.status, self.status)
 
     @property
@@ -100,9 +106,9 @@ class CurveFit:
         """n50 as a cell shows it: the number, "> 9" / "< 0" beyond the range, or "—"."""
         if self.n50 is not None:
             return f"{self.n50:.1f}"
-        if self.status == ABOVE_RANGE and self.beyond is not None:
+        if self.status == CurveStatus.ABOVE_RANGE and self.beyond is not None:
             return f"> {self.beyond:g}"
-        if self.status == BELOW_RANGE and self.beyond is not None:
+        if self.status == CurveStatus.BELOW_RANGE and self.beyond is not None:
             return f"< {self.beyond:g}"
         return "—"
 
@@ -129,7 +135,7 @@ class CurveFit:
     @classmethod
     def from_dict(cls, stored: dict) -> CurveFit:
         fields = {name: stored[name] for name in cls.__dataclass_fields__ if name in stored}
-        return cls(**{**fields, "n_values": tuple(fields.get("n_values", ()))})
+        return cls(**{**fields, "status": CurveStatus(fields["status"]), "n_values": tuple(fields.get("n_values", ()))})
 
 
 def _newton(x: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -209,7 +215,7 @@ def _curve_fit(canonical: tuple, resamples: int, seed: int) -> CurveFit:
     n_values = tuple(by_n)
     samples = sum(times for triples in by_n.values() for _, _, times in triples)
     if len(n_values) < 2:
-        return CurveFit(TOO_FEW_N, n_values=n_values, samples=samples)
+        return CurveFit(CurveStatus.TOO_FEW_N, n_values=n_values, samples=samples)
     x_raw = np.array(n_values, dtype=float)
     centre = float(x_raw.mean())
     x = x_raw - centre
@@ -217,19 +223,19 @@ def _curve_fit(canonical: tuple, resamples: int, seed: int) -> CurveFit:
     successes = np.array([sum(c / m * times for c, m, times in by_n[n]) for n in n_values], dtype=float)
     rates = successes / trials
     if (rates >= 1 - 1e-12).all() or (rates <= 1e-12).all():
-        return CurveFit(NO_SPREAD, n_values=n_values, samples=samples)
+        return CurveFit(CurveStatus.NO_SPREAD, n_values=n_values, samples=samples)
     if _separated(rates):
-        return CurveFit(SEPARATED, n_values=n_values, samples=samples)
+        return CurveFit(CurveStatus.SEPARATED, n_values=n_values, samples=samples)
     a_c, b, finite = _newton(x, successes[None, :], trials)
     if not finite[0]:
-        return CurveFit(SEPARATED, n_values=n_values, samples=samples)
+        return CurveFit(CurveStatus.SEPARATED, n_values=n_values, samples=samples)
     a_c, b = float(a_c[0]), float(b[0])
     intercept = a_c - b * centre
     low_edge = max(0.0, n_values[0] - RANGE_FACTOR * (n_values[-1] - n_values[0]))
     high_edge = n_values[-1] + RANGE_FACTOR * (n_values[-1] - n_values[0])
     common = {"n_values": n_values, "samples": samples, "intercept": intercept, "slope": b}
     if b >= 0:
-        return CurveFit(NO_FALL, **common)
+        return CurveFit(CurveStatus.NO_FALL, **common)
 
     boot_a, boot_b, boot_finite = _newton(x, _resampled_successes(by_n, resamples, seed), trials)
     # A resample with no finite fit jumps (separated) or never moves: its slope is unbounded
@@ -244,11 +250,11 @@ def _curve_fit(canonical: tuple, resamples: int, seed: int) -> CurveFit:
 
     n50 = -intercept / b
     if n50 > high_edge:
-        return CurveFit(ABOVE_RANGE, beyond=round(high_edge, 6), **common)
+        return CurveFit(CurveStatus.ABOVE_RANGE, beyond=round(high_edge, 6), **common)
     if n50 < low_edge:
-        return CurveFit(BELOW_RANGE, beyond=round(low_edge, 6), **common)
+        return CurveFit(CurveStatus.BELOW_RANGE, beyond=round(low_edge, 6), **common)
     n50_low, n50_high = _quantiles(crossings, low_edge, high_edge)
-    return CurveFit(FITTED, n50=n50, n50_low=n50_low, n50_high=n50_high, **common)
+    return CurveFit(CurveStatus.FITTED, n50=n50, n50_low=n50_low, n50_high=n50_high, **common)
 
 
 def _resampled_successes(by_n: dict[int, list[tuple[int, int, int]]], resamples: int, seed: int) -> np.ndarray:

@@ -52,7 +52,7 @@ EXPORT_LIMIT = 10_000
 MAX_PAGE = EXPORT_LIMIT // PAGE_SIZE
 
 LISTED_STATUSES = ENDED_STATUSES
-OUTCOME_LABELS = dict(Attempt.OUTCOMES)
+OUTCOME_LABELS = dict(Attempt.Outcome.choices)
 
 # sort key -> the attempt field it orders by; "-key" is descending. Ties always fall to the id.
 SORT_FIELDS = {

@@ -42,7 +42,7 @@ class ExplorerForm(forms.Form):
     status = forms.ChoiceField(
         required=False, choices=[("", "done or error"), (Attempt.DONE, "done"), (Attempt.ERROR, "error")]
     )
-    outcome = forms.ChoiceField(required=False, choices=[("", "any")] + Attempt.OUTCOMES)
+    outcome = forms.ChoiceField(required=False, choices=[("", "any")] + Attempt.Outcome.choices)
     exception = forms.CharField(required=False, max_length=200, label="Exception type")
     exit_status = forms.CharField(required=False, max_length=20)
     verified = TriStateField(required=False)

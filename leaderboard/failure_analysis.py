@@ -45,7 +45,7 @@ TAXONOMY_LIMIT = 20
 EXAMPLES_PER_PATTERN = 3
 
 # The outcome split's rows, in the page's order: (key, label, the outcomes it holds). Keys are
-# Attempt.OUTCOMES keys (the explorer's outcome= values) except "no_answer_any", which holds two.
+# Attempt.Outcome.choices keys (the explorer's outcome= values) except "no_answer_any", which holds two.
 NO_ANSWER_ANY = "no_answer_any"
 UNCLASSIFIED = "unclassified"
 COUNTED_ROWS = [

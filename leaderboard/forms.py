@@ -64,7 +64,7 @@ class LeaderboardFilterForm(forms.Form):
 
     suite = forms.ChoiceField(required=False)
     agent = forms.ChoiceField(required=False, label="Agent")
-    context = forms.ChoiceField(required=False, choices=[("", "Any context")] + Run.CONTEXT_CHOICES)
+    context = forms.ChoiceField(required=False, choices=[("", "Any context")] + Run.Context.choices)
     # Off by default: the leaderboard counts re-executed attempts alone; on, uploads' reported
     # numbers (not re-executed) count too, and their systems are marked unverified.
     unverified = FlagField(required=False, label="Include unverified uploads (reported numbers, not re-executed)")

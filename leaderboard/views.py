@@ -315,7 +315,7 @@ def functions(request):
     }, status=status)
 
 
-ATTEMPT_STATUSES = [status for status, _ in Attempt.STATUSES]
+ATTEMPT_STATUSES = Attempt.Status.values
 RUN_COLUMNS = ["run", "created_at", "finished_at", "n_values", "k", *ATTEMPT_STATUSES, "verified"]
 BY_N_COLUMNS = [
     "n", "samples", "attempts", "errors", "pass1", "pass1_ci_low", "pass1_ci_high", "k", "passk", "passk_samples",

@@ -14,11 +14,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .base import (
     DATA_MOUNT,
     DISK_QUOTA_EXIT_CODE,
     TIMEOUT_EXIT_CODE,
+    Backend,
     ExecResult,
     Limits,
     Sandbox,
@@ -27,13 +29,20 @@ from .base import (
     warm_up,
 )
 
-BACKENDS = ("docker", "bubblewrap")
+if TYPE_CHECKING:
+    from .bwrap_backend import BubblewrapSandbox
+    from .docker_backend import DockerSandbox
+
+# As a tuple, for membership tests of plain strings (`"docker" in Backend` raises TypeError before
+# Python 3.12) and argparse's choices.
+BACKENDS = tuple(Backend)
 # Every accepted spelling of a backend and the backend it names: the settings, the commands' --backend
 # and open_sandbox all accept "bwrap", the name of bubblewrap's program, for bubblewrap.
-BACKEND_NAMES = {"docker": "docker", "bubblewrap": "bubblewrap", "bwrap": "bubblewrap"}
+BACKEND_NAMES = {"docker": Backend.DOCKER, "bubblewrap": Backend.BUBBLEWRAP, "bwrap": Backend.BUBBLEWRAP}
 
 __all__ = [
     "BACKENDS",
+    "Backend",
     "DATA_MOUNT",
     "BACKEND_NAMES",
     "DISK_QUOTA_EXIT_CODE",
@@ -51,7 +60,7 @@ __all__ = [
 ]
 
 
-def canonical_backend(backend: str) -> str:
+def canonical_backend(backend: str) -> Backend:
     """The backend `backend` names ("bwrap" -> "bubblewrap"); SandboxError for an unknown name."""
     try:
         return BACKEND_NAMES[backend]
@@ -87,16 +96,16 @@ def open_sandbox(
         path, its bin/ first on PATH: `python3` is then the environment's in both backends.
     data: file name -> host file, each bound read-only at /data/<name>.
     """
-    options = {"image": image} if canonical_backend(backend) == "docker" else {}
+    options: dict[str, Any] = {"image": image} if canonical_backend(backend) == Backend.DOCKER else {}
     return backend_class(backend)(
         workspace, limits=limits, name=name, env=env, gpus=gpus, environment=environment, data=data, **options
     )
 
 
-def backend_class(backend: str) -> type[Sandbox]:
+def backend_class(backend: str) -> type[DockerSandbox] | type[BubblewrapSandbox]:
     """The named backend's class, its module imported on first use (the Docker SDK is heavy, and
     a worker imports only its own backend before forking: runs.evaluation.worker)."""
-    if canonical_backend(backend) == "docker":
+    if canonical_backend(backend) == Backend.DOCKER:
         from .docker_backend import DockerSandbox
 
         return DockerSandbox
@@ -108,11 +117,10 @@ def backend_class(backend: str) -> type[Sandbox]:
 def backend_problem(backend: str, image: str | None = None) -> str | None:
     """None when the backend can run sandboxes on this machine, else what is missing and how to
     provide it (for health checks, tests and the benchmark script)."""
-    backend = canonical_backend(backend)
-    if backend == "docker":
-        from .docker_backend import probe
+    if canonical_backend(backend) == Backend.DOCKER:
+        from . import docker_backend
 
-        return probe(image or os.environ.get("SANDBOX_IMAGE") or None)
-    from .bwrap_backend import probe
+        return docker_backend.probe(image or os.environ.get("SANDBOX_IMAGE") or None)
+    from . import bwrap_backend
 
-    return probe()
+    return bwrap_backend.probe()

@@ -16,8 +16,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import Self
+from typing import ClassVar, Self
 
 from . import fs
 from .output import BoundedOutput
@@ -51,6 +52,11 @@ _BASE_ENV = {
 }
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class Backend(StrEnum):
+    DOCKER = "docker"
+    BUBBLEWRAP = "bubblewrap"
 
 
 class SandboxError(Exception):
@@ -222,7 +228,7 @@ class Sandbox(ABC):
     or call close(), which is idempotent.
     """
 
-    backend = ""
+    backend: ClassVar[Backend]
 
     def __init__(
         self,
@@ -311,7 +317,7 @@ class Sandbox(ABC):
             raise SandboxError("timeout must be a positive, finite number of seconds")
         parts = self._parts(cwd)
         fs.keep_reachable(self.workspace, parts)
-        if self.path_kind("/".join(parts)) != "dir":
+        if self.path_kind("/".join(parts)) != fs.FileKind.DIR:
             raise SandboxError(f"cwd {cwd!r} is not a directory in the workspace")
         inner_cwd = str(PurePosixPath(WORKSPACE_MOUNT, *parts))
         with self._lock:
@@ -456,12 +462,12 @@ class Sandbox(ABC):
         entries and fs.MAX_WALK_DEPTH levels, and then ends with a line saying so.
         """
         relative = self._relative_path(path)
-        if self.path_kind(relative) != "dir":
+        if self.path_kind(relative) != fs.FileKind.DIR:
             raise SandboxError(f"{path} is not a directory in the workspace")
         limits = fs.WalkLimits(max_depth=fs.MAX_WALK_DEPTH if recursive else 1)
         walk = fs.Walk(self.workspace, under="" if relative == "." else relative, limits=limits)
         try:
-            entries = [entry.path + ("/" if entry.kind == "dir" else "") for entry in walk]
+            entries = [entry.path + ("/" if entry.kind == fs.FileKind.DIR else "") for entry in walk]
         except OSError as error:
             raise SandboxError(f"cannot list {path}: {error.strerror}") from error
         entries.sort()
@@ -471,9 +477,9 @@ class Sandbox(ABC):
             entries.append(f"[listing incomplete: {walk.incomplete}]")
         return entries
 
-    def path_kind(self, path: str) -> str | None:
-        """What is at path: "dir", "file", "symlink", "fifo", "socket", "device", or None when
-        nothing is there or the path leads through something that is not a directory."""
+    def path_kind(self, path: str) -> fs.FileKind | None:
+        """What is at path, or None when nothing is there or the path leads through something that
+        is not a directory."""
         try:
             info = fs.lstat(self.workspace, self._relative_path(path))
         except OSError as error:  # a command took permissions away again as they were given back

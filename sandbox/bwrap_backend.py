@@ -20,6 +20,7 @@ from .base import (
     DATA_MOUNT,
     SANDBOX_UID,
     WORKSPACE_MOUNT,
+    Backend,
     ExecResult,
     Limits,
     Sandbox,
@@ -82,11 +83,11 @@ class BubblewrapSandbox(Sandbox):
     hidden, seccomp refuses the syscalls that act on another process).
     """
 
-    backend = "bubblewrap"
+    backend = Backend.BUBBLEWRAP
 
     def __init__(
         self,
-        workspace,
+        workspace: str | os.PathLike[str],
         *,
         limits: Limits | None = None,
         name: str = "",
@@ -99,9 +100,10 @@ class BubblewrapSandbox(Sandbox):
         for path in ([self.environment] if self.environment else []) + list(self.data.values()):
             if problem := readable_by_sandbox(path, self.uid):
                 raise SandboxError(f"the sandbox uid {self.uid} cannot read {path}: {problem}")
-        self._bwrap = shutil.which("bwrap", path="/usr/local/bin:/usr/bin:/bin")
-        if self._bwrap is None:
+        bwrap = shutil.which("bwrap", path="/usr/local/bin:/usr/bin:/bin")
+        if bwrap is None:
             raise SandboxError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+        self._bwrap = bwrap
         self._gpus = gpus
         self._prepare_workspace()
         self._root = os.geteuid() == 0
@@ -163,10 +165,10 @@ class BubblewrapSandbox(Sandbox):
             for fd in (status_write, started_write, *data_fds):
                 os.close(fd)
 
+        stdout = process.stdout
+        assert stdout is not None  # stdout=PIPE
         stop_reading = threading.Event()
-        reader = threading.Thread(
-            target=_pump, args=(process.stdout.fileno(), output, stop_reading), daemon=True
-        )
+        reader = threading.Thread(target=_pump, args=(stdout.fileno(), output, stop_reading), daemon=True)
         reader.start()
 
         finished, release = _exit_waiter(process)
@@ -184,7 +186,7 @@ class BubblewrapSandbox(Sandbox):
             process.wait()
             stop_reading.set()
             reader.join()
-            process.stdout.close()
+            stdout.close()
             status += _read_all(status_read)
             os.close(status_read)
             command_started = _read_all(started_read) == _STARTED
@@ -290,8 +292,8 @@ class BubblewrapSandbox(Sandbox):
         # read-only: binds over the read-only root, which the agent cannot change or add to.
         if self.environment is not None:
             argv += ["--ro-bind", str(self.environment), str(self.environment)]
-        for name, path in sorted(self.data.items()):
-            argv += ["--ro-bind", str(path), f"{DATA_MOUNT}/{name}"]
+        for name, data_file in sorted(self.data.items()):
+            argv += ["--ro-bind", str(data_file), f"{DATA_MOUNT}/{name}"]
         argv += [
             "--bind", self._bind_source, WORKSPACE_MOUNT,
             # Last: everything outside the mounts above (the sandbox's own root) becomes read-only.
@@ -447,7 +449,7 @@ def _pump(fd: int, output: BoundedOutput, stop: threading.Event) -> None:
 def _read_all(fd: int, *, max_chunks: int | None = None) -> bytes:
     """What `fd` holds now (up to `max_chunks` reads of 64 KiB), without waiting for more."""
     os.set_blocking(fd, False)
-    chunks = []
+    chunks: list[bytes] = []
     while max_chunks is None or len(chunks) < max_chunks:
         try:
             chunk = os.read(fd, 65536)

@@ -142,7 +142,7 @@ class Cgroup:
         return None
 
     @classmethod
-    def _create_v1(cls, v1, paths, leaf, limits: Limits) -> Cgroup | None:
+    def _create_v1(cls, v1: dict[str, tuple[str, str]], paths: dict[str, str], leaf: str, limits: Limits) -> Cgroup | None:
         created: list[Path] = []
         try:
             for controller, (root, point) in v1.items():
@@ -171,7 +171,7 @@ class Cgroup:
         return cls(created, 1)
 
     @classmethod
-    def _create_v2(cls, root, point, path, leaf, limits: Limits) -> Cgroup | None:
+    def _create_v2(cls, root: str, point: str, path: str, leaf: str, limits: Limits) -> Cgroup | None:
         parent = _directory(root, point, path)
         if parent is None:
             return None

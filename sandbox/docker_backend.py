@@ -7,15 +7,18 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.models.containers import Container
 from docker.types import DeviceRequest, Mount, Ulimit
 from docker.utils.socket import frames_iter
 
-from .base import DATA_MOUNT, WORKSPACE_MOUNT, ExecResult, Limits, Sandbox, SandboxError, resource_name
+from .base import DATA_MOUNT, WORKSPACE_MOUNT, Backend, ExecResult, Limits, Sandbox, SandboxError, resource_name
 from .output import BoundedOutput
 
 DEFAULT_IMAGE = "autoexperiment-base:bookworm"
@@ -99,11 +102,11 @@ class DockerSandbox(Sandbox):
     workspace to it; other workers run them as their own uid, which already owns the workspace.
     """
 
-    backend = "docker"
+    backend = Backend.DOCKER
 
     def __init__(
         self,
-        workspace,
+        workspace: str | os.PathLike[str],
         *,
         limits: Limits | None = None,
         name: str = "",
@@ -251,10 +254,11 @@ class DockerSandbox(Sandbox):
             started=started,
         )
 
-    def _start_exec(self, argv: list[str], inner_cwd: str):
+    def _start_exec(self, argv: list[str], inner_cwd: str) -> tuple[str, Any]:
+        """The exec's id and its output stream (a socket)."""
         api = self._client.api
 
-        def start():
+        def start() -> tuple[str, Any]:
             exec_id = api.exec_create(
                 self._container.id, argv, user=self._user, workdir=inner_cwd,
                 environment=self.env, stdout=True, stderr=True, stdin=False, tty=False,
@@ -334,7 +338,7 @@ class DockerSandbox(Sandbox):
             time.sleep(0.01)
 
 
-def _environment_python(environment) -> str | None:
+def _environment_python(environment: Path | None) -> str | None:
     """The Python version a venv was made by (its pyvenv.cfg's `version`), None when not known."""
     if environment is None:
         return None
@@ -349,7 +353,7 @@ def _environment_python(environment) -> str | None:
     return None
 
 
-def _pids_file(container) -> str | None:
+def _pids_file(container: Container) -> str | None:
     """The host's pids.current of the container's cgroup (v1 or v2), read after every command
     because a file read costs microseconds where the stats API costs tens of milliseconds; None
     when the engine is not on this host (then the API answers)."""
@@ -373,7 +377,7 @@ def _pids_file(container) -> str | None:
     return None
 
 
-def sandbox_containers():
+def sandbox_containers() -> Iterator[tuple[Container, str, float]]:
     """(container, sandbox name, age in seconds) of every sandbox container, for the sweep
     (sandbox.sweep), which removes those of dead workers. Raises SandboxError without an engine."""
     client = _client()
@@ -386,7 +390,7 @@ def sandbox_containers():
         client.close()
 
 
-def _pump(stream, output: BoundedOutput) -> None:
+def _pump(stream: Any, output: BoundedOutput) -> None:
     try:
         for _, data in frames_iter(stream, tty=False):
             output.feed(data)

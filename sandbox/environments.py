@@ -31,7 +31,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,7 +168,7 @@ def environment_build(
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def _locked(path: Path) -> Iterator[None]:
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -235,7 +235,9 @@ def _retarget_scripts(building: Path, target: Path) -> None:
             path.write_bytes(data.replace(old, new))
 
 
-def _run(argv: Sequence[str], *, what: str, timeout: float, requirements: Sequence[str] = (), check: bool = True):
+def _run(
+    argv: Sequence[str], *, what: str, timeout: float, requirements: Sequence[str] = (), check: bool = True
+) -> subprocess.CompletedProcess[str]:
     try:
         completed = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False,
                                    stdin=subprocess.DEVNULL)

@@ -25,9 +25,10 @@ import errno
 import os
 import posixpath
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
@@ -77,20 +78,28 @@ def split_relative(path: str) -> list[str]:
     return normal.split("/")
 
 
-def kind(info: os.stat_result) -> str:
-    """"dir", "file", "symlink", "fifo", "socket" or "device"."""
+class FileKind(StrEnum):
+    DIR = "dir"
+    FILE = "file"
+    SYMLINK = "symlink"
+    FIFO = "fifo"
+    SOCKET = "socket"
+    DEVICE = "device"
+
+
+def kind(info: os.stat_result) -> FileKind:
     mode = info.st_mode
     if stat.S_ISDIR(mode):
-        return "dir"
+        return FileKind.DIR
     if stat.S_ISREG(mode):
-        return "file"
+        return FileKind.FILE
     if stat.S_ISLNK(mode):
-        return "symlink"
+        return FileKind.SYMLINK
     if stat.S_ISFIFO(mode):
-        return "fifo"
+        return FileKind.FIFO
     if stat.S_ISSOCK(mode):
-        return "socket"
-    return "device"
+        return FileKind.SOCKET
+    return FileKind.DEVICE
 
 
 # --- the owner's permissions ---------------------------------------------------------------------
@@ -174,7 +183,7 @@ def _describe_at(parent: int, name: str) -> str:
         found = kind(os.stat(name, dir_fd=parent, follow_symlinks=False))
     except OSError:
         return "gone"
-    return {"file": "a file", "symlink": "a symlink", "dir": "a directory"}.get(found, f"a {found}")
+    return {FileKind.FILE: "a file", FileKind.SYMLINK: "a symlink", FileKind.DIR: "a directory"}.get(found, f"a {found}")
 
 
 @contextmanager
@@ -314,7 +323,7 @@ class Entry:
     """One entry met by `walk`. `read` works only while the walk is at this entry."""
 
     path: str  # relative to the walk's root, "/"-separated, names as os.fsdecode gives them
-    kind: str
+    kind: FileKind
     info: os.stat_result
     depth: int
     dir_fd: int  # the directory holding it, open while the walk is at this entry
@@ -397,7 +406,7 @@ class Walk:
                 self.count += 1
                 entry = Entry(path, kind(info), info, depth + 1, fd, name)
                 yield entry
-                if entry.kind != "dir" or name in self.skip:
+                if entry.kind != FileKind.DIR or name in self.skip:
                     continue
                 if depth + 1 >= self.limits.max_depth:
                     self.incomplete = self.incomplete or f"directories deeper than {self.limits.max_depth} levels not entered ({display_name(path)})"
@@ -524,7 +533,7 @@ def _empty_files(fd: int) -> list[str]:
     return subdirectories
 
 
-def _unlink(parent: int, name: str, remove=os.unlink) -> None:
+def _unlink(parent: int, name: str, remove: Callable[..., None] = os.unlink) -> None:
     """Removes an entry (`remove`: os.unlink, or os.rmdir for an emptied directory); a directory
     the agent made read-only is given write permission back first."""
     try:

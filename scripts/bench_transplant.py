@@ -91,7 +91,7 @@ def main() -> None:
                   f"p95 {percentile(ratios, 0.95):.2f}x, mean {statistics.fmean(ratios):.2f}x")
         print("verdicts: " + ", ".join(f"{name} {count}" for name, count in sorted(verdicts.items())))
         print("attempts: " + ", ".join(f"{name or 'none'} {count}" for name, count in sorted(diagnoses.items())))
-        unsettled = Transplant.objects.filter(attempt__run=run).exclude(status__in=[Transplant.DONE, Transplant.GIVEN_UP]).count()
+        unsettled = Transplant.objects.filter(attempt__run=run).exclude(status__in=[Transplant.Status.DONE, Transplant.Status.GIVEN_UP]).count()
         if unsettled:
             raise SystemExit(f"{unsettled} transplants were not settled: see {scratch / 'worker.log'}")
 

@@ -4,6 +4,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from runs.benchmark.text import format_seconds
+from runs.models import Attempt
 
 register = template.Library()
 register.filter("duration", format_seconds)
@@ -32,7 +33,10 @@ def get_item(mapping, key):
 
 # One colour per diagnosis group of a failed attempt (leaderboard.metrics.DIAGNOSIS_GROUPS), as
 # the system page's stacked bars draw them; undecided in grey, so that it never reads as a verdict.
-DIAGNOSIS_COLOURS = {"interaction": "#7b4fa0", "one_wrong": "#e08a1e", "several_wrong": "#b00020", "not_decided": "#b8b8b8"}
+DIAGNOSIS_COLOURS = {
+    Attempt.Diagnosis.INTERACTION: "#7b4fa0", Attempt.Diagnosis.ONE_WRONG: "#e08a1e",
+    Attempt.Diagnosis.SEVERAL_WRONG: "#b00020", Attempt.Diagnosis.NOT_DECIDED: "#b8b8b8",
+}
 
 
 @register.filter

@@ -28,10 +28,13 @@ imports no ORM"). Callers hand it plain objects: a workspace directory, a sandbo
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
+from sandbox import Sandbox
+
 from .agentless import AgentlessAgent, AgentlessConfig
-from .base import EXIT_STATUSES, AgentResult, Budget
+from .base import AgentResult, Budget, ExitStatus
 from .baselines import (
     BaselineConfig,
     GoldAgent,
@@ -42,11 +45,10 @@ from .baselines import (
 from .react import AgentConfig, ReActAgent
 from .recorder import TrajectoryWriter
 from .trajectory import FORMAT as TRAJECTORY_FORMAT
-from .trajectory import Trajectory, TrajectoryFormatError, load_trajectory
+from .trajectory import Step, Trajectory, TrajectoryFormatError, load_trajectory
 
 __all__ = [
     "AGENTS",
-    "EXIT_STATUSES",
     "TRAJECTORY_FORMAT",
     "Agent",
     "AgentConfig",
@@ -55,6 +57,7 @@ __all__ = [
     "AgentlessConfig",
     "BaselineConfig",
     "Budget",
+    "ExitStatus",
     "GoldAgent",
     "MutantAgent",
     "NoopAgent",
@@ -74,7 +77,17 @@ class Agent(Protocol):
 
     name: str
 
-    def run(self, *, model, sandbox, workspace, trajectory_path, clock=..., on_step=None) -> AgentResult: ...
+    def run(
+        self,
+        *,
+        # A ChatModel; None for the agents that need none (the baselines), whose run accepts it.
+        model: Any,
+        sandbox: Sandbox,
+        workspace: Path,
+        trajectory_path: Path,
+        clock: Callable[[], float] = ...,
+        on_step: Callable[[Step], None] | None = None,
+    ) -> AgentResult: ...
 
 
 # name -> factory taking the agent's settings as keyword arguments.

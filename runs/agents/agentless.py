@@ -165,7 +165,8 @@ def _file_excerpt(source: str, def_line: int, max_chars: int) -> tuple[str, bool
 
 def _bounded(sections: list[str], max_chars: int) -> list[str]:
     """As many sections as fit in `max_chars` (the first one always, cut if it must be)."""
-    kept, used = [], 0
+    kept: list[str] = []
+    used = 0
     for section in sections:
         if used + len(section) > max_chars:
             if not kept and max_chars > 0:

@@ -11,53 +11,58 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar
 
 from runs.benchmark.scoring import ParsedAnswer
 
 from .trajectory import Trajectory
 
-SUBMITTED = "submitted"
-STEP_LIMIT = "step_limit"
-TIME_LIMIT = "time_limit"
-COST_LIMIT = "cost_limit"
-MODEL_ERROR = "model_error"
-SANDBOX_ERROR = "sandbox_error"
-# A bug in the harness itself: the trajectory is still written, then the exception propagates.
-HARNESS_ERROR = "harness_error"
 
-EXIT_STATUSES = (SUBMITTED, STEP_LIMIT, TIME_LIMIT, COST_LIMIT, MODEL_ERROR, SANDBOX_ERROR, HARNESS_ERROR)
+class ExitStatus(StrEnum):
+    """How one of our agents' runs ended: its result's, its trajectory header's and its attempt's
+    `exit_status` (trajectories converted from other tools keep their own words)."""
+
+    SUBMITTED = "submitted"
+    STEP_LIMIT = "step_limit"
+    TIME_LIMIT = "time_limit"
+    COST_LIMIT = "cost_limit"
+    MODEL_ERROR = "model_error"
+    SANDBOX_ERROR = "sandbox_error"
+    # A bug in the harness itself: the trajectory is still written, then the exception propagates.
+    HARNESS_ERROR = "harness_error"
 
 
 class AgentExit(Exception):
     """Ends an agent run; `exit_status` says how. The message says why, for the trajectory."""
 
-    exit_status = ""
+    exit_status: ClassVar[ExitStatus]
 
 
 class Submitted(AgentExit):
-    exit_status = SUBMITTED
+    exit_status = ExitStatus.SUBMITTED
 
 
 class StepLimitReached(AgentExit):
-    exit_status = STEP_LIMIT
+    exit_status = ExitStatus.STEP_LIMIT
 
 
 class TimeLimitReached(AgentExit):
-    exit_status = TIME_LIMIT
+    exit_status = ExitStatus.TIME_LIMIT
 
 
 class CostLimitReached(AgentExit):
-    exit_status = COST_LIMIT
+    exit_status = ExitStatus.COST_LIMIT
 
 
 class ModelFailed(AgentExit):
-    exit_status = MODEL_ERROR
+    exit_status = ExitStatus.MODEL_ERROR
 
 
 class SandboxFailed(AgentExit):
     """The sandbox itself broke (backend gone, closed): nothing the agent did or can fix."""
 
-    exit_status = SANDBOX_ERROR
+    exit_status = ExitStatus.SANDBOX_ERROR
 
 
 @dataclass
@@ -115,7 +120,7 @@ class Budget:
 class AgentResult:
     """How a run ended and what it submitted. `final_answer` is None when nothing was submitted."""
 
-    exit_status: str
+    exit_status: ExitStatus
     final_answer_raw: str | None
     final_answer: ParsedAnswer | None
     trajectory: Trajectory
@@ -123,5 +128,5 @@ class AgentResult:
 
     @property
     def submitted(self) -> bool:
-        return self.exit_status == SUBMITTED
+        return self.exit_status == ExitStatus.SUBMITTED
 

@@ -36,15 +36,16 @@ from typing import Any
 from runs.benchmark.execution import printed_result
 from runs.benchmark.masking import function_body_source, replace_function_body
 from runs.benchmark.mutation import Mutant, function_mutants
+from runs.benchmark.scoring import ParsedAnswer
 from runs.benchmark.text import shorten_at_word
 from runs.benchmark.workspace import CODE_DIR
 from sandbox import Sandbox, SandboxError
 
 from .base import (
-    HARNESS_ERROR,
     AgentExit,
     AgentResult,
     Budget,
+    ExitStatus,
     SandboxFailed,
     Submitted,
 )
@@ -192,7 +193,7 @@ class PipelineRun:
         )
         self.writer = TrajectoryWriter(trajectory_path, header, workspace=self.workspace)
         self.answer_raw: str | None = None
-        self.answer = None
+        self.answer: ParsedAnswer | None = None
 
     @property
     def header(self) -> Header:
@@ -289,10 +290,10 @@ class PipelineRun:
             return self._finish(exit.exit_status, str(exit))
         except BaseException as error:
             # Write what we have before the bug propagates: the trajectory is the best evidence.
-            self._finish(HARNESS_ERROR, f"{type(error).__name__}: {error}\n{traceback.format_exc()}")
+            self._finish(ExitStatus.HARNESS_ERROR, f"{type(error).__name__}: {error}\n{traceback.format_exc()}")
             raise
 
-    def _finish(self, exit_status: str, message: str) -> AgentResult:
+    def _finish(self, exit_status: ExitStatus, message: str) -> AgentResult:
         trajectory = self.writer.finish(
             exit_status=exit_status, exit_message=message, final_answer_raw=self.answer_raw, final_answer=self.answer
         )

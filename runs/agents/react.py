@@ -33,20 +33,23 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
-from runs.benchmark.workspace import CONTEXT_CONDITIONS
+from runs.benchmark.scoring import ParsedAnswer
+from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from sandbox import Sandbox
 
 from .base import (
-    HARNESS_ERROR,
     AgentExit,
     AgentResult,
     Budget,
+    ExitStatus,
     ModelFailed,
     Submitted,
 )
-from .llm import ChatModel, Completion, Message, ModelError
+from .llm import ChatModel, Completion, Message, ModelError, ToolSpec
 from .recorder import TrajectoryWriter
 from .tools import (
     DEFAULT_COMMAND_TIMEOUT,
@@ -59,7 +62,18 @@ from .tools import (
 )
 from .trajectory import Header, Step
 
-HISTORY_STRATEGIES = ("full", "window", "summary")
+
+class History(StrEnum):
+    """Which earlier steps the prompt holds (the module's docstring says how)."""
+
+    FULL = "full"
+    WINDOW = "window"
+    SUMMARY = "summary"
+
+
+# As a tuple, for membership tests of plain strings (`"full" in History` raises TypeError before
+# Python 3.12).
+HISTORY_STRATEGIES = tuple(History)
 # The paper in the first message is cut (head and tail) beyond this; the whole file stays in the
 # workspace for the agent to read.
 DEFAULT_MAX_PAPER_CHARS = 120_000
@@ -76,7 +90,7 @@ class AgentConfig:
     histories. `max_cost` is USD; calls of unknown price count as 0 (flagged in the trajectory).
     """
 
-    history: str = "full"
+    history: str = History.FULL
     window: int = 5
     max_steps: int = 50
     max_seconds: float = 1800.0
@@ -148,7 +162,7 @@ class ReActAgent:
 
     name = "react"
 
-    def __init__(self, config: AgentConfig | None = None, **settings) -> None:
+    def __init__(self, config: AgentConfig | None = None, **settings: Any) -> None:
         self.config = dataclasses.replace(config or AgentConfig(), **settings)
 
     def run(
@@ -173,7 +187,10 @@ class ReActAgent:
 class _Run:
     """The state of one run. Kept apart from ReActAgent so an agent object holds only settings."""
 
-    def __init__(self, agent, model, sandbox, workspace, trajectory_path, clock, on_step) -> None:
+    def __init__(
+        self, agent: ReActAgent, model: ChatModel, sandbox: Sandbox, workspace: Path, trajectory_path: Path,
+        clock: Callable[[], float], on_step: Callable[[Step], None] | None,
+    ) -> None:
         self.config: AgentConfig = agent.config
         self.model = model
         self.clock = clock
@@ -205,7 +222,7 @@ class _Run:
         self.summary = ""
         self.summarised = 0  # how many of the first steps the summary covers
         self.answer_raw: str | None = None
-        self.answer = None
+        self.answer: ParsedAnswer | None = None
         self.calls_this_step = 0
 
     # --- the loop --------------------------------------------------------------------------------
@@ -218,7 +235,7 @@ class _Run:
             return self._finish(exit.exit_status, str(exit))
         except BaseException as error:
             # Write what we have before the bug propagates: the trajectory is the best evidence.
-            self._finish(HARNESS_ERROR, f"{type(error).__name__}: {error}\n{traceback.format_exc()}")
+            self._finish(ExitStatus.HARNESS_ERROR, f"{type(error).__name__}: {error}\n{traceback.format_exc()}")
             raise
 
     def step(self) -> None:
@@ -281,7 +298,7 @@ class _Run:
             self.answer_raw, self.answer = result.answer_raw, result.answer
             raise Submitted("the agent submitted a final answer")
 
-    def _complete(self, step: Step, messages: list[Message], *, tools, max_tokens: int | None = None) -> Completion:
+    def _complete(self, step: Step, messages: list[Message], *, tools: list[ToolSpec], max_tokens: int | None = None) -> Completion:
         """One model call, timed and charged to the step and the budget."""
         started = self.clock()
         try:
@@ -300,7 +317,7 @@ class _Run:
         )
         return completion
 
-    def _finish(self, exit_status: str, message: str) -> AgentResult:
+    def _finish(self, exit_status: ExitStatus, message: str) -> AgentResult:
         trajectory = self.writer.finish(
             exit_status=exit_status, exit_message=message, final_answer_raw=self.answer_raw, final_answer=self.answer
         )
@@ -316,14 +333,14 @@ class _Run:
 
     def _dropped(self) -> int:
         """How many of the first steps are left out of the prompt."""
-        if self.config.history == "full":
+        if self.config.history == History.FULL:
             return 0
         return max(0, len(self.history) - self.config.window)
 
     def _history_messages(self) -> list[Message]:
         dropped = self._dropped()
         messages: list[Message] = []
-        if dropped and self.config.history == "summary":
+        if dropped and self.config.history == History.SUMMARY:
             messages.append(Message.user(f"Summary of steps 1-{dropped} (no longer shown):\n\n{self.summary}"))
         elif dropped:
             messages.append(Message.user(f"[Steps 1-{dropped} are not shown; the last {self.config.window} follow.]"))
@@ -334,7 +351,7 @@ class _Run:
     def _update_summary(self, step: Step) -> None:
         """Fold the steps that left the window into the running summary (summary history only)."""
         dropped = self._dropped()
-        if self.config.history != "summary" or dropped <= self.summarised:
+        if self.config.history != History.SUMMARY or dropped <= self.summarised:
             return
         new_steps = "\n\n".join(
             f"## Step {number}\n{_transcript(messages)}"
@@ -366,8 +383,8 @@ class _Run:
     def _system_prompt(self) -> str:
         tool_list = "\n".join(f"- {tool.name}: {tool.spec.description}" for tool in TOOLS.values())
         paper_note = {
-            "full": ", paper.md (the paper, also given below)",
-            "oracle": ", paper.md (the paper's passages about each missing function, also given below)",
+            Context.FULL: ", paper.md (the paper, also given below)",
+            Context.ORACLE: ", paper.md (the paper's passages about each missing function, also given below)",
         }.get(self.context, "")
         return SYSTEM_PROMPT.format(
             paper_note=paper_note,
@@ -381,7 +398,7 @@ class _Run:
         task = (workspace / "TASK.md").read_text(encoding="utf-8")
         parts = [task.rstrip()]
         paper = workspace / "paper.md"
-        if self.context in ("full", "oracle") and paper.is_file():
+        if self.context in (Context.FULL, Context.ORACLE) and paper.is_file():
             text, cut = truncate(paper.read_text(encoding="utf-8"), self.config.max_paper_chars)
             note = " (cut in the middle; the whole paper is in /workspace/paper.md)" if cut else ""
             parts.append(f"# The paper{note}\n\n{text.strip()}")

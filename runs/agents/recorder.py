@@ -24,15 +24,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from runs.benchmark.patches import unified_diff
+from runs.benchmark.patches import ChangeKind, unified_diff
 from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from runs.benchmark.workspace import CODE_DIR, EXCLUDED_DIRS
 from runs.limits import cut_text, line_count, sized, step_bytes, text_bytes, trajectory_limits
 from sandbox import fs
 
+from .base import ExitStatus
 from .tools import ToolContext, ToolResult, run_tool, truncate
 from .trajectory import FORMAT, FileChange, FinalAnswer, Header, Step, Trajectory
 
@@ -119,10 +121,18 @@ def _git_commit(root: Path) -> str | None:
 # --- workspace snapshots -------------------------------------------------------------------------
 
 
+class _EntryKind(StrEnum):
+    TEXT = "text"
+    BINARY = "binary"
+    LARGE = "large"
+    SYMLINK = "symlink"
+    SPECIAL = "special"  # a FIFO, socket or device: never opened
+
+
 @dataclass(frozen=True)
 class _Entry:
     signature: tuple[int, int, int]  # (mtime_ns, size, mode): when it changes, the file is re-read
-    kind: str  # "text", "binary", "large", "symlink", "special" (a FIFO, socket or device: never opened)
+    kind: _EntryKind
     text: str | None  # file text, a symlink's target, or what kind of special file
     read_ns: int = 0  # wall clock when read
 
@@ -149,20 +159,20 @@ def snapshot(root: Path, previous: Snapshot | None = None, *, under: str | None 
     `MAX_SNAPSHOT_BYTES` in all; files beyond are recorded as large, so a workspace full of data
     files cannot exhaust the worker's memory.
     """
-    previous = previous or {}
+    previous = previous or Snapshot()
     result = Snapshot()
     budget = MAX_SNAPSHOT_BYTES
     walk = fs.Walk(root, under=under or "", skip=frozenset(EXCLUDED_DIRS))
     try:
         for entry in walk:
-            if entry.kind == "dir":
+            if entry.kind == fs.FileKind.DIR:
                 continue
             info = entry.info
             signature = (info.st_mtime_ns, info.st_size, info.st_mode)
             old = previous.get(entry.path)
             if old is None or not old.still_valid(signature):
                 old = _read_entry(entry, signature, budget)
-            if old.text is not None and old.kind == "text":
+            if old.text is not None and old.kind == _EntryKind.TEXT:
                 budget -= len(old.text)
             result[entry.path] = old
     except OSError as error:  # the workspace root itself went away: what was seen is the snapshot
@@ -177,24 +187,24 @@ def _read_entry(entry: fs.Entry, signature: tuple[int, int, int], budget: int) -
 
 
 def _read(entry: fs.Entry, signature: tuple[int, int, int], budget: int) -> _Entry:
-    if entry.kind == "symlink":
+    if entry.kind == fs.FileKind.SYMLINK:
         try:
-            return _Entry(signature, "symlink", fs.display_name(os.readlink(entry.name, dir_fd=entry.dir_fd)))
+            return _Entry(signature, _EntryKind.SYMLINK, fs.display_name(os.readlink(entry.name, dir_fd=entry.dir_fd)))
         except OSError:
-            return _Entry(signature, "symlink", None)
-    if entry.kind != "file":
-        return _Entry(signature, "special", entry.kind)
+            return _Entry(signature, _EntryKind.SYMLINK, None)
+    if entry.kind != fs.FileKind.FILE:
+        return _Entry(signature, _EntryKind.SPECIAL, entry.kind)
     if entry.info.st_size > min(MAX_DIFF_FILE_BYTES, budget):
-        return _Entry(signature, "large", None)
+        return _Entry(signature, _EntryKind.LARGE, None)
     try:
         data, cut = entry.read(MAX_DIFF_FILE_BYTES)
         if cut:
-            return _Entry(signature, "large", None)
+            return _Entry(signature, _EntryKind.LARGE, None)
         if b"\0" in data:
-            return _Entry(signature, "binary", None)
-        return _Entry(signature, "text", data.decode("utf-8"))
+            return _Entry(signature, _EntryKind.BINARY, None)
+        return _Entry(signature, _EntryKind.TEXT, data.decode("utf-8"))
     except (UnicodeDecodeError, OSError):
-        return _Entry(signature, "binary", None)
+        return _Entry(signature, _EntryKind.BINARY, None)
 
 
 def _unchanged(old: _Entry | None, new: _Entry | None) -> bool:
@@ -202,7 +212,7 @@ def _unchanged(old: _Entry | None, new: _Entry | None) -> bool:
         return old is new
     if old is new:
         return True
-    if old.kind == new.kind and old.kind in ("text", "symlink"):
+    if old.kind == new.kind and old.kind in (_EntryKind.TEXT, _EntryKind.SYMLINK):
         return old.text == new.text  # rewritten with the same content
     return old.signature == new.signature
 
@@ -215,29 +225,29 @@ def diff_snapshots(before: Snapshot, after: Snapshot, *, max_chars: int | None =
         old, new = before.get(path), after.get(path)
         if _unchanged(old, new):
             continue
-        change = "added" if old is None else "deleted" if new is None else "modified"
-        changes.append(_file_change(path, change, old, new, max_chars))
+        changes.append(_file_change(path, ChangeKind.between(old, new), old, new, max_chars))
     return changes
 
 
-def _file_change(path: str, change: str, old: _Entry | None, new: _Entry | None, max_chars: int | None) -> FileChange:
+def _file_change(path: str, change: ChangeKind, old: _Entry | None, new: _Entry | None, max_chars: int | None) -> FileChange:
     shown = fs.display_name(path)
     kinds = {entry.kind for entry in (old, new) if entry is not None}
     if not fs.plain_name(path):
         return FileChange(shown, change, None, "name holds control characters, quotes or invalid UTF-8: no diff recorded")
-    if kinds == {"text"}:
-        diff = unified_diff(path, old and old.text, new and new.text)
+    if kinds == {_EntryKind.TEXT}:
+        diff = unified_diff(path, old.text if old else None, new.text if new else None)
         cut = False
         if max_chars is not None:
             diff, cut = truncate(diff, max_chars)
         return FileChange(path, change, diff, "diff truncated" if cut else "")
-    if kinds & {"symlink", "special"}:
+    if kinds & {_EntryKind.SYMLINK, _EntryKind.SPECIAL}:
         sides = [
-            f"symlink to {e.text}" if e.kind == "symlink" else f"{e.text} (special file, not read)" if e.kind == "special" else f"{e.kind} file"
+            f"symlink to {e.text}" if e.kind == _EntryKind.SYMLINK
+            else f"{e.text} (special file, not read)" if e.kind == _EntryKind.SPECIAL else f"{e.kind} file"
             for e in (old, new) if e is not None
         ]
         return FileChange(path, change, None, " -> ".join(sides))
-    reason = f"large file (over {MAX_DIFF_FILE_BYTES // 1024} KB)" if "large" in kinds else "binary file"
+    reason = f"large file (over {MAX_DIFF_FILE_BYTES // 1024} KB)" if _EntryKind.LARGE in kinds else "binary file"
     return FileChange(path, change, None, f"{reason}: no diff recorded")
 
 
@@ -250,20 +260,20 @@ def _step_changes(before: Snapshot, after: Snapshot) -> list[FileChange]:
     kept, budget = [], MAX_STEP_DIFF_CHARS
     for path in paths[:MAX_STEP_FILE_CHANGES]:
         old, new = before.get(path), after.get(path)
-        kind = "added" if old is None else "deleted" if new is None else "modified"
+        kind = ChangeKind.between(old, new)
         if fs.plain_name(path) and min(_diff_size_at_least(old, new), MAX_DIFF_CHARS) > budget:
             kept.append(FileChange(path, kind, None, "diff not recorded: this step's diffs are too long"))
             continue
         change = _file_change(path, kind, old, new, MAX_DIFF_CHARS)
-        if change.diff is not None:
-            if len(change.diff) > budget:
+        if (diff := change.diff) is not None:
+            if len(diff) > budget:
                 change = FileChange(change.path, change.change, None, "diff not recorded: this step's diffs are too long")
             else:
-                budget -= len(change.diff)
+                budget -= len(diff)
         kept.append(change)
     if len(paths) > MAX_STEP_FILE_CHANGES:
         left = len(paths) - MAX_STEP_FILE_CHANGES
-        kept.append(FileChange(".", "modified", None, f"{left:,} more files changed in this step: not listed"))
+        kept.append(FileChange(".", ChangeKind.MODIFIED, None, f"{left:,} more files changed in this step: not listed"))
     return kept
 
 
@@ -317,11 +327,12 @@ def _diff_size_at_least(old: _Entry | None, new: _Entry | None) -> int:
     file added or deleted, what one side has more than the other of a file modified (0 when either
     side is not text: no diff is made)."""
     sides = [entry for entry in (old, new) if entry is not None]
-    if any(entry.kind != "text" for entry in sides):
+    texts = [entry.text for entry in sides if entry.kind == _EntryKind.TEXT and entry.text is not None]
+    if len(texts) < len(sides):
         return 0
-    if len(sides) == 1:
-        return len(sides[0].text)
-    return abs(len(new.text) - len(old.text))
+    if len(texts) == 1:
+        return len(texts[0])
+    return abs(len(texts[1]) - len(texts[0]))
 
 
 def bounded_patch_between(before: Snapshot, after: Snapshot, *, max_bytes: int, max_lines: int) -> FinalPatch:
@@ -342,7 +353,7 @@ def bounded_patch_between(before: Snapshot, after: Snapshot, *, max_bytes: int, 
         if size + _diff_size_at_least(old, new) > max_bytes:
             stopped_at = number
             break
-        change = _file_change(path, "added" if old is None else "deleted" if new is None else "modified", old, new, None)
+        change = _file_change(path, ChangeKind.between(old, new), old, new, None)
         if change.diff is None:
             continue
         diff_bytes, diff_lines = len(change.diff.encode("utf-8", errors="surrogatepass")), line_count(change.diff)
@@ -424,7 +435,7 @@ class TrajectoryWriter:
         current = snapshot(self.workspace, self._snapshot)
         changes = _step_changes(self._snapshot, current)
         if current.incomplete and current.incomplete != self._snapshot.incomplete:
-            changes.append(FileChange(".", "modified", None, f"workspace not fully recorded: {current.incomplete}"))
+            changes.append(FileChange(".", ChangeKind.MODIFIED, None, f"workspace not fully recorded: {current.incomplete}"))
         self._snapshot = current
         return changes
 
@@ -499,7 +510,7 @@ class TrajectoryWriter:
         if len(changes) > limits.step_files:
             left = len(changes) - (limits.step_files - 1)
             changes = changes[: limits.step_files - 1]
-            changes.append(FileChange(".", "modified", None, f"{left:,} more files changed in this step: not listed"))
+            changes.append(FileChange(".", ChangeKind.MODIFIED, None, f"{left:,} more files changed in this step: not listed"))
         step_left = limits.step_diff_lines
         bounded = []
         for change in changes:
@@ -522,7 +533,7 @@ class TrajectoryWriter:
         while step_bytes(step) > limit:
             with_diffs = [n for n, change in enumerate(step.files_changed) if change.diff]
             if with_diffs:
-                n = max(with_diffs, key=lambda n: len(step.files_changed[n].diff))
+                n = max(with_diffs, key=lambda n: len(step.files_changed[n].diff or ""))
                 change = step.files_changed[n]
                 step.files_changed[n] = FileChange(
                     change.path, change.change, None,
@@ -582,7 +593,7 @@ class TrajectoryWriter:
     def finish(
         self,
         *,
-        exit_status: str,
+        exit_status: ExitStatus,
         exit_message: str = "",
         final_answer_raw: str | None = None,
         final_answer: ParsedAnswer | None = None,

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -152,7 +152,7 @@ def _segment(lines: list[str], start: int, end: int) -> str:
     return "\n".join(lines[start - 1 : end]).rstrip()[:MAX_CHUNK_CHARS]
 
 
-def _first_line(node: ast.AST) -> int:
+def _first_line(node: ast.stmt) -> int:
     decorators = getattr(node, "decorator_list", [])
     return min([d.lineno for d in decorators] + [node.lineno])
 
@@ -202,11 +202,11 @@ def code_chunks(workspace: Path, *, exclude: Iterable[tuple[str, str]] = ()) -> 
     for directory, subdirs, files in os.walk(root / CODE_DIR):
         subdirs[:] = sorted(d for d in subdirs if d not in EXCLUDED_DIRS)
         for name in sorted(files):
-            path = Path(directory) / name
-            if not name.endswith(".py") or path.is_symlink() or path.stat().st_size > MAX_INDEXED_FILE_BYTES:
+            file = Path(directory) / name
+            if not name.endswith(".py") or file.is_symlink() or file.stat().st_size > MAX_INDEXED_FILE_BYTES:
                 continue
-            relative = path.relative_to(root).as_posix()
-            source = path.read_text(encoding="utf-8", errors="replace")
+            relative = file.relative_to(root).as_posix()
+            source = file.read_text(encoding="utf-8", errors="replace")
             chunks.extend(_python_chunks(source, relative, excluded.get(relative, set())))
     return chunks
 
@@ -406,7 +406,7 @@ class OpenAIEmbedder:
 _WITH_URL = re.compile(r"^(?P<model>.+?)@(?P<url>https?://\S+)$")
 
 
-def embedder_from_name(spec: str, **kwargs) -> OpenAIEmbedder:
+def embedder_from_name(spec: str, **kwargs: Any) -> OpenAIEmbedder:
     """The embedder a spec names: `openai:<model>` or `openai-compatible:<model>@<base_url>`.
 
     Raises ValueError for a malformed spec or a provider without an embeddings API (Anthropic has
@@ -445,18 +445,17 @@ class EmbeddingRetriever:
         return f"{where}\n{chunk.text}"
 
     def search(self, query: str, *, paper_k: int, code_k: int) -> Retrieval:
-        usage, cost, note = Usage(), 0.0, ""
+        note = ""
         texts = [query]
         if self._vectors is None:
             texts += [self._text(chunk) for chunk in self.chunks]
             note = f"embedded {len(self.chunks)} chunks"
         embedded = self.embedder.embed(texts)
-        usage, cost = embedded.usage, embedded.cost
         vectors = _normalised(embedded.vectors)
         if self._vectors is None:
             self._vectors = vectors[1:]
         similarity = self._vectors @ vectors[0] if len(self.chunks) else np.zeros(0)
-        found = Retrieval(usage=usage, cost=cost, note=note)
+        found = Retrieval(usage=embedded.usage, cost=embedded.cost, note=note)
         for kind, k in (("paper", paper_k), ("code", code_k)):
             indices = [i for i, chunk in enumerate(self.chunks) if chunk.kind == kind]
             order = sorted(indices, key=lambda i: (-similarity[i], i))[:k]

@@ -27,6 +27,7 @@ from runs.benchmark.patches import unified_diff
 from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from sandbox import Sandbox, SandboxError, fs
 from sandbox.base import WORKSPACE_MOUNT
+from sandbox.fs import FileKind
 
 from .base import ModelFailed, SandboxFailed
 from .llm import ChatModel, Message, ModelError, ToolCall, ToolSpec, Usage
@@ -196,7 +197,7 @@ def _check_open(context: ToolContext) -> None:
         raise SandboxFailed("the sandbox is closed")
 
 
-def _kind(context: ToolContext, relative: str) -> str | None:
+def _kind(context: ToolContext, relative: str) -> FileKind | None:
     _check_open(context)
     try:
         return context.sandbox.path_kind(relative)
@@ -208,7 +209,7 @@ def _read_text(context: ToolContext, relative: str) -> str:
     kind = _kind(context, relative)
     if kind is None:
         raise ToolError(f"{display_path(relative)} does not exist")
-    if kind == "dir":
+    if kind == FileKind.DIR:
         raise ToolError(f"{display_path(relative)} is a directory")
     try:
         return context.sandbox.read_file(relative)
@@ -217,7 +218,7 @@ def _read_text(context: ToolContext, relative: str) -> str:
 
 
 def _write_text(context: ToolContext, relative: str, content: str) -> None:
-    if _kind(context, relative) == "dir":
+    if _kind(context, relative) == FileKind.DIR:
         raise ToolError(f"{display_path(relative)} is a directory")
     try:
         context.sandbox.write_file(relative, content)
@@ -237,7 +238,7 @@ def _execute(context: ToolContext, command: str, timeout: Any) -> ToolResult:
         if left < MIN_COMMAND_SECONDS:
             raise ToolError("no time is left in the budget to run a command; submit your final answer")
         timeout, capped = left, True
-    if _kind(context, context.cwd) != "dir":
+    if _kind(context, context.cwd) != FileKind.DIR:
         # The agent deleted or moved its own cwd; fall back rather than fail every later command.
         context.cwd = "."
     try:
@@ -305,7 +306,7 @@ def _fenced_body(text: str) -> str | None:
 
 def list_files(context: ToolContext, args: ListFilesArguments) -> ToolResult:
     relative = resolve_path(context, args.path)
-    if _kind(context, relative) != "dir":
+    if _kind(context, relative) != FileKind.DIR:
         raise ToolError(f"{display_path(relative)} is not a directory")
     try:
         entries = context.sandbox.list_files(relative, recursive=args.recursive)
@@ -398,7 +399,7 @@ def _run_script(context: ToolContext, args: PythonScriptArguments, interpreter: 
     relative = resolve_path(context, args.path)
     if args.content is not None:
         _write_text(context, relative, args.content)
-    elif _kind(context, relative) != "file":
+    elif _kind(context, relative) != FileKind.FILE:
         raise ToolError(f"{display_path(relative)} does not exist; pass `content` to create it")
     command = f"{interpreter} {shlex.quote(display_path(relative))}" + (f" {args.arguments}" if args.arguments else "")
     return _execute(context, command, args.timeout)
@@ -438,9 +439,9 @@ def move(context: ToolContext, args: MoveArguments) -> ToolResult:
 def change_directory(context: ToolContext, args: ChangeDirectoryArguments) -> ToolResult:
     relative = resolve_path(context, args.path)
     kind = _kind(context, relative)
-    if kind == "symlink":
+    if kind == FileKind.SYMLINK:
         raise ToolError(f"{display_path(relative)} is a symbolic link; the file tools never follow links")
-    if kind != "dir":
+    if kind != FileKind.DIR:
         raise ToolError(f"{display_path(relative)} is not a directory")
     context.cwd = relative
     return ToolResult(observation=f"Current directory is now {display_path(relative)}")

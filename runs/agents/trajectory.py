@@ -55,8 +55,8 @@ class TrajectoryFormatError(ValueError):
 
 @dataclass
 class FileChange:
-    """One file a step changed. `change` is "added", "modified" or "deleted"; `diff` is None for
-    binary or large files (then `note` says why)."""
+    """One file a step changed. `change` is a runs.benchmark.patches.ChangeKind ("added", "modified"
+    or "deleted"); `diff` is None for binary or large files (then `note` says why)."""
 
     path: str
     change: str

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from runs.benchmark.workspace import task_json
@@ -49,6 +50,11 @@ class Candidate:
         return cls(patch=trajectory.final_patch, answer=answer, outputs=outputs)
 
 
+class ChoiceMethod(StrEnum):
+    MODEL = "model"  # the verifier model chose (or had only one candidate, or gave no choice: `fallback`)
+    ORACLE = "oracle"  # the first candidate that passes, the upper bound
+
+
 @dataclass(frozen=True)
 class VerifierChoice:
     """The chosen candidate (0-based `index`), why, and what choosing cost (None: price unknown).
@@ -60,7 +66,7 @@ class VerifierChoice:
     reasoning: str
     usage: Usage = field(default_factory=Usage)
     cost: float | None = 0.0
-    method: str = "model"
+    method: ChoiceMethod = ChoiceMethod.MODEL
     fallback: bool = False
 
 
@@ -193,7 +199,7 @@ def select_with_model(
     if not candidates:
         raise ValueError("select_with_model needs at least one candidate")
     if len(candidates) == 1:
-        return VerifierChoice(0, "Only one candidate: nothing to choose.", method="model")
+        return VerifierChoice(0, "Only one candidate: nothing to choose.", method=ChoiceMethod.MODEL)
     messages = verifier_prompt(
         task=task, candidates=candidates, paper=paper, max_patch_chars=max_patch_chars, max_output_chars=max_output_chars
     )
@@ -223,5 +229,5 @@ def select_oracle(*, candidates: Sequence[Candidate], passed: Sequence[bool]) ->
         raise ValueError(f"{len(candidates)} candidates but {len(passed)} pass flags")
     for index, ok in enumerate(passed):
         if ok:
-            return VerifierChoice(index, f"Candidate {index + 1} passes.", method="oracle")
-    return VerifierChoice(0, "No candidate passes; candidate 1 is taken.", method="oracle")
+            return VerifierChoice(index, f"Candidate {index + 1} passes.", method=ChoiceMethod.ORACLE)
+    return VerifierChoice(0, "No candidate passes; candidate 1 is taken.", method=ChoiceMethod.ORACLE)

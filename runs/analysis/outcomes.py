@@ -20,7 +20,7 @@ _NOT_THE_MODELS = (Attempt.MODEL_PROVIDER, Attempt.NOT_PREPARED, Attempt.INFRAST
 # The failure labels that say the agent gave no usable answer.
 _NO_USABLE_ANSWER = (Attempt.BUDGET_EXHAUSTED, Attempt.NO_ANSWER, Attempt.UNPARSEABLE_ANSWER)
 
-OUTCOME_LABELS: dict[str, str] = dict(Attempt.OUTCOMES)
+OUTCOME_LABELS: dict[str, str] = dict(Attempt.Outcome.choices)
 
 # The fields `attempt_outcome` reads, for callers that load or pass them.
 OUTCOME_FIELDS = (

@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 DATA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -127,7 +128,7 @@ def data_fetch(root: Path, data: DataFile, *, where: str) -> tuple[Path, bool]:
     return cached_path(root, data.sha256), True
 
 
-def _copy_checked(data: DataFile, target, *, label: str) -> tuple[str, int]:
+def _copy_checked(data: DataFile, target: IO[bytes], *, label: str) -> tuple[str, int]:
     """Copy the source into `target`, (sha256, bytes) of what came; stops a little beyond the
     declared size (a larger file is wrong whatever it holds)."""
     digest = hashlib.sha256()
@@ -141,10 +142,10 @@ def _copy_checked(data: DataFile, target, *, label: str) -> tuple[str, int]:
                 if received > data.size:
                     break
             # http.client ends a body cut short (fewer bytes than its Content-Length) like a whole one.
-            if received <= data.size and getattr(source, "length", None):
+            if received <= data.size and (missing := getattr(source, "length", None)):
                 raise DataError(
                     f"{label}: the download broke off after {received} of {data.size} bytes "
-                    f"({source.length} bytes the server announced never came)"
+                    f"({missing} bytes the server announced never came)"
                 )
     except DataError:
         raise
@@ -155,7 +156,7 @@ def _copy_checked(data: DataFile, target, *, label: str) -> tuple[str, int]:
     return digest.hexdigest(), received
 
 
-def _open_source(data: DataFile, *, label: str):
+def _open_source(data: DataFile, *, label: str) -> IO[bytes]:
     if is_url(data.source):
         request = urllib.request.Request(data.source, headers={"User-Agent": "autoexperiment-data-fetch"})
         try:

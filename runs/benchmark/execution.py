@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass
 
 from runs.benchmark.workspace import CODE_DIR, ExperimentSpec
+from sandbox import Sandbox
+from sandbox.fs import FileKind
 
 
 @dataclass(frozen=True)
@@ -34,12 +36,12 @@ def printed_result(output: str) -> dict | None:
     return None
 
 
-def run_experiment(sandbox, experiment: ExperimentSpec) -> ExperimentOutcome:
+def run_experiment(sandbox: Sandbox, experiment: ExperimentSpec) -> ExperimentOutcome:
     """Run one experiment's command from the workspace's code directory and parse what it printed.
 
     The code under test runs with write access to the workspace: an earlier experiment may have
     removed or replaced code/ itself. That is the code's result, not a broken sandbox."""
-    if sandbox.path_kind(CODE_DIR) != "dir":
+    if sandbox.path_kind(CODE_DIR) != FileKind.DIR:
         return ExperimentOutcome(
             exp_id=experiment.exp_id, result=None, output="", exit_code=1, timed_out=False, duration=0.0,
             error=f"{CODE_DIR}/ is no longer a directory (an earlier experiment's code removed or replaced it)",

@@ -324,7 +324,8 @@ def _numbers(body: str, parts: list, wanted: set[str]) -> Iterable[tuple[int, st
         pattern = _TEXT_NUMBER
     for match in pattern.finditer(body):
         number, offset = match.group(), match.start()
-        if number not in wanted or _NUMBER_AT.match(body, offset).group() != number:
+        whole = _NUMBER_AT.match(body, offset)
+        if number not in wanted or whole is None or whole.group() != number:
             continue  # part of a longer number
         index = bisect.bisect_right(ends, offset)
         kind, start = index % 3, ends[index - 1] if index else 0

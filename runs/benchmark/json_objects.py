@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError, WrapValidator
 from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -55,7 +56,7 @@ def refused_as(describe: Callable[[Any], str]) -> WrapValidator:
     """Annotation: any failure of the annotated type (its JSON type or its constraints) is reported
     as `describe(value)`, for fields whose one message says more than pydantic's several would."""
 
-    def wrap(value: Any, handler):
+    def wrap(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         try:
             return handler(value)
         except ValidationError:

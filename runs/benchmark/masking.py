@@ -24,8 +24,11 @@ import operator
 import re
 import textwrap
 import tokenize
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import lru_cache
+from typing import Any, Protocol, TypeGuard
 
 from runs.benchmark import python_ast
 
@@ -66,6 +69,26 @@ class AmbiguousFunction(MaskingError):
     """Several definitions match the requested name and nothing chooses between them."""
 
 
+class HintStatus(StrEnum):
+    """How a line hint relates to the definition chosen."""
+
+    NONE = "none"  # no hint
+    EXACT = "exact"  # the hint falls on its decorators, `def` line or body
+    STALE = "stale"  # it does not: reported, never obeyed
+
+
+class LocationRule(StrEnum):
+    """The evidence that chose a definition (`locate_function` lists the rules in order)."""
+
+    ONLY_DEFINITION = "only definition"
+    DEF_LINE = "def line"
+    DECORATOR_LINE = "decorator line"
+    INSIDE = "inside"
+    CLASS_LINE = "class line"
+    SPAN = "span"
+    MAIN_DEFINITION = "main definition"
+
+
 @dataclass(frozen=True)
 class FunctionLocation:
     """Where a function is and which span of the source is its body.
@@ -77,11 +100,9 @@ class FunctionLocation:
     For a body on the colon's line (`def f(x): return x`, `inline=True`) it starts right after
     the colon.
 
-    `hint_status` says how the line hint relates to the definition chosen: "none" (no hint),
-    "exact" (the hint falls on its decorators, `def` line or body) or "stale". `rule` names the
-    evidence that chose it (see `locate_function`): "only definition", "def line", "decorator
-    line", "inside", "class line", "span" or "main definition". `note` explains a choice the hint
-    did not make; `scope` holds the names of the enclosing classes and functions.
+    `hint_status` says how the line hint relates to the definition chosen, `rule` names the
+    evidence that chose it. `note` explains a
+    choice the hint did not make; `scope` holds the names of the enclosing classes and functions.
     """
 
     qualified_name: str
@@ -89,10 +110,10 @@ class FunctionLocation:
     body_start: int
     body_end: int
     body_indent: str
-    hint_status: str = "none"
+    hint_status: HintStatus
+    rule: LocationRule
     note: str = ""
     inline: bool = False
-    rule: str = ""
     scope: tuple[str, ...] = ()
 
 
@@ -124,6 +145,15 @@ class MaskedFile:
 # --- source bookkeeping -------------------------------------------------------------------------
 
 
+class Positioned(Protocol):
+    """An `ast` node with a place in the source: an expression, a statement, an argument, ..."""
+
+    lineno: int
+    col_offset: int
+    end_lineno: int | None
+    end_col_offset: int | None
+
+
 class SourceLines:
     """Line starts and ends of a source, and conversion of `ast` positions to offsets."""
 
@@ -152,6 +182,15 @@ class SourceLines:
         if not content.isascii():
             col = len(content.encode("utf-8", "surrogatepass")[:col].decode("utf-8", "ignore"))
         return self.starts[lineno - 1] + col
+
+    def start_of(self, node: Positioned) -> int:
+        return self.offset(node.lineno, node.col_offset)
+
+    def end_of(self, node: Positioned) -> int:
+        # ast.parse gives every node it makes an end; only a node built by hand may lack one.
+        if node.end_lineno is None or node.end_col_offset is None:
+            raise ValueError(f"the {type(node).__name__} node has no end position")
+        return self.offset(node.end_lineno, node.end_col_offset)
 
     def char_col(self, lineno: int, col: int) -> int:
         return self.offset(lineno, col) - self.starts[lineno - 1]
@@ -184,7 +223,7 @@ def _split_keepends(text: str) -> list[str]:
     return lines
 
 
-def _tokens(text: str):
+def _tokens(text: str) -> Iterator[tokenize.TokenInfo]:
     """Tokens of a fragment, stopping quietly where the fragment stops being tokenizable."""
     lines = iter(_split_keepends(text))
     try:
@@ -260,7 +299,7 @@ def accessor_kind(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
-def _statements(node: ast.AST):
+def _statements(node: ast.AST) -> Iterator[ast.AST]:
     """Every statement (and except/case clause) under `node`, in source order.
 
     Definitions only occur in statement blocks, so expressions need not be visited; that keeps
@@ -310,10 +349,10 @@ def _function(
     )
 
 
-def functions_by_name(tree: ast.Module) -> dict[str, list[tuple[tuple[str, ...], ast.AST]]]:
+def functions_by_name(tree: ast.Module) -> dict[str, list[tuple[tuple[str, ...], ast.FunctionDef | ast.AsyncFunctionDef]]]:
     """Every function of a parsed file by canonical qualified name: (enclosing scope, node) of each
     definition, in source order, without @overload stubs (unless only stubs carry the name)."""
-    found: dict[str, list] = {}
+    found: dict[str, list[_Function]] = {}
     for function in _collect(tree):
         found.setdefault(function.qualified_name, []).append(function)
     return {
@@ -362,7 +401,7 @@ def _split_name(name: str) -> str:
     return ".".join(parts)
 
 
-def _describe(functions) -> str:
+def _describe(functions: Iterable[_Function]) -> str:
     return ", ".join(f"`{f.qualified_name}` at line {f.def_line}" for f in functions)
 
 
@@ -390,7 +429,7 @@ def _not_found(analysis: _Analysis, requested: str, key: str, line_hint: int | N
     return FunctionNotFound(message)
 
 
-def _line_number(value, what: str, name: str) -> int | None:
+def _line_number(value: Any, what: str, name: str) -> int | None:
     if value is None:
         return None
     try:
@@ -401,14 +440,14 @@ def _line_number(value, what: str, name: str) -> int | None:
         raise MaskingError(f"{what} {value!r} for `{name}` is not a line number") from None
 
 
-def _line_span(span, name: str) -> tuple[int, int] | None:
+def _line_span(span: Any, name: str) -> tuple[int, int] | None:
     if span is None:
         return None
     try:
-        first, last = span
+        given_first, given_last = span
     except (TypeError, ValueError):
         raise MaskingError(f"span {span!r} for `{name}` is not a pair of line numbers") from None
-    first, last = _line_number(first, "span start", name), _line_number(last, "span end", name)
+    first, last = _line_number(given_first, "span start", name), _line_number(given_last, "span end", name)
     if first is None or last is None or not 1 <= first <= last:
         raise MaskingError(f"span {first}-{last} for `{name}` is not a range of lines")
     return first, last
@@ -417,8 +456,8 @@ def _line_span(span, name: str) -> tuple[int, int] | None:
 @dataclass(frozen=True)
 class _Choice:
     function: _Function
-    hint_status: str
-    rule: str
+    hint_status: HintStatus
+    rule: LocationRule
     note: str = ""
 
 
@@ -464,26 +503,26 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
     if not candidates:
         raise _not_found(analysis, name, key, line_hint)
 
-    def hint_rule(function: _Function) -> str:
+    def hint_rule(function: _Function) -> LocationRule:
         if function.def_line == line_hint:
-            return "def line"
+            return LocationRule.DEF_LINE
         if any(d.lineno == line_hint for d in function.node.decorator_list):
-            return "decorator line"
-        return "inside"
+            return LocationRule.DECORATOR_LINE
+        return LocationRule.INSIDE
 
     if len(candidates) == 1:
-        function = candidates[0]
+        only = candidates[0]
         if line_hint is None:
-            return _Choice(function, "none", "only definition")
-        if function.matches_hint(line_hint):
-            return _Choice(function, "exact", hint_rule(function))
+            return _Choice(only, HintStatus.NONE, LocationRule.ONLY_DEFINITION)
+        if only.matches_hint(line_hint):
+            return _Choice(only, HintStatus.EXACT, hint_rule(only))
         note = (
-            f"line hint {line_hint} does not match; `{function.qualified_name}` is defined at line "
-            f"{function.def_line} (lines {function.first_line}-{function.end_line})"
+            f"line hint {line_hint} does not match; `{only.qualified_name}` is defined at line "
+            f"{only.def_line} (lines {only.first_line}-{only.end_line})"
         )
-        return _Choice(function, "stale", "only definition", note)
+        return _Choice(only, HintStatus.STALE, LocationRule.ONLY_DEFINITION, note)
 
-    status = "none" if line_hint is None else "stale"
+    status = HintStatus.NONE if line_hint is None else HintStatus.STALE
     everyone = f"{len(candidates)} definitions of `{name}` ({_describe(candidates)})"
     unmatched = "" if line_hint is None else f" (line hint {line_hint} matches none of them)"
     all_candidates = candidates
@@ -496,16 +535,16 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
         # statement of a class defining one of them, then the innermost definition containing the hint.
         best = min(
             matching,
-            key=lambda f: (hint_rule(f) != "def line", hint_rule(f) != "decorator line", f.end_line - f.first_line),
+            key=lambda f: (hint_rule(f) != LocationRule.DEF_LINE, hint_rule(f) != LocationRule.DECORATOR_LINE, f.end_line - f.first_line),
             default=None,
         )
-        if best is not None and hint_rule(best) != "inside":
-            return _Choice(best, "exact", hint_rule(best))
+        if best is not None and hint_rule(best) != LocationRule.INSIDE:
+            return _Choice(best, HintStatus.EXACT, hint_rule(best))
         # Upstream's header_line often points at the class statement instead of the method.
         owner = _class_at(analysis, line_hint)
         in_class = [f for f in candidates if owner is not None and f.owner is owner]
         if best is not None and not in_class:
-            return _Choice(best, "exact", "inside")
+            return _Choice(best, HintStatus.EXACT, LocationRule.INSIDE)
         if in_class:
             function = _main_definition(in_class)
             class_name = ".".join(in_class[0].scope)
@@ -514,7 +553,7 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
                     f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the "
                     f"method of class `{class_name}`, on whose statement line hint {line_hint} falls"
                 )
-                return _Choice(function, status, "class line", note)
+                return _Choice(function, status, LocationRule.CLASS_LINE, note)
             tried.append(f"line hint {line_hint} is on class `{class_name}`, which defines {len(in_class)} of them")
             candidates = in_class
         elif owner is not None:
@@ -532,7 +571,7 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
                 f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the one in "
                 f"the span {span[0]}-{span[1]}{unmatched}"
             )
-            return _Choice(function, status, "span", note)
+            return _Choice(function, status, LocationRule.SPAN, note)
         tried.append(f"the span {span[0]}-{span[1]} overlaps {len(spanned) or 'none'} of them")
         candidates = spanned or candidates
 
@@ -544,7 +583,7 @@ def _choose(analysis: _Analysis, name: str, line_hint: int | None, span: tuple[i
             f"chose `{function.qualified_name}` at line {function.def_line}: of the {everyone}, the definition "
             f"the name means{unmatched}"
         )
-        return _Choice(function, status, "main definition", note)
+        return _Choice(function, status, LocationRule.MAIN_DEFINITION, note)
     raise AmbiguousFunction(
         f"`{name}` is ambiguous: {len(all_candidates)} definitions match ({_describe(all_candidates)}) and no evidence "
         f"picks one ({'; '.join(tried)}); give the qualified name or the def line as hint"
@@ -807,7 +846,7 @@ def _count_breaks(text: str) -> int:
     return len(NEWLINE.findall(text))
 
 
-def _is_stub(node: ast.AST) -> bool:
+def _is_stub(node: ast.AST) -> TypeGuard[ast.FunctionDef | ast.AsyncFunctionDef]:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     body = list(node.body)
@@ -929,7 +968,7 @@ def mask_source(source: str, targets: list[MaskTarget], *, filename: str = "<fil
         text=text,
         locations=located,
         spans=[(loc.body_start, loc.body_end) for loc in located],
-        notes=[loc.note for loc in located if loc.hint_status == "stale" and loc.note],
+        notes=[loc.note for loc in located if loc.hint_status == HintStatus.STALE and loc.note],
         replacements=replacements,
     )
     try:

@@ -111,19 +111,19 @@ class _Finder:
         self.text = lines.text
         self.candidates: list[_Candidate] = []
 
-    def start(self, node: ast.AST) -> int:
-        return self.lines.offset(node.lineno, node.col_offset)
+    def start(self, node: ast.expr | ast.stmt) -> int:
+        return self.lines.start_of(node)
 
-    def end(self, node: ast.AST) -> int:
-        return self.lines.offset(node.end_lineno, node.end_col_offset)
+    def end(self, node: ast.expr | ast.stmt) -> int:
+        return self.lines.end_of(node)
 
-    def segment(self, node: ast.AST) -> str:
+    def segment(self, node: ast.expr | ast.stmt) -> str:
         return self.text[self.start(node) : self.end(node)]
 
     def add(self, edits: list[tuple[int, int, str]], description: str) -> None:
         self.candidates.append(_Candidate(min(e[0] for e in edits), tuple(edits), description))
 
-    def swap_operator(self, left: ast.AST, right: ast.AST, old: str, new: str) -> None:
+    def swap_operator(self, left: ast.expr, right: ast.expr, old: str, new: str) -> None:
         at = _skip_to_operator(self.text, self.end(left), self.start(right), old)
         if at is not None:
             line = self.lines.line_of(at)
@@ -133,9 +133,9 @@ class _Finder:
         if isinstance(node, ast.JoinedStr):
             return  # positions inside f-strings are not reliable across Python versions
         if isinstance(node, ast.AnnAssign):
-            for child in (node.target, node.value):
-                if child is not None:
-                    self.visit(child, node)
+            for part in (node.target, node.value):
+                if part is not None:
+                    self.visit(part, node)
             return
         self.mutate(node, parent)
         for child in ast.iter_child_nodes(node):
@@ -157,12 +157,11 @@ class _Finder:
                 if type(op) in _SWAPPED_COMPARISONS:
                     self.swap_operator(operands[index], operands[index + 1], *_SWAPPED_COMPARISONS[type(op)])
         elif isinstance(node, ast.Constant):
-            new = _numeric_replacement(node, parent)
-            if new is not None:
-                old = self.segment(node)
+            replacement = _numeric_replacement(node, parent)
+            if replacement is not None:
                 self.add(
-                    [(self.start(node), self.end(node), new)],
-                    f"line {node.lineno}: `{old}` replaced by `{new}`",
+                    [(self.start(node), self.end(node), replacement)],
+                    f"line {node.lineno}: `{self.segment(node)}` replaced by `{replacement}`",
                 )
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             at = self.start(node)

@@ -36,6 +36,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from enum import StrEnum
 
 from unidiff import PatchSet, UnidiffParseError
 
@@ -53,6 +54,19 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, "\\": 92, '"': 34}
 _SHOWN_CHARS = 80  # of the offending line, in error messages
 NAME_MAX = 255  # bytes in one path component, as Linux allows
+
+
+class ChangeKind(StrEnum):
+    """What a patch section, or an agent's step, did to one file."""
+
+    ADDED = "added"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+
+    @classmethod
+    def between(cls, old: object, new: object) -> ChangeKind:
+        """The change from `old` to `new`, each None where the file does not exist."""
+        return cls.ADDED if old is None else cls.DELETED if new is None else cls.MODIFIED
 
 
 class PatchError(ValueError):
@@ -110,13 +124,13 @@ class Hunk:
 class FilePatch:
     """One file's section of a patch.
 
-    `path` is workspace-relative (`code/pkg/mod.py`), `change` "added", "deleted" or "modified",
+    `path` is workspace-relative (`code/pkg/mod.py`), `change` what it does to the file,
     `line` where the section's first header line is, `text` the section's raw text (for display).
     An added or deleted empty file (git writes no hunks for it) has no hunks.
     """
 
     path: str
-    change: str
+    change: ChangeKind
     hunks: tuple[Hunk, ...]
     line: int
     text: str
@@ -141,7 +155,7 @@ def apply_file_patch(original: str | None, file_patch: FilePatch) -> str | None:
     lines match exactly, as `git apply` does (no fuzz). Raises PatchError naming the hunk's line.
     """
     header = file_patch.text.split("\n", 1)[0]
-    if file_patch.change == "added":
+    if file_patch.change == ChangeKind.ADDED:
         if original is not None:
             raise PatchError(f"the patch adds {file_patch.path}, which already exists", line=file_patch.line, source=header)
         original = ""
@@ -173,7 +187,7 @@ def apply_file_patch(original: str | None, file_patch: FilePatch) -> str | None:
         offset = found - stated
     result.extend(source[position:])
     text = "".join(result)
-    if file_patch.change == "deleted":
+    if file_patch.change == ChangeKind.DELETED:
         if text:
             raise PatchError(
                 f"the patch deletes {file_patch.path}, but the file has lines the patch does not remove",
@@ -374,7 +388,7 @@ class _Parser:
     def git_section(self) -> FilePatch:
         start = self.index
         old_name, new_name = self.git_names(self.lines[start][len("diff --git "):])
-        change = "modified"
+        change = ChangeKind.MODIFIED
         self.index += 1
         while (line := self.peek()) is not None:
             if line.startswith(("old mode ", "new mode ")):
@@ -390,7 +404,7 @@ class _Parser:
                 if match is None:
                     raise self.error("malformed file mode line")
                 self.check_mode(match.group(1))
-                change = "added" if line.startswith("new") else "deleted"
+                change = ChangeKind.ADDED if line.startswith("new") else ChangeKind.DELETED
             elif line.startswith("index "):
                 match = _INDEX.fullmatch(line)
                 if match is None:
@@ -412,12 +426,12 @@ class _Parser:
         path = self.workspace_path(old_name, "a", start)
         self.workspace_path(new_name, "b", start)
         if not (self.peek() or "").startswith("--- "):
-            if change == "modified":
+            if change == ChangeKind.MODIFIED:
                 raise self.error('a "diff --git" section that changes no line', start)
             # git writes no ---/+++ lines and no hunk for an added or deleted empty file.
             return self.section(start, path, change, ())
         old, new, _, _ = self.file_headers()
-        expected = (DEV_NULL if change == "added" else f"a/{path}", DEV_NULL if change == "deleted" else f"b/{path}")
+        expected = (DEV_NULL if change == ChangeKind.ADDED else f"a/{path}", DEV_NULL if change == ChangeKind.DELETED else f"b/{path}")
         for name, want, index in ((old, expected[0], self.index - 2), (new, expected[1], self.index - 1)):
             if name != want:
                 raise self.error(
@@ -451,10 +465,12 @@ class _Parser:
             raise self.error(
                 f"the file headers name two different files, {old} and {new} (renames are not accepted)", old_at + 1
             )
-        change = "added" if old_missing else "deleted" if new_missing else "modified"
-        return self.section(start, old_path or new_path, change, self.hunks(change))
+        change = ChangeKind.ADDED if old_missing else ChangeKind.DELETED if new_missing else ChangeKind.MODIFIED
+        path = old_path or new_path
+        assert path is not None  # both headers /dev/null is refused above
+        return self.section(start, path, change, self.hunks(change))
 
-    def section(self, start: int, path: str, change: str, hunks: tuple[Hunk, ...]) -> FilePatch:
+    def section(self, start: int, path: str, change: ChangeKind, hunks: tuple[Hunk, ...]) -> FilePatch:
         offsets = self.offsets()
         text = self.text[offsets[start] : offsets[self.index]]
         return FilePatch(path=path, change=change, hunks=hunks, line=start + 1, text=text)
@@ -572,7 +588,7 @@ class _Parser:
 
     # Hunks.
 
-    def hunks(self, change: str) -> tuple[Hunk, ...]:
+    def hunks(self, change: ChangeKind) -> tuple[Hunk, ...]:
         hunks: list[Hunk] = []
         old_end = new_end = 0  # where the previous hunk ends on each side (0-based, exclusive)
         while (line := self.peek()) is not None and line.startswith("@@"):
@@ -584,9 +600,9 @@ class _Parser:
             new_begin = hunk.new_start - 1 if hunk.new_count else hunk.new_start
             if old_begin < old_end or new_begin < new_end:
                 raise self.error(f"the hunk overlaps or comes before the hunk at line {hunks[-1].line}", at)
-            if change == "added" and (hunks or hunk.old_count or hunk.old_start):
+            if change == ChangeKind.ADDED and (hunks or hunk.old_count or hunk.old_start):
                 raise self.error('an added file has one hunk, "@@ -0,0 +1,N @@"', at)
-            if change == "deleted" and (hunks or hunk.new_count or hunk.new_start):
+            if change == ChangeKind.DELETED and (hunks or hunk.new_count or hunk.new_start):
                 raise self.error('a deleted file has one hunk, "@@ -1,N +0,0 @@"', at)
             old_end, new_end = old_begin + hunk.old_count, new_begin + hunk.new_count
             hunks.append(hunk)

@@ -6,11 +6,12 @@ mismatch" (python/cpython#106905). Baselines run in threads (tests, verifiers); 
 """
 import ast
 import threading
+from typing import Any
 
 _LOCK = threading.Lock()
 
 
-def parse(source: str, *args, **kwargs) -> ast.Module:
+def parse(source: str, *args: Any, **kwargs: Any) -> ast.Module:
     """ast.parse, one thread at a time."""
     with _LOCK:
         return ast.parse(source, *args, **kwargs)

@@ -73,7 +73,7 @@ import difflib
 import re
 import symtable
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from runs.benchmark.masking import (
@@ -235,10 +235,10 @@ def _diff_work(old: list[str], new: list[str]) -> int:
     end = 0
     while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
         end += 1
-    old, new = Counter(old[start : len(old) - end]), Counter(new[start : len(new) - end])
-    changed = sum(((old - new) + (new - old)).values())
-    common = sum((old & new).values())
-    return (sum(old.values()) + sum(new.values())) * min(changed, common)
+    before, after = Counter(old[start : len(old) - end]), Counter(new[start : len(new) - end])
+    changed = sum(((before - after) + (after - before)).values())
+    common = sum((before & after).values())
+    return (sum(before.values()) + sum(after.values())) * min(changed, common)
 
 
 def _join(reasons: list[str]) -> str:
@@ -303,11 +303,11 @@ def _start(lines: SourceLines, node: ast.stmt) -> int:
     if getattr(node, "decorator_list", None):
         line = _first_line(node)
         return lines.starts[line - 1] + len(lines.indent(line))
-    return lines.offset(node.lineno, node.col_offset)
+    return lines.start_of(node)
 
 
 def _segment(lines: SourceLines, node: ast.stmt) -> str:
-    return lines.text[_start(lines, node) : lines.offset(node.end_lineno, node.end_col_offset)]
+    return lines.text[_start(lines, node) : lines.end_of(node)]
 
 
 def _snippet(lines: SourceLines, node: ast.stmt) -> str:
@@ -331,7 +331,7 @@ def _fingerprint(lines: SourceLines | None, node: ast.AST | list | None) -> str:
         return f"undumpable:{id(node)}"
 
 
-def _qualified(scope: tuple[str, ...], node: ast.stmt) -> str:
+def _qualified(scope: tuple[str, ...], node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
     """A definition's qualified name as `runs.benchmark.masking` names it (a property's setter: `C.x.setter`)."""
     name = ".".join((*scope, node.name))
     accessor = accessor_kind(node) if isinstance(node, _FUNCTIONS) else None
@@ -355,9 +355,9 @@ def _is_future(node: ast.stmt) -> bool:
     return isinstance(node, ast.ImportFrom) and node.module == "__future__" and not node.level
 
 
-def _symbols(table: symtable.SymbolTable):
+def _symbols(table: symtable.SymbolTable) -> Iterator[tuple[symtable.SymbolTable, tuple[str, ...], symtable.Symbol]]:
     """(table, path of scope names below the module, symbol) for every symbol of every scope."""
-    stack = [(table, ())]
+    stack: list[tuple[symtable.SymbolTable, tuple[str, ...]]] = [(table, ())]
     while stack:
         current, path = stack.pop()
         for symbol in current.get_symbols():
@@ -453,8 +453,8 @@ def _inert(node: ast.expr, *, names: bool, lambdas: bool = True) -> ast.expr | N
             continue  # a complex literal, 1+2j
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             stack.extend((element, names) for element in node.elts)
-        elif isinstance(node, ast.Dict) and None not in node.keys:
-            stack.extend((part, names) for part in [*node.keys, *node.values])
+        elif isinstance(node, ast.Dict) and None not in node.keys:  # a None key is a ** unpacking
+            stack.extend((part, names) for part in [*node.keys, *node.values] if part is not None)
         elif isinstance(node, ast.Lambda) and lambdas:
             stack.extend((value, True) for value in [*node.args.defaults, *node.args.kw_defaults] if value is not None)
         elif names and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -499,8 +499,9 @@ class _Merge:
     """Merges the agent's version of one file with masked functions into its masked text."""
 
     def __init__(
-        self, path: str, masked_text: str, names: list[str], patched_text: str, patched_tree: ast.Module, own_modules=frozenset()
-    ):
+        self, path: str, masked_text: str, names: list[str], patched_text: str, patched_tree: ast.Module,
+        own_modules: frozenset[str] = frozenset(),
+    ) -> None:
         if len(patched_tree.body) > MAX_BLOCK_STATEMENTS:
             raise ValueError(f"more than {MAX_BLOCK_STATEMENTS} top-level statements")
         self.path = path
@@ -600,10 +601,9 @@ class _Merge:
 
     def _class_at(self, scope: tuple[str, ...]) -> ast.ClassDef:
         """The masked file's class at this path of class names (one that holds a masked method)."""
-        body, found = self.masked_tree.body, None
-        for name in scope:
-            found = next(node for node in body if isinstance(node, ast.ClassDef) and node.name == name)
-            body = found.body
+        found = next(node for node in self.masked_tree.body if isinstance(node, ast.ClassDef) and node.name == scope[0])
+        for name in scope[1:]:
+            found = next(node for node in found.body if isinstance(node, ast.ClassDef) and node.name == name)
         return found
 
     def _plain_base(self, base: ast.expr) -> bool:
@@ -618,7 +618,7 @@ class _Merge:
         p_functions = functions_by_name(self.p_tree)
 
         # Canonical names of the masked functions and their places in the masked file.
-        self.targets: dict[str, tuple[tuple[str, ...], ast.AST]] = {}
+        self.targets: dict[str, tuple[tuple[str, ...], ast.FunctionDef | ast.AsyncFunctionDef]] = {}
         for name in self.names:
             try:
                 canonical = locate_function(self.masked_text, name).qualified_name
@@ -659,13 +659,13 @@ class _Merge:
         # From the end backwards, so offsets stay valid and several at one offset end up in order.
         for insertion in sorted(self.insertions, key=lambda item: (item.offset, item.order), reverse=True):
             merged = merged[: insertion.offset] + insertion.text + merged[insertion.offset :]
-        candidates = [(merged, "the additions")] if self.insertions else []
-        for candidate, problem in [*candidates, (with_bodies, "the new bodies")]:
-            trouble = _trouble(candidate, self.path, self.masked_text)
+        versions = [(merged, "the additions")] if self.insertions else []
+        for version, problem in [*versions, (with_bodies, "the new bodies")]:
+            trouble = _trouble(version, self.path, self.masked_text)
             if trouble:
                 self.reasons.append(f"with {problem} {trouble}; they are left out")
                 continue
-            return candidate, self.reasons
+            return version, self.reasons
         return self.masked_text, self.reasons
 
     def _compare_signature(self, canonical: str, m_node: ast.AST, p_node: ast.AST) -> None:
@@ -684,7 +684,10 @@ class _Merge:
 
     # --- one block of statements: the module, or the body of a class with masked methods -----------
 
-    def _block(self, m_body: list, p_body: list, *, scope: tuple[str, ...], class_nodes) -> None:
+    def _block(
+        self, m_body: list[ast.stmt], p_body: list[ast.stmt], *, scope: tuple[str, ...],
+        class_nodes: tuple[ast.ClassDef, ast.ClassDef] | None,
+    ) -> None:
         where = f"in class `{'.'.join(scope)}`" if scope else "at module level"
         if len(p_body) > MAX_BLOCK_STATEMENTS:
             raise ValueError(f"more than {MAX_BLOCK_STATEMENTS} statements in {where}")
@@ -745,7 +748,7 @@ class _Merge:
                 self.reasons.append(
                     f"changes `{name}` outside its masked functions" if inside else f"changes `{name}`, which is not masked"
                 )
-        elif isinstance(m_node, ast.ClassDef):
+        elif isinstance(m_node, ast.ClassDef) and isinstance(p_node, ast.ClassDef):  # equal keys: both are
             path = (*scope, m_node.name)
             name = ".".join(path)
             if not self._holds_masked(path, directly=False):
@@ -769,7 +772,8 @@ class _Merge:
             self.reasons.append(f"removes or changes `{_snippet(self.m_lines, node)}` {where}; the original is kept")
 
     def _added(
-        self, node: ast.stmt, anchor: int | None, m_body: list, scope: tuple[str, ...], indent: str, where: str, previous
+        self, node: ast.stmt, anchor: int | None, m_body: list[ast.stmt], scope: tuple[str, ...], indent: str, where: str,
+        previous: ast.stmt | None,
     ) -> None:
         """Keep a statement that is only in the agent's file if it is a new import or definition."""
         in_class = bool(scope)
@@ -829,7 +833,7 @@ class _Merge:
             return isinstance(node.target, ast.Name)
         return True
 
-    def _conflict(self, node: ast.stmt, module_names: set[str], member_names: set[str], scope) -> str | None:
+    def _conflict(self, node: ast.stmt, module_names: set[str], member_names: set[str], scope: tuple[str, ...]) -> str | None:
         """Why a new statement may not bind these names, or None."""
         for name in sorted(module_names):
             if _is_dunder(name):
@@ -960,12 +964,11 @@ class _Merge:
             return None
         return f"{what} holds {_kind(part)} `{self._text(part)}` (line {part.lineno})"
 
-    def _text(self, node: ast.AST) -> str:
+    def _text(self, node: ast.expr | ast.stmt) -> str:
         """The first line of a node's source in the agent's file, shortened."""
         try:
-            start = self.p_lines.offset(node.lineno, node.col_offset)
-            end = self.p_lines.offset(node.end_lineno, node.end_col_offset)
-        except (AttributeError, IndexError, TypeError):
+            start, end = self.p_lines.start_of(node), self.p_lines.end_of(node)
+        except (AttributeError, IndexError, ValueError):
             return type(node).__name__
         first = self.p_lines.text[start:end].split("\n")[0].split("\r")[0].strip()
         return first if len(first) <= 40 else first[:37] + "..."
@@ -983,7 +986,8 @@ class _Merge:
         return anchor
 
     def _insert(
-        self, node: ast.stmt, anchor: int | None, m_body: list, indent: str, source: str, *, in_class: bool, previous
+        self, node: ast.stmt, anchor: int | None, m_body: list[ast.stmt], indent: str, source: str, *, in_class: bool,
+        previous: ast.stmt | None,
     ) -> None:
         """Queue `source` for insertion after `m_body[anchor]` (None: where new code may start).
 
@@ -1005,7 +1009,8 @@ class _Merge:
             after = 0 if is_import and isinstance(first, (ast.Import, ast.ImportFrom)) else blank
             text = source + newline * (1 + after)
         else:
-            offset = self.m_lines.ends[m_body[anchor].end_lineno - 1]
+            last = m_body[anchor]
+            offset = self.m_lines.ends[(last.end_lineno or last.lineno) - 1]
             leading = self._leading(node, previous)
             if leading is None:
                 leading = newline * (blank if is_definition else 0 if is_import or in_class else 1)
@@ -1016,7 +1021,7 @@ class _Merge:
         """The blank and comment lines between `previous` and `node` in the agent's file, if that is all."""
         if previous is None:
             return None
-        rows = range(previous.end_lineno + 1, _first_line(node))
+        rows = range((previous.end_lineno or previous.lineno) + 1, _first_line(node))
         contents = [self.p_lines.content(row) for row in rows]
         if any(content.strip() and not content.strip().startswith("#") for content in contents):
             return None

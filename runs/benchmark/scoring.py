@@ -23,6 +23,7 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from runs.benchmark import python_ast
@@ -34,21 +35,31 @@ DEFAULT_RTOL = 0.05
 # are themselves around 1e-7, where a larger atol would swamp the relative tolerance.
 DEFAULT_ATOL = 1e-8
 
-MODES = ("strict", "upstream")
+
+
+class ScoringMode(StrEnum):
+    STRICT = "strict"  # every number within its tolerance: the leaderboard's rule
+    UPSTREAM = "upstream"  # the mean relative error within rtol, as upstream (with the sign and zero fixes)
+
 
 # Answers are an agent's output; past this size they are not an answer but a dump, and scanning
 # them for objects would cost more than it is worth.
 MAX_ANSWER_CHARS = 1_000_000
 
-REASON_OK = "ok"
-REASON_MISSING = "missing"
-REASON_NOT_A_NUMBER = "not a number"
-REASON_NAN = "nan"
-REASON_INFINITE = "infinite"
-REASON_OUTSIDE = "outside tolerance"
-REASON_GOLD_NOT_A_NUMBER = "gold is not a number"
-REASON_GOLD_NAN = "gold is nan"
-REASON_GOLD_INFINITE = "gold is infinite"
+
+
+class NumberReason(StrEnum):
+    """Why a gold number passed or failed (`NumberScore.reason`); only OK and OUTSIDE were compared."""
+
+    OK = "ok"
+    MISSING = "missing"
+    NOT_A_NUMBER = "not a number"
+    NAN = "nan"
+    INFINITE = "infinite"
+    OUTSIDE = "outside tolerance"
+    GOLD_NOT_A_NUMBER = "gold is not a number"
+    GOLD_NAN = "gold is nan"
+    GOLD_INFINITE = "gold is infinite"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -176,7 +187,7 @@ def _last_object_in_prose(text: str, spans: list[tuple[int, int]]) -> tuple[dict
     and a span's children, last first, only when the span itself fails) meets the wanted span first,
     so the usual answer, an object at the end, costs one parse.
     """
-    children: dict[int, list[tuple[int, int]]] = {}
+    children: dict[tuple[int, int], list[tuple[int, int]]] = {}
     roots: list[tuple[int, int]] = []
     open_spans: list[tuple[int, int]] = []
     for span in spans:  # sorted by start; a parent comes before its children
@@ -258,7 +269,7 @@ def _parse_answer(raw: Any) -> ParsedAnswer:
     if raw is None:
         return ParsedAnswer(None, "no answer was given", "none")
     if isinstance(raw, Mapping):
-        return ParsedAnswer(raw, None, "dict")
+        return ParsedAnswer(raw if isinstance(raw, dict) else dict(raw), None, "dict")
     if isinstance(raw, (bytes, bytearray)):
         raw = bytes(raw).decode("utf-8", errors="replace")
     if not isinstance(raw, str):
@@ -328,7 +339,7 @@ def as_number(value: Any) -> float | None:
         try:
             return float(value)
         except OverflowError:  # an int beyond float range
-            return math.inf if value > 0 else -math.inf
+            return -math.inf if value < 0 else math.inf
     if isinstance(value, str):
         text = value.strip()
         if _NUMBER_TEXT.fullmatch(text):
@@ -383,7 +394,7 @@ class NumberScore:
     predicted: float | None
     relative_error: float | None
     passed: bool
-    reason: str
+    reason: NumberReason
     predicted_text: str | None = None
     # Set only when this number was judged with its own tolerance (a noisy gold number widened by
     # the suite's policy), not its experiment's.
@@ -416,7 +427,7 @@ class ExperimentScore:
     passed: bool
     numbers: list[NumberScore] = field(default_factory=list)
     error: str | None = None
-    mode: str = "strict"
+    mode: ScoringMode = ScoringMode.STRICT
     rtol: float = DEFAULT_RTOL
     atol: float = DEFAULT_ATOL
     mean_relative_error: float | None = None
@@ -461,12 +472,17 @@ class SampleScore:
 _MISSING = object()
 
 
-def _check_arguments(rtol: float, atol: float, mode: str) -> None:
+def _check_tolerances(rtol: float, atol: float) -> None:
     for name, value in (("rtol", rtol), ("atol", atol)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0 or math.isinf(value):
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+
+
+def _scoring_mode(mode: str) -> ScoringMode:
+    try:
+        return ScoringMode(mode)
+    except ValueError:
+        raise ValueError(f"mode must be one of {', '.join(ScoringMode)}; got {mode!r}") from None
 
 
 def _relative_error(pred: float, gold: float) -> float:
@@ -481,7 +497,7 @@ def _short_repr(value: Any, limit: int = 80) -> str:
 
 
 def _score_number(
-    key: str, gold_raw: Any, pred_raw: Any, pred_flat: dict, rtol: float, atol: float, mode: str
+    key: str, gold_raw: Any, pred_raw: Any, pred_flat: dict, rtol: float, atol: float, mode: ScoringMode
 ) -> NumberScore:
     gold = as_number(gold_raw)
     predicted = None if pred_raw is _MISSING else as_number(pred_raw)
@@ -489,36 +505,36 @@ def _score_number(
     if pred_raw is not _MISSING and predicted is None:
         predicted_text = _short_repr(pred_raw)
 
-    def fail(reason: str) -> NumberScore:
+    def fail(reason: NumberReason) -> NumberScore:
         return NumberScore(key, gold, predicted, None, False, reason, predicted_text)
 
     # Bad gold first: it is a suite bug, and no prediction could be right against it.
     if gold is None:
-        return fail(REASON_GOLD_NOT_A_NUMBER)
+        return fail(NumberReason.GOLD_NOT_A_NUMBER)
     if math.isnan(gold):
-        return fail(REASON_GOLD_NAN)
+        return fail(NumberReason.GOLD_NAN)
     if math.isinf(gold):
-        return fail(REASON_GOLD_INFINITE)
+        return fail(NumberReason.GOLD_INFINITE)
     if pred_raw is _MISSING:
         # A list or object where gold has a number is a wrong answer, not a forgotten key.
         prefix_dot, prefix_bracket = f"{key}.", f"{key}["
         if any(other.startswith((prefix_dot, prefix_bracket)) for other in pred_flat):
             predicted_text = "a list or object"
-            return fail(REASON_NOT_A_NUMBER)
-        return fail(REASON_MISSING)
+            return fail(NumberReason.NOT_A_NUMBER)
+        return fail(NumberReason.MISSING)
     if predicted is None:
-        return fail(REASON_NOT_A_NUMBER)
+        return fail(NumberReason.NOT_A_NUMBER)
     if math.isnan(predicted):
-        return fail(REASON_NAN)
+        return fail(NumberReason.NAN)
     if math.isinf(predicted):
-        return fail(REASON_INFINITE)
+        return fail(NumberReason.INFINITE)
 
     relative = _relative_error(predicted, gold)
-    if mode == "strict":
+    if mode == ScoringMode.STRICT:
         passed = within_tolerance(predicted, gold, rtol=rtol, atol=atol)
     else:
         passed = _upstream_contribution(predicted, gold, atol) <= rtol
-    return NumberScore(key, gold, predicted, relative, passed, REASON_OK if passed else REASON_OUTSIDE)
+    return NumberScore(key, gold, predicted, relative, passed, NumberReason.OK if passed else NumberReason.OUTSIDE)
 
 
 def within_tolerance(predicted: float, gold: float, *, rtol: float, atol: float) -> bool:
@@ -541,7 +557,7 @@ def score_experiment(
     rtol: float = DEFAULT_RTOL,
     atol: float = DEFAULT_ATOL,
     experiment_id: Any = None,
-    mode: str = "strict",
+    mode: str = ScoringMode.STRICT,
     number_tolerances: Mapping[str, tuple[float, float]] | None = None,
 ) -> ExperimentScore:
     """Compare one experiment's reported result with its gold result.
@@ -563,11 +579,12 @@ def score_experiment(
     Raises ValueError for a negative or non-finite tolerance or an unknown mode; never for a bad
     answer or bad gold, which fail with a reason instead.
     """
-    _check_arguments(rtol, atol, mode)
+    _check_tolerances(rtol, atol)
+    scoring_mode = _scoring_mode(mode)
     for own_rtol, own_atol in (number_tolerances or {}).values():
-        _check_arguments(own_rtol, own_atol, mode)
+        _check_tolerances(own_rtol, own_atol)
     rtol, atol = float(rtol), float(atol)
-    score = ExperimentScore(experiment_id=experiment_id, passed=False, mode=mode, rtol=rtol, atol=atol)
+    score = ExperimentScore(experiment_id=experiment_id, passed=False, mode=scoring_mode, rtol=rtol, atol=atol)
     if not isinstance(gold, Mapping):
         score.error = f"the gold result is {_describe(gold)}, expected an object"
         return score
@@ -590,15 +607,18 @@ def score_experiment(
     for key, gold_value in gold_flat.items():
         own = number_tolerances.get(key) if number_tolerances else None
         key_rtol, key_atol = (float(own[0]), float(own[1])) if own else (rtol, atol)
-        number = _score_number(key, gold_value, pred_flat.get(key, _MISSING), pred_flat, key_rtol, key_atol, mode)
+        number = _score_number(key, gold_value, pred_flat.get(key, _MISSING), pred_flat, key_rtol, key_atol, scoring_mode)
         if own:
             number.rtol, number.atol = key_rtol, key_atol
         score.numbers.append(number)
-    comparable = all(number.reason in (REASON_OK, REASON_OUTSIDE) for number in score.numbers)
-    if mode == "strict":
+    comparable = all(number.reason in (NumberReason.OK, NumberReason.OUTSIDE) for number in score.numbers)
+    if scoring_mode == ScoringMode.STRICT:
         score.passed = score.error is None and all(number.passed for number in score.numbers)
     elif comparable and score.error is None:
-        contributions = [_upstream_contribution(n.predicted, n.gold, atol) for n in score.numbers]
+        # Every number was compared (reason OK or OUTSIDE), so each has both sides.
+        contributions = [
+            _upstream_contribution(n.predicted, n.gold, atol) for n in score.numbers if n.predicted is not None and n.gold is not None
+        ]
         # fsum of a list holding inf is inf, so one infinitely wrong zero-gold number fails the mean.
         score.mean_relative_error = math.fsum(contributions) / len(contributions)
         score.passed = score.mean_relative_error <= rtol
@@ -654,7 +674,7 @@ def score_sample(
     *,
     experiments: Sequence[tuple],
     answer: Any,
-    mode: str = "strict",
+    mode: str = ScoringMode.STRICT,
 ) -> SampleScore:
     """Score an agent's final answer for a sample.
 
@@ -678,8 +698,7 @@ def score_sample(
     The sample passes when it has experiments and every one passes. If the answer cannot be
     parsed, every experiment fails with the parse error recorded.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    _scoring_mode(mode)
     specs = []
     for spec in experiments:
         experiment_id, gold, rtol, atol, *own = spec
@@ -691,7 +710,7 @@ def score_sample(
     if not specs:
         return SampleScore(passed=False, error="the sample has no experiments", parse_method=parsed.method)
 
-    def score(spec, predicted, *, key=None, error=None) -> ExperimentScore:
+    def score(spec: tuple, predicted: Any, *, key: object = None, error: str | None = None) -> ExperimentScore:
         experiment_id, gold, rtol, atol, number_tolerances = spec
         result = score_experiment(
             gold=gold, predicted=predicted, rtol=rtol, atol=atol, experiment_id=experiment_id, mode=mode,
@@ -745,7 +764,7 @@ def score_sample(
 # Tolerance sensitivity: how far a verdict is from passing, in units of the tolerance
 
 
-_COMPARABLE = (REASON_OK, REASON_OUTSIDE)
+_COMPARABLE = (NumberReason.OK, NumberReason.OUTSIDE)
 _ABOVE_ONE = math.nextafter(1.0, math.inf)
 
 
@@ -797,15 +816,18 @@ def tolerance_ratio(score: SampleScore | Mapping | None) -> float | None:
     largest = 0.0
     for experiment in experiments:
         experiment_numbers = _field(experiment, "numbers") or []
-        if _field(experiment, "error") is not None or _field(experiment, "mode", "strict") != "strict" or not experiment_numbers:
+        if _field(experiment, "error") is not None or _field(experiment, "mode", ScoringMode.STRICT) != ScoringMode.STRICT or not experiment_numbers:
             return None
         rtol = as_number(_field(experiment, "rtol", DEFAULT_RTOL))
         atol = as_number(_field(experiment, "atol", DEFAULT_ATOL))
         if rtol is None or atol is None:
             return None
         for number in experiment_numbers:
-            own = (as_number(_field(number, "rtol")), as_number(_field(number, "atol")))
-            ratio = _number_ratio(number, *(own if None not in own else (rtol, atol)))
+            own_rtol, own_atol = as_number(_field(number, "rtol")), as_number(_field(number, "atol"))
+            if own_rtol is not None and own_atol is not None:
+                ratio = _number_ratio(number, own_rtol, own_atol)
+            else:
+                ratio = _number_ratio(number, rtol, atol)
             if ratio is None:
                 return None
             largest = max(largest, ratio)
@@ -838,9 +860,10 @@ def attempt_tolerance_ratio(
     ratios = [tolerance_ratio(reported_score)]
     if reexecuted:
         ratios.append(tolerance_ratio(reexecution_score))
-    if any(ratio is None for ratio in ratios):
+    known = [ratio for ratio in ratios if ratio is not None]
+    if len(known) < len(ratios):
         return None
-    ratio = max(ratios)
+    ratio = max(known)
     if not verdict and ratio <= 1:
         return None
     return ratio

@@ -62,12 +62,13 @@ def number_spreads(results: Sequence[Mapping]) -> Spreads:
     spreads: Spreads = {}
     for key in flat[0]:
         values = [_finite_number(run[key]) for run in flat]
-        if any(value is None for value in values):
+        finite = [value for value in values if value is not None]
+        if len(finite) < len(values):
             raw = [run[key] for run in flat]
             if not all(_same_leaf(item, raw[0]) for item in raw[1:]):
                 raise StabilityError(f"{key or 'the result'}: not a finite number in every run, and the runs differ: {raw!r}")
             continue
-        spreads[key] = {"min": min(values), "max": max(values)}
+        spreads[key] = {"min": min(finite), "max": max(finite)}
     return spreads
 
 
@@ -177,18 +178,19 @@ def drift_rows(
     for key in keys:
         gold = _finite_number(stored_flat.get(key))
         values = [_finite_number(flat.get(key)) for flat in run_flats]
-        if gold is None or not values or any(value is None for value in values):
+        finite = [value for value in values if value is not None]
+        if gold is None or not values or len(finite) < len(values):
             # Missing on one side, or not a number: only an identical leaf in every run is no drift,
             # and a key only the new runs print is not scored (so not drift either).
             new_key = key not in stored_flat
             same = key in stored_flat and bool(run_flats) and all(
                 key in flat and _same_leaf(flat[key], stored_flat[key]) for flat in run_flats
             )
-            now = values[0] if values and all(value is not None for value in values) else None
+            now = finite[0] if values and len(finite) == len(values) else None
             rows.append(DriftRow(key=key, stored=gold, now=now, relative_difference=None,
                                  within_tolerance=same or new_key, new_key=new_key))
             continue
-        now = max(values, key=lambda value: abs(value - gold))
+        now = max(finite, key=lambda value: abs(value - gold))
         difference = abs(now - gold)
         relative = difference / abs(gold) if gold else (0.0 if difference == 0 else math.inf)
         rows.append(DriftRow(

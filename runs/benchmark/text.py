@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -26,7 +27,7 @@ def sendable_text(text: str) -> str:
 JSON_SAFE_DEPTH = 100
 
 
-def json_safe(value):
+def json_safe(value: Any) -> Any:
     """`value` as JSON Postgres accepts: non-finite floats as strings ("NaN", "Infinity",
     "-Infinity", as scoring's to_dict writes them), NUL characters and lone surrogates dropped
     from strings, values deeper than JSON_SAFE_DEPTH and integers too long to print replaced by a
@@ -63,13 +64,9 @@ def json_safe(value):
 _MAX_INT_BITS = 13_000
 
 
-def _json_scalar(value):
+def _json_scalar(value: object) -> str | int | float | bool | None:
     if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return value
+        return value if math.isfinite(value) else _non_finite(value)
     if isinstance(value, str):
         return storable_text(value)
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _MAX_INT_BITS:
@@ -77,6 +74,11 @@ def _json_scalar(value):
     if value is None or isinstance(value, (bool, int)):
         return value
     return storable_text(repr(value))
+
+
+def _non_finite(value: float) -> str:
+    """NaN or an infinity as JSON writers spell them (json.dumps, scoring's to_dict)."""
+    return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
 
 
 def storable_text(value: str | None) -> str | None:
@@ -87,7 +89,7 @@ def storable_text(value: str | None) -> str | None:
     return sendable_text(value).replace("\x00", "")
 
 
-def json_type(value) -> str:
+def json_type(value: object) -> str:
     """A JSON value as an error message names it to whoever wrote it: its type, with the value when
     that is short (`a string ("partial")`, `an integer (5)`, `a boolean (true)`, `NaN`, `a list`,
     `an object`, `null`)."""
@@ -98,7 +100,7 @@ def json_type(value) -> str:
     if isinstance(value, int):
         return f"an integer ({value})"
     if isinstance(value, float):
-        return f"a number ({value!r})" if math.isfinite(value) else _json_scalar(value)
+        return f"a number ({value!r})" if math.isfinite(value) else _non_finite(value)
     if isinstance(value, str):
         shown = value if len(value) <= 40 else value[:37] + "..."
         return f"a string ({json.dumps(shown)})"
@@ -109,7 +111,7 @@ def json_type(value) -> str:
     return type(value).__name__
 
 
-def format_seconds(value) -> str:
+def format_seconds(value: Any) -> str:
     """A duration for people: "2.5 s", "2 min 05 s", "1 h 02 min"; "—" when unknown (None, blank,
     not a finite number)."""
     try:

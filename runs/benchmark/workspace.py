@@ -18,8 +18,10 @@ import shlex
 import shutil
 import textwrap
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from enum import StrEnum
 from pathlib import Path
 
 from runs.benchmark import python_ast
@@ -34,7 +36,19 @@ from runs.benchmark.masking import (
 )
 from runs.benchmark.scoring import flatten_numbers
 
-CONTEXT_CONDITIONS = ("none", "full", "oracle")
+
+class Context(StrEnum):
+    """The context condition: how much of the paper the workspace holds."""
+
+    NONE = "none"  # no paper
+    FULL = "full"  # the whole paper, without its numeric results
+    ORACLE = "oracle"  # each masked function's relevant excerpt
+
+
+# The conditions as a tuple, for membership tests of plain strings (`"full" in Context` raises
+# TypeError before Python 3.12) and argparse's choices.
+CONTEXT_CONDITIONS = tuple(Context)
+
 CODE_DIR = "code"
 
 # Directories and files that hold history, caches or backups of the original code.
@@ -69,7 +83,7 @@ class WorkspaceSpec:
     code_dir: Path
     masked: list[MaskedFunctionSpec]
     experiments: list[ExperimentSpec]
-    context: str = "full"
+    context: str = Context.FULL
 
 
 @dataclass
@@ -185,8 +199,8 @@ def _excluded(name: str) -> bool:
 
 
 def _copy_code(source: Path, target: Path, *, masked_files: set[str], manifest: WorkspaceManifest) -> None:
-    for directory, subdirs, files in os.walk(source):
-        directory = Path(directory)
+    for walked, subdirs, files in os.walk(source):
+        directory = Path(walked)
         relative_dir = directory.relative_to(source)
         subdirs[:] = sorted(name for name in subdirs if not _excluded(name))
         (target / relative_dir).mkdir(parents=True, exist_ok=True)
@@ -269,9 +283,9 @@ def mask_file(source: Path, relative: str, functions: list[MaskedFunctionSpec]) 
 
 
 def _paper_for_context(spec: WorkspaceSpec) -> str | None:
-    if spec.context == "none":
+    if spec.context == Context.NONE:
         return None
-    if spec.context == "full":
+    if spec.context == Context.FULL:
         return spec.paper_text
     sections = [f"# {spec.paper_title}\n\nExcerpts of the paper relevant to each missing function.\n"]
     for function in spec.masked:
@@ -308,9 +322,9 @@ def _task_markdown(spec: WorkspaceSpec, task: dict) -> str:
     lines.append("Implement them from the paper and their docstrings, run the experiments below, and report")
     lines.append("the numbers they print.")
     lines.append("")
-    if spec.context == "full":
+    if spec.context == Context.FULL:
         lines.append("The paper is in `paper.md`.")
-    elif spec.context == "oracle":
+    elif spec.context == Context.ORACLE:
         lines.append("The parts of the paper that describe each missing function are in `paper.md`.")
     else:
         lines.append("The paper is not available for this task.")
@@ -409,7 +423,7 @@ def _gold_number_strings(values: list[float]) -> set[str]:
     return spellings
 
 
-def _gold_numbers(gold) -> list[float]:
+def _gold_numbers(gold: Mapping) -> list[float]:
     """The numbers of a gold result (its int and float leaves; not booleans, not numeric text)."""
     return [float(leaf) for leaf in flatten_numbers(gold).values() if isinstance(leaf, int | float) and not isinstance(leaf, bool)]
 

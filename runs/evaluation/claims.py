@@ -19,6 +19,7 @@ import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import Self, TypeVar
 
@@ -38,20 +39,16 @@ from runs.models import Attempt
 logger = logging.getLogger(__name__)
 
 
-# Outcomes of execute (and of infra_failure), for callers that log or count them.
-SKIPPED = "skipped"  # not queued any more (done, running elsewhere, cancelled): nothing was done
+class ClaimOutcome(StrEnum):
+    """What became of one try at a piece of work: what `execute` and `infra_failure` return (and the
+    recovery's `attempt_overrun`), for callers that log or count them."""
 
-
-DONE = "done"
-
-
-ERROR = "error"
-
-
-REQUEUED = "requeued"  # an infrastructure failure, queued again
-
-
-LOST = "lost"  # the claim was taken away (recovered as dead) while this worker ran: nothing written
+    SKIPPED = "skipped"  # not queued any more (done, running elsewhere, cancelled): nothing was done
+    DONE = "done"
+    ERROR = "error"  # ended without a valid result, or given up after infrastructure failures
+    REQUEUED = "requeued"  # an infrastructure failure, queued again
+    LOST = "lost"  # the claim was taken away (recovered as dead) while this worker ran: nothing written
+    OVERRAN = "overran"  # killed by the recovery past its time budget, recorded as budget exhausted
 
 
 # The fields the failure analysis derives from (runs.analysis.services): a write of either redoes it.
@@ -218,11 +215,11 @@ class Heartbeat:
         """The worker that forked this horse is gone: record the try as an infrastructure failure
         (queued again after the back-off, or given up), then end the horse at once, sandboxes and
         all (bubblewrap's die with it; the sweep removes containers). Returns only when the try
-        was settled already (LOST), for the work to end by itself."""
+        was settled already (ClaimOutcome.LOST), for the work to end by itself."""
         reason = f"worker died: its work horse {worker_identity()} outlived its worker (pid {_worker_pid}) and stopped"
         logger.error("%s %s try %s: %s", self.kind.name, self.attempt_id, self.tries, reason)
         try:
-            if infra_failure(self.kind, attempt_id=self.attempt_id, tries=self.tries, reason=reason) == LOST:
+            if infra_failure(self.kind, attempt_id=self.attempt_id, tries=self.tries, reason=reason) == ClaimOutcome.LOST:
                 return
         except Exception:  # noqa: BLE001 - the healing records it instead, once it finds this process gone
             logger.exception("%s %s: the failure could not be recorded", self.kind.name, self.attempt_id)
@@ -306,26 +303,26 @@ def claim(kind: WorkKind, *, attempt_id: int, job_id: str = "") -> Attempt | Non
 
 
 def execute(kind: WorkKind, perform: Callable[[Attempt, Heartbeat], dict], *, attempt_id: int, job_id: str = "",
-            requeue: bool = True, cleanup: Callable[[Attempt], None] | None = None) -> str:
+            requeue: bool = True, cleanup: Callable[[Attempt], None] | None = None) -> ClaimOutcome:
     """Do one job's work on an attempt: claim it, keep its heartbeat while `perform(attempt,
     heartbeat)` works, and write the fields `perform` returns only while the claim is still ours.
 
-    Does nothing (SKIPPED) unless `kind` may claim the attempt, so a duplicate delivery, a cancelled
+    Does nothing (ClaimOutcome.SKIPPED) unless `kind` may claim the attempt, so a duplicate delivery, a cancelled
     attempt or one taken by another worker is left alone. An InfrastructureFailure, or any other
     exception (a harness bug), is an infrastructure failure: re-queued while retries are left
     (`requeue=False` leaves it for an in-process loop to take again). Returns DONE, ERROR,
-    REQUEUED, LOST or SKIPPED."""
+    REQUEUED, LOST or SKIPPED (a ClaimOutcome)."""
     attempt = claim(kind, attempt_id=attempt_id, job_id=job_id)
     if attempt is None:
         logger.info("%s %s: nothing to claim", kind.name, attempt_id)
-        return SKIPPED
+        return ClaimOutcome.SKIPPED
     heartbeat = Heartbeat(kind, attempt.pk, attempt.tries, heartbeat_seconds())
     try:
         with heartbeat:
             fields = perform(attempt, heartbeat)
     except ClaimLost:
         logger.warning("%s %s try %s: claim lost, result discarded", kind.name, attempt.pk, attempt.tries)
-        return LOST
+        return ClaimOutcome.LOST
     except InfrastructureFailure as failure:
         reason = str(failure)
         return surviving_reconnects(
@@ -349,11 +346,11 @@ def execute(kind: WorkKind, perform: Callable[[Attempt, Heartbeat], dict], *, at
     )
     if not written:
         logger.warning("%s %s try %s: claim lost before the result was written", kind.name, attempt.pk, attempt.tries)
-        return LOST
+        return ClaimOutcome.LOST
     if ANALYSED_FIELDS & fields.keys():
         attempt_analysis_record_quietly([attempt.pk])
     kind.settle(attempt)
-    return ERROR if fields.get("status") == Attempt.ERROR else DONE
+    return ClaimOutcome.ERROR if fields.get("status") == Attempt.Status.ERROR else ClaimOutcome.DONE
 
 
 def locked_try(kind: WorkKind, state, *, pk: int, tries: int):
@@ -367,16 +364,16 @@ def locked_try(kind: WorkKind, state, *, pk: int, tries: int):
     )
 
 
-def infra_failure(kind: WorkKind, *, attempt_id: int, tries: int, reason: str, requeue: bool = True) -> str:
+def infra_failure(kind: WorkKind, *, attempt_id: int, tries: int, reason: str, requeue: bool = True) -> ClaimOutcome:
     """Record an infrastructure failure of try `tries` (fenced: nothing happens unless the attempt
     is still held by that try). While retries are left the attempt is released for another try and,
     unless `requeue` is False, its job enqueued on commit after retry_delay_seconds; else it is
-    given up as `kind` says. Returns REQUEUED, ERROR (given up) or LOST."""
+    given up as `kind` says. Returns ClaimOutcome REQUEUED, ERROR (given up) or LOST."""
     trajectory = partial_trajectory(attempt_id, tries) if kind.keeps_partial_trajectory else None
     with transaction.atomic():
         attempt = locked_try(kind, kind.held(), pk=attempt_id, tries=tries)
         if attempt is None:
-            return LOST
+            return ClaimOutcome.LOST
         entry = {"try": tries, "worker": attempt.claimed_by, "job_id": attempt.job_id}
         retrying = _release(kind, attempt, reason, entry, requeue=requeue)
         if trajectory is not None:
@@ -385,7 +382,7 @@ def infra_failure(kind: WorkKind, *, attempt_id: int, tries: int, reason: str, r
     if trajectory is not None:
         attempt_analysis_record_quietly([attempt_id])
     kind.settle(attempt)
-    outcome = REQUEUED if retrying else ERROR
+    outcome = ClaimOutcome.REQUEUED if retrying else ClaimOutcome.ERROR
     logger.warning("%s %s try %s: infrastructure failure (%s): %s", kind.name, attempt_id, tries, outcome,
                    reason.splitlines()[0] if reason else "")
     return outcome

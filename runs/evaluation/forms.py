@@ -18,7 +18,7 @@ from runs.agents.llm import PROVIDERS
 from runs.agents.llm.pricing import price_for
 from runs.agents.react import HISTORY_STRATEGIES
 from runs.benchmark.sampling import DEFAULT_CAP
-from runs.benchmark.workspace import CONTEXT_CONDITIONS
+from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from runs.evaluation.services import EACH_WORKERS_BACKEND, run_options_problems
 from runs.models import Suite
 from runs.suites.selectors import suite_get
@@ -52,7 +52,7 @@ class RunStartForm(forms.Form):
     k = forms.IntegerField(initial=1, label="k", help_text="Attempts per sample (pass@k).")
     seed = forms.IntegerField(initial=0, help_text="Seed of the sample draw.")
     cap = forms.IntegerField(initial=DEFAULT_CAP, label="Sample cap", help_text="At most this many samples per paper and n.")
-    context = forms.ChoiceField(choices=[(c, c) for c in CONTEXT_CONDITIONS], initial="full", help_text="Paper context.")
+    context = forms.ChoiceField(choices=[(c, c) for c in CONTEXT_CONDITIONS], initial=Context.FULL, help_text="Paper context.")
     max_steps = forms.IntegerField(initial=50, label="Max steps", help_text="Steps per attempt.")
     max_seconds = forms.FloatField(initial=1800.0, label="Max seconds", help_text="Seconds per attempt.")
     max_cost = forms.FloatField(initial=1.0, label="Max cost (USD)", help_text="USD per attempt: the agent stops there.")

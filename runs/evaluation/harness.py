@@ -33,15 +33,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from runs.agents import AGENTS, agent_from_name, gold_bodies_for
-from runs.agents.base import (
-    MODEL_ERROR,
-)
+from runs.agents.base import ExitStatus
 from runs.agents.llm import ModelError, model_from_name
 from runs.agents.recorder import FINAL_PATCH_OVER_LIMITS
 from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from runs.benchmark.text import json_safe, storable_text
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError
-from runs.evaluation.claims import ClaimLost, Heartbeat, InfrastructureFailure, ModelProviderFailure, execute
+from runs.evaluation.claims import ClaimLost, ClaimOutcome, Heartbeat, InfrastructureFailure, ModelProviderFailure, execute
 from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.verdicts import (
     INFRASTRUCTURE_EXITS,
@@ -77,7 +75,7 @@ class _Result:
     timings: dict
 
 
-def attempt_execute(*, attempt_id: int, job_id: str = "", requeue: bool = True) -> str:
+def attempt_execute(*, attempt_id: int, job_id: str = "", requeue: bool = True) -> ClaimOutcome:
     """Execute a queued attempt once: claim it, run the agent, score both verdicts, record
     (runs.evaluation.claims.execute: the claim, heartbeat, fence and infrastructure retries every
     kind of work shares). `requeue=False` leaves an infrastructure failure queued without
@@ -95,7 +93,7 @@ def _result_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
         result = _Result(
             fields={
                 "status": Attempt.ERROR,
-                "exit_status": MODEL_ERROR,
+                "exit_status": ExitStatus.MODEL_ERROR,
                 "exit_message": str(failure),
                 "failure_label": Attempt.MODEL_PROVIDER,
                 "failure_detail": str(failure),
@@ -247,7 +245,7 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
         "gpu_seconds": sandbox.gpu_seconds,
     }
 
-    if result.exit_status == MODEL_ERROR:
+    if result.exit_status == ExitStatus.MODEL_ERROR:
         # Not the model's result: nothing is re-executed or scored as its verdict.
         fields.update(
             status=Attempt.ERROR, failure_label=Attempt.MODEL_PROVIDER, failure_detail=fields["exit_message"],

@@ -6,18 +6,19 @@ Enqueued by runs.evaluation.queue (one job per attempt and try, on commit); run 
 from django.db import close_old_connections
 from rq import get_current_job
 
+from runs.evaluation.claims import ClaimOutcome
 from runs.evaluation.harness import attempt_execute
 from runs.evaluation.transplants import transplant_execute
 
 
-def attempt_execute_job(attempt_id: int) -> str:
+def attempt_execute_job(attempt_id: int) -> ClaimOutcome:
     """Execute one attempt (a no-op unless it is still queued: duplicates do nothing)."""
     reset_connections()
     job = get_current_job()
     return attempt_execute(attempt_id=attempt_id, job_id=job.id if job is not None else "")
 
 
-def transplant_execute_job(transplant_id: int) -> str:
+def transplant_execute_job(transplant_id: int) -> ClaimOutcome:
     """Judge one masked function alone (a no-op unless the transplant is still queued)."""
     reset_connections()
     job = get_current_job()

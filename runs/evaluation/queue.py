@@ -209,7 +209,7 @@ def _needing_gpu(kind: WorkKind, pks: list[int]) -> set[int]:
     if not pks:
         return set()
     return set(kind.model.objects.filter(
-        pk__in=pks, **{f"{kind.sample_field}__paper__gpu": Paper.GPU_REQUIRED}
+        pk__in=pks, **{f"{kind.sample_field}__paper__gpu": Paper.Gpu.REQUIRED}
     ).values_list("pk", flat=True))
 
 

@@ -25,12 +25,10 @@ from django.db import transaction
 from django.utils import timezone
 from rq.command import send_kill_horse_command
 
-from runs.agents.base import (
-    TIME_LIMIT,
-)
+from runs.agents.base import ExitStatus
 from runs.analysis.services import attempt_analysis_record_quietly
 from runs.evaluation.claims import (
-    LOST,
+    ClaimOutcome,
     dead_reason,
     infra_failure,
     local_pid,
@@ -62,7 +60,7 @@ logger = logging.getLogger(__name__)
 class Recovered:
     attempt_id: int
     reason: str
-    outcome: str
+    outcome: ClaimOutcome
     kind: str = RUN_ATTEMPT.name
 
 
@@ -110,26 +108,23 @@ def attempts_recover(
         for attempt in held:
             if kind is RUN_ATTEMPT and attempt.claimed_at is not None and timezone.now() > attempt_deadline(attempt):
                 outcome = attempt_overrun(attempt=attempt)
-                if outcome != LOST:
+                if outcome != ClaimOutcome.LOST:
                     recovered.append(Recovered(attempt.pk, "overran its time budget", outcome))
                 continue
             reason = dead_reason(attempt, failed=failed, stale_after=stale_after)
             if reason is None:
                 continue
             outcome = infra_failure(kind, attempt_id=attempt.pk, tries=attempt.tries, reason=reason, requeue=requeue)
-            if outcome != LOST:
+            if outcome != ClaimOutcome.LOST:
                 recovered.append(Recovered(attempt.pk, reason, outcome, kind.name))
     leftovers_sweep()
     return recovered
 
 
-OVERRAN = "overran"
-
-
-def attempt_overrun(*, attempt: Attempt) -> str:
+def attempt_overrun(*, attempt: Attempt) -> ClaimOutcome:
     """End a running attempt that overran its budget: kill its worker's work horse, record it as
     done and failed (budget_exhausted, exit status time_limit) with its partial trajectory.
-    Returns OVERRAN, or LOST when the try had already ended."""
+    Returns ClaimOutcome.OVERRAN, or LOST when the try had already ended."""
     deadline = attempt_deadline(attempt)
     overdue = (timezone.now() - deadline).total_seconds()
     detail = (
@@ -137,7 +132,8 @@ def attempt_overrun(*, attempt: Attempt) -> str:
         f"{attempt.run.max_seconds:g} s, the experiments' timeouts and {overrun_grace_seconds():g} s of grace)"
     )
     fields = with_tolerance_ratio({
-        "status": Attempt.DONE, "exit_status": TIME_LIMIT, "exit_message": detail, "failure_label": Attempt.BUDGET_EXHAUSTED,
+        "status": Attempt.Status.DONE, "exit_status": ExitStatus.TIME_LIMIT, "exit_message": detail,
+        "failure_label": Attempt.FailureLabel.BUDGET_EXHAUSTED,
         "failure_detail": detail, "passed": False, "mismatch": False, "finished_at": timezone.now(), "heartbeat_at": None,
         # The killed try gave no answer: an earlier try's (a model-error try retried) must not become its verdict.
         **dict.fromkeys(("final_answer_raw", "parsed_answer", "reported_score", "reported_passed", "reexecution_score",
@@ -148,13 +144,13 @@ def attempt_overrun(*, attempt: Attempt) -> str:
         fields["trajectory"] = trajectory
     written = Attempt.objects.filter(pk=attempt.pk, status=Attempt.RUNNING, tries=attempt.tries).update(**fields)
     if not written:
-        return LOST
+        return ClaimOutcome.LOST
     if trajectory is not None:
         attempt_analysis_record_quietly([attempt.pk])
     _kill_work_horse(attempt)
     run_mark_finished(run_id=attempt.run_id)
     logger.warning("attempt %s try %s: %s", attempt.pk, attempt.tries, detail)
-    return OVERRAN
+    return ClaimOutcome.OVERRAN
 
 
 def _kill_work_horse(attempt: Attempt) -> None:
@@ -258,7 +254,7 @@ def attempts_heal(*, stale_after: float | None = None) -> HealReport:
     (attempts_requeue_lost), and the leftovers of tries no longer running swept. Idempotent and
     fenced: any number of workers may run it at once."""
     unstarted = attempts_record_unstarted()
-    recovered = [r for r in attempts_recover(stale_after=stale_after) if r.outcome != LOST]
+    recovered = [r for r in attempts_recover(stale_after=stale_after) if r.outcome != ClaimOutcome.LOST]
     # Last: the two above put their own work back on the queue first, each in its own way.
     requeued = attempts_requeue_lost()
     return HealReport(unstarted=unstarted, recovered=recovered, requeued=requeued)

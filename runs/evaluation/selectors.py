@@ -87,7 +87,7 @@ class RunProgress:
 
     @property
     def counts_by_status(self) -> list[tuple[str, int]]:
-        return [(status, self.counts.get(status, 0)) for status, _ in Attempt.STATUSES]
+        return [(status, self.counts.get(status, 0)) for status, _ in Attempt.Status.choices]
 
 
 # Running attempts the queue page links to per run (a run may have as many running as there are workers).
@@ -172,14 +172,14 @@ class TransplantSummary:
 def run_transplant_summary(*, run: Run) -> TransplantSummary:
     """What the run's transplants found so far (one query)."""
     summary = TransplantSummary()
-    labels = dict(Transplant.VERDICTS)
+    labels = dict(Transplant.Verdict.choices)
     rows = (
         Transplant.objects.filter(attempt__run=run).order_by().values("status", "verdict")
         .annotate(count=Count("id"), seconds=Sum("sandbox_seconds"))
     )
     for row in rows:
         summary.sandbox_seconds += row["seconds"] or 0.0
-        if row["status"] in (Transplant.QUEUED, Transplant.RUNNING):
+        if row["status"] in (Transplant.Status.QUEUED, Transplant.Status.RUNNING):
             summary.waiting += row["count"]
         else:
             label = labels.get(row["verdict"], row["verdict"])

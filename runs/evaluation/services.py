@@ -20,8 +20,8 @@ from django.utils import timezone
 from runs.agents import AGENTS
 from runs.agents.llm import PROVIDERS, provider_module
 from runs.benchmark.sampling import DEFAULT_CAP
-from runs.benchmark.workspace import CONTEXT_CONDITIONS
-from runs.evaluation.claims import LOST, InfrastructureFailure
+from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
+from runs.evaluation.claims import ClaimOutcome, InfrastructureFailure
 from runs.evaluation.harness import attempt_execute, construct_agent
 from runs.evaluation.kinds import IN_PROCESS, RUN_ATTEMPT, run_mark_finished
 from runs.evaluation.queue import (
@@ -57,7 +57,7 @@ def run_create(
     attempts_per_sample: int = 1,
     model: str = "",
     agent_config: dict | None = None,
-    context: str = "full",
+    context: str = Context.FULL,
     sample_seed: int = 0,
     sample_cap: int = DEFAULT_CAP,
     max_steps: int = 50,
@@ -175,7 +175,7 @@ def run_options_problems(
     attempts_per_sample: int = 1,
     model: str = "",
     agent_config: dict | None = None,
-    context: str = "full",
+    context: str = Context.FULL,
     sample_seed: int = 0,
     sample_cap: int = DEFAULT_CAP,
     max_steps: int = 50,
@@ -345,7 +345,7 @@ def run_resume(*, run: Run, stale_after: float | None = None, enqueue: bool = Tr
     """
     # A run's attempts only: a submission's re-executions are queued again by Re-execute, not Resume.
     recovered = [
-        r for r in attempts_recover(run=run, stale_after=stale_after, requeue=False, kinds=[RUN_ATTEMPT]) if r.outcome != LOST
+        r for r in attempts_recover(run=run, stale_after=stale_after, requeue=False, kinds=[RUN_ATTEMPT]) if r.outcome != ClaimOutcome.LOST
     ]
     with transaction.atomic():
         uncancelled = run.attempts.filter(status=Attempt.CANCELLED).update(status=Attempt.QUEUED, finished_at=None)

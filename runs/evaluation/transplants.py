@@ -55,7 +55,7 @@ from runs.analysis.outcomes import patch_refused_as_too_large
 from runs.benchmark.masking import MaskingError, list_functions, replace_function_body
 from runs.benchmark.text import storable_text
 from runs.benchmark.workspace import CODE_DIR, experiment_label
-from runs.evaluation.claims import Heartbeat, execute
+from runs.evaluation.claims import ClaimOutcome, Heartbeat, execute
 from runs.evaluation.harness import attempt_sandbox_backend
 from runs.evaluation.kinds import IN_PROCESS, JOB_TIMEOUT_MARGIN_SECONDS, WorkKind, register
 from runs.evaluation.queue import cancel_jobs, enqueue, kind_queue
@@ -68,7 +68,7 @@ from sandbox import fs
 
 logger = logging.getLogger(__name__)
 
-SETTLED = (Transplant.DONE, Transplant.GIVEN_UP)
+SETTLED = (Transplant.Status.DONE, Transplant.Status.GIVEN_UP)
 
 
 # The harness's own opening words of an infrastructure failure ("worker died", "re-execution sandbox
@@ -78,13 +78,13 @@ _FAILURE_KIND = re.compile(r"[A-Za-z][A-Za-z -]{0,60}(?=:)")
 
 def _released(transplant: Transplant, reason: str, retrying: bool) -> dict:
     if retrying:
-        return {"status": Transplant.QUEUED}
+        return {"status": Transplant.Status.QUEUED}
     # The rest of the failure may name what the agent's code left in the workspace (paths, errors):
     # kept in infra_history, for staff.
     kind = _FAILURE_KIND.match(reason or "")
     return {
-        "status": Transplant.GIVEN_UP,
-        "verdict": Transplant.NOT_DECIDABLE,
+        "status": Transplant.Status.GIVEN_UP,
+        "verdict": Transplant.Verdict.NOT_DECIDABLE,
         "reason": "the transplant could not run (infrastructure failure)" + (f": {kind[0]}" if kind else ""),
         "finished_at": timezone.now(),
     }
@@ -100,10 +100,10 @@ TRANSPLANT = register(
         job_function="runs.evaluation.jobs.transplant_execute_job",
         job_prefix="transplant",
         sandbox_prefix="transplant-",
-        claimable=lambda: Q(status=Transplant.QUEUED),
-        held=lambda: Q(status=Transplant.RUNNING),
-        waiting=lambda: Q(status=Transplant.QUEUED),
-        claim_fields=lambda now: {"status": Transplant.RUNNING, "claimed_at": now, "finished_at": None},
+        claimable=lambda: Q(status=Transplant.Status.QUEUED),
+        held=lambda: Q(status=Transplant.Status.RUNNING),
+        waiting=lambda: Q(status=Transplant.Status.QUEUED),
+        claim_fields=lambda now: {"status": Transplant.Status.RUNNING, "claimed_at": now, "finished_at": None},
         released_fields=_released,
         settle=_settle,
         # Every experiment's timeout is far below this; it only bounds a stuck work horse.
@@ -162,9 +162,9 @@ def transplants_cancel(*, run_id: int) -> int:
     """A cancelled run's queued transplants are not judged: settled as not decidable (saying why),
     their jobs taken off the queue, their attempts' diagnoses written. Running ones finish. Returns
     how many were cancelled."""
-    queued = list(Transplant.objects.filter(attempt__run_id=run_id, status=Transplant.QUEUED).values_list("pk", "tries", "attempt_id"))
-    cancelled = Transplant.objects.filter(pk__in=[pk for pk, _, _ in queued], status=Transplant.QUEUED).update(
-        status=Transplant.GIVEN_UP, verdict=Transplant.NOT_DECIDABLE, reason="not judged: the run was cancelled",
+    queued = list(Transplant.objects.filter(attempt__run_id=run_id, status=Transplant.Status.QUEUED).values_list("pk", "tries", "attempt_id"))
+    cancelled = Transplant.objects.filter(pk__in=[pk for pk, _, _ in queued], status=Transplant.Status.QUEUED).update(
+        status=Transplant.Status.GIVEN_UP, verdict=Transplant.Verdict.NOT_DECIDABLE, reason="not judged: the run was cancelled",
         finished_at=timezone.now(),
     )
     job_ids = [TRANSPLANT.job_id(pk, tries) for pk, tries, _ in queued]
@@ -177,7 +177,7 @@ def transplants_cancel(*, run_id: int) -> int:
 # --- executing one -------------------------------------------------------------------------------
 
 
-def transplant_execute(*, transplant_id: int, job_id: str = "", requeue: bool = True) -> str:
+def transplant_execute(*, transplant_id: int, job_id: str = "", requeue: bool = True) -> ClaimOutcome:
     """Run one queued transplant and record its verdict (runs.evaluation.claims.execute: claimed,
     fenced, retried on infrastructure failures). Returns DONE, REQUEUED, ERROR, LOST or SKIPPED."""
     return execute(TRANSPLANT, _verdict_fields, attempt_id=transplant_id, job_id=job_id, requeue=requeue, cleanup=_cleanup)
@@ -187,7 +187,7 @@ def transplants_execute_sync(*, attempt_id: int) -> None:
     """Execute the attempt's queued transplants one after another in this process (the in-process
     runs and re-executions plan them without jobs); infrastructure failures are retried in place,
     bounded by the retries."""
-    while transplant := Transplant.objects.filter(attempt_id=attempt_id, status=Transplant.QUEUED).order_by("pk").first():
+    while transplant := Transplant.objects.filter(attempt_id=attempt_id, status=Transplant.Status.QUEUED).order_by("pk").first():
         transplant_execute(transplant_id=transplant.pk, job_id=IN_PROCESS, requeue=False)
 
 
@@ -219,7 +219,7 @@ def _verdict_fields(transplant: Transplant, heartbeat: Heartbeat) -> dict:
     heartbeat.check()
     verdict, reason = judge(result, function_file=kept.file, function_name=kept.name, code_dir=Path(attempt.sample.paper.code_dir))
     return {
-        "status": Transplant.DONE,
+        "status": Transplant.Status.DONE,
         "verdict": verdict,
         "reason": storable_text(reason)[:8000],
         "score": numbers_only(result.score),
@@ -279,11 +279,11 @@ def judge(result: Reexecution, *, function_file: str, function_name: str, code_d
     if not result.applied:
         cause = next((words for opening, words in _REFUSALS if (result.error or "").startswith(opening)),
                      "the code could not be prepared")
-        return Transplant.NOT_DECIDABLE, f"the agent's code could not be transplanted: {cause}"
+        return Transplant.Verdict.NOT_DECIDABLE, f"the agent's code could not be transplanted: {cause}"
     if result.passed:
-        return Transplant.RIGHT, "passes with the gold bodies of the other masked functions"
+        return Transplant.Verdict.RIGHT, "passes with the gold bodies of the other masked functions"
     if result.held_out_passed is False:  # the experiments passed, so the variants ran
-        return Transplant.WRONG, "passes the experiments but not their held-out check, with the gold bodies of the other masked functions"
+        return Transplant.Verdict.WRONG, "passes the experiments but not their held-out check, with the gold bodies of the other masked functions"
     failed = {item["experiment_id"] for item in (result.score or {}).get("experiments", []) if not item.get("passed")}
     own_name = function_name.rsplit(".", 1)[-1]
     gold_names = _gold_function_names(code_dir / function_file)
@@ -317,10 +317,10 @@ def judge(result: Reexecution, *, function_file: str, function_name: str, code_d
                 where = f" in {last}" if gold_names is not None and last in gold_names else ""
                 undecided.append(f"{label}: {exception}{where}, outside {function_name}")
     if wrong:
-        return Transplant.WRONG, "; ".join(wrong + undecided)
+        return Transplant.Verdict.WRONG, "; ".join(wrong + undecided)
     if undecided:
-        return Transplant.NOT_DECIDABLE, "; ".join(undecided)
-    return Transplant.WRONG, "the experiments' numbers are outside tolerance"
+        return Transplant.Verdict.NOT_DECIDABLE, "; ".join(undecided)
+    return Transplant.Verdict.WRONG, "the experiments' numbers are outside tolerance"
 
 
 def _gold_function_names(path: Path) -> set[str] | None:
@@ -365,12 +365,12 @@ def numbers_only(score: dict | None) -> dict | None:
 
 def diagnosis_of(verdicts: list[str]) -> str:
     """An attempt's function_diagnosis from its transplants' verdicts."""
-    wrong = verdicts.count(Transplant.WRONG)
+    wrong = verdicts.count(Transplant.Verdict.WRONG)
     if wrong >= 2:
         return Attempt.SEVERAL_WRONG
-    if verdicts and all(verdict == Transplant.RIGHT for verdict in verdicts):
+    if verdicts and all(verdict == Transplant.Verdict.RIGHT for verdict in verdicts):
         return Attempt.INTERACTION
-    if wrong == 1 and verdicts.count(Transplant.RIGHT) == len(verdicts) - 1:
+    if wrong == 1 and verdicts.count(Transplant.Verdict.RIGHT) == len(verdicts) - 1:
         return Attempt.ONE_WRONG
     return Attempt.NOT_DECIDED
 

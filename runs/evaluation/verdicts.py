@@ -22,17 +22,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from django.conf import settings
 
-from runs.agents.base import (
-    COST_LIMIT,
-    HARNESS_ERROR,
-    MODEL_ERROR,
-    SANDBOX_ERROR,
-    STEP_LIMIT,
-    TIME_LIMIT,
-)
+from runs.agents.base import ExitStatus
 from runs.analysis.outcomes import REFUSED_KEY, outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
 from runs.benchmark.gold_literals import Implementation, enclosing_definition, gold_literals_in, gold_numbers_of
@@ -49,12 +43,10 @@ from runs.suites.environments import NotPrepared, paper_sandbox
 from runs.suites.gold import scoring_tolerances
 from runs.suites.selectors import SampleTask, experiment_spec, held_out_spec, sample_held_out_checks, sample_task
 from runs.suites.services import workspace_build
-from sandbox import SandboxError, fs
+from sandbox import Backend, SandboxError, fs
 
-LIMIT_EXITS = (STEP_LIMIT, TIME_LIMIT, COST_LIMIT)
-
-
-INFRASTRUCTURE_EXITS = (SANDBOX_ERROR, HARNESS_ERROR)
+LIMIT_EXITS = (ExitStatus.STEP_LIMIT, ExitStatus.TIME_LIMIT, ExitStatus.COST_LIMIT)
+INFRASTRUCTURE_EXITS = (ExitStatus.SANDBOX_ERROR, ExitStatus.HARNESS_ERROR)
 
 
 # What the re-execution keeps of each experiment's output, and of all of them together.
@@ -66,7 +58,9 @@ MAX_REEXECUTION_OUTPUT = 20_000
 MAX_WORKSPACE_MODULES = 10_000
 
 
-def failure_label(*, exit_status: str, final_answer_raw: str | None, answer_parsed: bool, passed: bool) -> str:
+def failure_label(
+    *, exit_status: str, final_answer_raw: str | None, answer_parsed: bool, passed: bool
+) -> Attempt.FailureLabel | Literal[""]:
     """The failure label of a scored attempt ("" when it passed).
 
     Provider and infrastructure failures come first: whatever the agent managed before them is not
@@ -76,15 +70,15 @@ def failure_label(*, exit_status: str, final_answer_raw: str | None, answer_pars
     """
     if passed:
         return ""
-    if exit_status == MODEL_ERROR:
-        return Attempt.MODEL_PROVIDER
+    if exit_status == ExitStatus.MODEL_ERROR:
+        return Attempt.FailureLabel.MODEL_PROVIDER
     if exit_status in INFRASTRUCTURE_EXITS:
-        return Attempt.INFRASTRUCTURE
+        return Attempt.FailureLabel.INFRASTRUCTURE
     if final_answer_raw is None or not final_answer_raw.strip():
-        return Attempt.BUDGET_EXHAUSTED if exit_status in LIMIT_EXITS else Attempt.NO_ANSWER
+        return Attempt.FailureLabel.BUDGET_EXHAUSTED if exit_status in LIMIT_EXITS else Attempt.FailureLabel.NO_ANSWER
     if not answer_parsed:
-        return Attempt.UNPARSEABLE_ANSWER
-    return Attempt.WRONG_ANSWER
+        return Attempt.FailureLabel.UNPARSEABLE_ANSWER
+    return Attempt.FailureLabel.WRONG_ANSWER
 
 
 def scoring_specs(experiments: list[Experiment]) -> list[tuple]:
@@ -110,7 +104,7 @@ def excluded_labels(experiments: list[Experiment]) -> set[str]:
     excluded = {
         experiment_label(number)
         for number, experiment in enumerate(experiments, start=1)
-        if experiment.gold_unstable and experiment.paper.suite.unstable_policy == Suite.EXCLUDE
+        if experiment.gold_unstable and experiment.paper.suite.unstable_policy == Suite.UnstablePolicy.EXCLUDE
     }
     return excluded if len(excluded) < len(experiments) else set()
 
@@ -477,7 +471,7 @@ def held_out_check(sandbox, variants: list[HeldOutCheck]) -> tuple[bool, dict, f
     scores: dict[str, dict] = {}
     counted: list[bool] = []
     seconds = 0.0
-    excluded = [variant.gold_unstable and variant.paper.suite.unstable_policy == Suite.EXCLUDE for variant in variants]
+    excluded = [variant.gold_unstable and variant.paper.suite.unstable_policy == Suite.UnstablePolicy.EXCLUDE for variant in variants]
     if all(excluded):
         excluded = [False] * len(variants)
     for variant, left_out in zip(variants, excluded):
@@ -508,4 +502,4 @@ def _bounded_outputs(outcomes: list[ExperimentOutcome]) -> str:
 
 
 def sandbox_image(backend: str) -> str | None:
-    return settings.SANDBOX_IMAGE if backend == "docker" else None
+    return settings.SANDBOX_IMAGE if backend == Backend.DOCKER else None

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import models
 
+from runs.benchmark import workspace
 from runs.models.suites import Sample, Suite
 
 
@@ -13,13 +14,30 @@ class Run(models.Model):
     and runs.evaluation.selectors.run_progress), so it can never disagree with them.
     """
 
-    CONTEXT_CHOICES = [("none", "No paper"), ("full", "Full paper"), ("oracle", "Oracle snippets")]
+    class Context(models.TextChoices):
+        """How much of the paper the agent sees (runs.benchmark.workspace.Context, labelled)."""
+
+        NONE = workspace.Context.NONE, "No paper"
+        FULL = workspace.Context.FULL, "Full paper"
+        ORACLE = workspace.Context.ORACLE, "Oracle snippets"
+
+    # The old spelling, still read by leaderboard.selectors.
+    CONTEXT_CHOICES = Context.choices
+
+    class Status(models.TextChoices):
+        """A run's status, never stored: `status_from_counts` derives it from its attempts'."""
+
+        QUEUED = "queued"
+        RUNNING = "running"
+        CANCELLED = "cancelled"
+        FAILED = "failed"  # ended, some attempts without a valid result (status error)
+        FINISHED = "finished"
 
     suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
     agent = models.CharField(max_length=100, help_text="Registered agent name: react, agentless, gold, noop, mutant.")
     agent_config = models.JSONField(default=dict, blank=True, help_text="Keyword settings for agent_from_name.")
     model = models.CharField(max_length=500, blank=True, help_text="Model spec (provider:model); blank for baselines.")
-    context = models.CharField(max_length=10, choices=CONTEXT_CHOICES, default="full")
+    context = models.CharField(max_length=10, choices=Context, default=Context.FULL)
     n_values = models.JSONField(default=list, help_text="Numbers of masked functions, e.g. [1, 2].")
     sample_seed = models.IntegerField(default=0)
     sample_cap = models.PositiveIntegerField(default=100, help_text="At most this many samples per paper and n.")
@@ -56,16 +74,16 @@ class Run(models.Model):
 
     @staticmethod
     def status_from_counts(counts: dict[str, int], *, cancelled: bool) -> str:
-        """queued, running, cancelled, failed (finished, some attempts without a valid result) or finished."""
-        active = counts.get(Attempt.QUEUED, 0) + counts.get(Attempt.RUNNING, 0)
-        if counts.get(Attempt.RUNNING, 0):
-            return "running"
-        if cancelled and not counts.get(Attempt.QUEUED, 0):
-            return "cancelled"
-        if active:
-            started = sum(counts.get(s, 0) for s in (Attempt.DONE, Attempt.ERROR))
-            return "running" if started else "queued"
-        return "failed" if counts.get(Attempt.ERROR, 0) else "finished"
+        """The run's status (a Run.Status) from its attempts' counts by Attempt.Status."""
+        queued, running = counts.get(Attempt.Status.QUEUED, 0), counts.get(Attempt.Status.RUNNING, 0)
+        if running:
+            return Run.Status.RUNNING
+        if cancelled and not queued:
+            return Run.Status.CANCELLED
+        if queued:
+            started = counts.get(Attempt.Status.DONE, 0) + counts.get(Attempt.Status.ERROR, 0)
+            return Run.Status.RUNNING if started else Run.Status.QUEUED
+        return Run.Status.FAILED if counts.get(Attempt.Status.ERROR, 0) else Run.Status.FINISHED
 
 
 class ClaimedWork(models.Model):
@@ -101,59 +119,73 @@ class Attempt(ClaimedWork):
     attempts never count for or against the model.
     """
 
-    QUEUED, RUNNING, DONE, ERROR, CANCELLED = "queued", "running", "done", "error", "cancelled"
-    STATUSES = [(QUEUED, "Queued"), (RUNNING, "Running"), (DONE, "Done"), (ERROR, "Error"), (CANCELLED, "Cancelled")]
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        ERROR = "error"
+        CANCELLED = "cancelled"
 
-    INFRASTRUCTURE = "infrastructure"
-    MODEL_PROVIDER = "model_provider"
-    # The paper's environment or data files are not prepared on this worker: nothing ran, not retried.
-    NOT_PREPARED = "not_prepared"
-    BUDGET_EXHAUSTED = "budget_exhausted"
-    NO_ANSWER = "no_answer"
-    UNPARSEABLE_ANSWER = "unparseable_answer"
-    WRONG_ANSWER = "wrong_answer"
-    FAILURE_LABELS = [
-        (INFRASTRUCTURE, "Sandbox or worker failure"),
-        (MODEL_PROVIDER, "Model provider error"),
-        (NOT_PREPARED, "Environment or data not prepared"),
-        (BUDGET_EXHAUSTED, "Budget exhausted"),
-        (NO_ANSWER, "No answer"),
-        (UNPARSEABLE_ANSWER, "Unparseable answer"),
-        (WRONG_ANSWER, "Wrong answer"),
-    ]
-    # The outcome of a done attempt, for failure analysis (runs.analysis.outcomes decides it, on
-    # every write of a verdict): the failure labels above, refined by what re-execution found.
-    PASSED = "passed"
-    REEXECUTION_FAILED = "reexecution_failed"
-    OUT_OF_SCOPE = "out_of_scope"
-    HELD_OUT_FAILED = "held_out_failed"
-    GOLD_LITERAL = "gold_literal"
-    PATCH_TOO_LARGE = "patch_too_large"
-    OUTCOMES = [
-        (PASSED, "Passed"),
-        (WRONG_ANSWER, "Wrong answer"),
-        (NO_ANSWER, "No answer"),
-        (UNPARSEABLE_ANSWER, "Unparseable answer"),
-        (REEXECUTION_FAILED, "Crashed or timed out in re-execution"),
-        (BUDGET_EXHAUSTED, "Step, time or cost budget exhausted"),
-        (OUT_OF_SCOPE, "Edits outside the task dropped"),
-        (HELD_OUT_FAILED, "Failed the held-out check"),
-        (GOLD_LITERAL, "Hard-codes a gold number"),
-        (PATCH_TOO_LARGE, "Final patch over the limits"),
-        (MODEL_PROVIDER, "Model provider error"),
-        (NOT_PREPARED, "Environment or data not prepared"),
-        (INFRASTRUCTURE, "Sandbox or worker failure"),
-    ]
+    class FailureLabel(models.TextChoices):
+        """Why an attempt failed, as the harness decided when it ended (runs.evaluation.verdicts)."""
+
+        INFRASTRUCTURE = "infrastructure", "Sandbox or worker failure"
+        MODEL_PROVIDER = "model_provider", "Model provider error"
+        # The paper's environment or data files are not prepared on this worker: nothing ran, not retried.
+        NOT_PREPARED = "not_prepared", "Environment or data not prepared"
+        BUDGET_EXHAUSTED = "budget_exhausted", "Budget exhausted"
+        NO_ANSWER = "no_answer", "No answer"
+        UNPARSEABLE_ANSWER = "unparseable_answer", "Unparseable answer"
+        WRONG_ANSWER = "wrong_answer", "Wrong answer"
+
+    class Outcome(models.TextChoices):
+        """The outcome of a done attempt, for failure analysis (runs.analysis.outcomes decides it, on
+        every write of a verdict): the failure labels, refined by what re-execution found."""
+
+        PASSED = "passed", "Passed"
+        WRONG_ANSWER = "wrong_answer", "Wrong answer"
+        NO_ANSWER = "no_answer", "No answer"
+        UNPARSEABLE_ANSWER = "unparseable_answer", "Unparseable answer"
+        REEXECUTION_FAILED = "reexecution_failed", "Crashed or timed out in re-execution"
+        BUDGET_EXHAUSTED = "budget_exhausted", "Step, time or cost budget exhausted"
+        OUT_OF_SCOPE = "out_of_scope", "Edits outside the task dropped"
+        HELD_OUT_FAILED = "held_out_failed", "Failed the held-out check"
+        GOLD_LITERAL = "gold_literal", "Hard-codes a gold number"
+        PATCH_TOO_LARGE = "patch_too_large", "Final patch over the limits"
+        MODEL_PROVIDER = "model_provider", "Model provider error"
+        NOT_PREPARED = "not_prepared", "Environment or data not prepared"
+        INFRASTRUCTURE = "infrastructure", "Sandbox or worker failure"
+
+    class Diagnosis(models.TextChoices):
+        """Which of the masked functions broke a failed attempt at n >= 2 (runs.evaluation.transplants),
+        once every transplant of it is settled; blank when none were made."""
+
+        INTERACTION = "interaction", "Interaction failure: every function right alone"
+        ONE_WRONG = "one_wrong", "One function wrong"
+        SEVERAL_WRONG = "several_wrong", "Several functions wrong"
+        NOT_DECIDED = "not_decided", "Not decided"
+        PENDING = "pending", "Being judged"
+
+    # The members under their older, shorter names (Attempt.DONE, Attempt.WRONG_ANSWER, ...), which
+    # hundreds of lines use; an outcome and a failure label of one name are the same string.
+    QUEUED, RUNNING, DONE, ERROR, CANCELLED = Status.QUEUED, Status.RUNNING, Status.DONE, Status.ERROR, Status.CANCELLED
+    INFRASTRUCTURE, MODEL_PROVIDER, NOT_PREPARED = FailureLabel.INFRASTRUCTURE, FailureLabel.MODEL_PROVIDER, FailureLabel.NOT_PREPARED
+    BUDGET_EXHAUSTED, NO_ANSWER = FailureLabel.BUDGET_EXHAUSTED, FailureLabel.NO_ANSWER
+    UNPARSEABLE_ANSWER, WRONG_ANSWER = FailureLabel.UNPARSEABLE_ANSWER, FailureLabel.WRONG_ANSWER
+    PASSED, REEXECUTION_FAILED, OUT_OF_SCOPE = Outcome.PASSED, Outcome.REEXECUTION_FAILED, Outcome.OUT_OF_SCOPE
+    HELD_OUT_FAILED, GOLD_LITERAL, PATCH_TOO_LARGE = Outcome.HELD_OUT_FAILED, Outcome.GOLD_LITERAL, Outcome.PATCH_TOO_LARGE
+    INTERACTION, ONE_WRONG, SEVERAL_WRONG = Diagnosis.INTERACTION, Diagnosis.ONE_WRONG, Diagnosis.SEVERAL_WRONG
+    NOT_DECIDED, PENDING = Diagnosis.NOT_DECIDED, Diagnosis.PENDING
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
     sample = models.ForeignKey(Sample, on_delete=models.PROTECT, related_name="attempts")
     index = models.PositiveSmallIntegerField(help_text="0..k-1 among the run's attempts at this sample.")
-    status = models.CharField(max_length=10, choices=STATUSES, default=QUEUED)
+    status = models.CharField(max_length=10, choices=Status, default=Status.QUEUED)
+    # Our agents' runs.agents.base.ExitStatus; converted trajectories of other tools keep theirs.
     exit_status = models.CharField(max_length=20, blank=True, help_text="How the agent run ended.")
     exit_message = models.TextField(blank=True)
-    failure_label = models.CharField(max_length=20, choices=FAILURE_LABELS, blank=True, help_text="Blank when passed.")
+    failure_label = models.CharField(max_length=20, choices=FailureLabel, blank=True, help_text="Blank when passed.")
     failure_detail = models.TextField(blank=True)
-
 
     final_answer_raw = models.TextField(null=True, blank=True)
     parsed_answer = models.JSONField(null=True, blank=True)
@@ -179,7 +211,7 @@ class Attempt(ClaimedWork):
     gold_literals = models.JSONField(default=list, blank=True, help_text="Hard-coded gold numbers found in the implementations.")
     passed = models.BooleanField(default=False)
     outcome = models.CharField(
-        max_length=20, choices=OUTCOMES, blank=True,
+        max_length=20, choices=Outcome, blank=True,
         help_text="Why a done attempt passed or failed (runs.analysis.outcomes); blank until it is scored.",
     )
     mismatch = models.BooleanField(default=False, help_text="Reported numbers pass, the re-executed code does not.")
@@ -190,21 +222,7 @@ class Attempt(ClaimedWork):
         "null when no tolerance would make it pass (missing, unparseable or crashed) or not scored.",
     )
 
-    # Which of the masked functions broke a failed attempt at n >= 2 (runs.evaluation.transplants),
-    # once every transplant of it is settled; blank when none were made.
-    INTERACTION = "interaction"
-    ONE_WRONG = "one_wrong"
-    SEVERAL_WRONG = "several_wrong"
-    NOT_DECIDED = "not_decided"
-    PENDING = "pending"
-    DIAGNOSES = [
-        (INTERACTION, "Interaction failure: every function right alone"),
-        (ONE_WRONG, "One function wrong"),
-        (SEVERAL_WRONG, "Several functions wrong"),
-        (NOT_DECIDED, "Not decided"),
-        (PENDING, "Being judged"),
-    ]
-    function_diagnosis = models.CharField(max_length=20, choices=DIAGNOSES, blank=True)
+    function_diagnosis = models.CharField(max_length=20, choices=Diagnosis, blank=True)
 
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
@@ -247,15 +265,24 @@ class Transplant(ClaimedWork):
     re-run with the agent's implementation of `function` and the gold bodies of the other masked
     functions (runs.evaluation.transplants). Claimed, fenced and retried like an attempt."""
 
-    QUEUED, RUNNING, DONE, GIVEN_UP = "queued", "running", "done", "given_up"
-    STATUSES = [(QUEUED, "Queued"), (RUNNING, "Running"), (DONE, "Done"), (GIVEN_UP, "Given up (infrastructure)")]
-    RIGHT, WRONG, NOT_DECIDABLE = "right", "wrong", "not_decidable"
-    VERDICTS = [(RIGHT, "Right alone"), (WRONG, "Wrong"), (NOT_DECIDABLE, "Not decidable")]
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        GIVEN_UP = "given_up", "Given up (infrastructure)"
+
+    class Verdict(models.TextChoices):
+        RIGHT = "right", "Right alone"
+        WRONG = "wrong", "Wrong"
+        NOT_DECIDABLE = "not_decidable", "Not decidable"
+
+    # The old spellings, still read by leaderboard.selectors.
+    RIGHT, WRONG = Verdict.RIGHT, Verdict.WRONG
 
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="transplants")
     function = models.ForeignKey("runs.Function", on_delete=models.CASCADE, related_name="transplants")  # a dropped function leaves no verdict
-    status = models.CharField(max_length=10, choices=STATUSES, default=QUEUED)
-    verdict = models.CharField(max_length=15, choices=VERDICTS, blank=True)
+    status = models.CharField(max_length=10, choices=Status, default=Status.QUEUED)
+    verdict = models.CharField(max_length=15, choices=Verdict, blank=True)
     reason = models.TextField(blank=True, help_text="Why: the experiments that failed, or what kept it from a verdict.")
     score = models.JSONField(null=True, blank=True, help_text="SampleScore of what the transplant run printed.")
     experiment_seconds = models.FloatField(null=True, blank=True)

@@ -18,19 +18,15 @@ class Submission(models.Model):
     decided by runs.visibility); flagged ones stay visible with the staff's reason.
     """
 
-    SCORED = "scored"
-    REEXECUTING = "reexecuting"
-    VERIFIED = "verified"
-    INCOMPLETE = "incomplete"
-    STATUSES = [
-        (SCORED, "Scored against gold (reported answers only)"),
-        (REEXECUTING, "Re-execution in progress"),
-        (VERIFIED, "Verified: every attempt re-executed"),
-        (INCOMPLETE, "Re-execution incomplete (infrastructure failures or queue unavailable)"),
-    ]
+    class Status(models.TextChoices):
+        SCORED = "scored", "Scored against gold (reported answers only)"
+        REEXECUTING = "reexecuting", "Re-execution in progress"
+        VERIFIED = "verified", "Verified: every attempt re-executed"
+        INCOMPLETE = "incomplete", "Re-execution incomplete (infrastructure failures or queue unavailable)"
 
-    WEB, API = "web", "api"
-    CHANNELS = [(WEB, "Upload page"), (API, "API")]
+    class Channel(models.TextChoices):
+        WEB = "web", "Upload page"
+        API = "api", "API"
 
     run = models.OneToOneField("runs.Run", on_delete=models.CASCADE, related_name="submission")
     uploader = models.ForeignKey(
@@ -40,7 +36,7 @@ class Submission(models.Model):
         "runs.ApiToken", on_delete=models.SET_NULL, null=True, blank=True, related_name="submissions",
         help_text="The API token that uploaded it (blank for the upload page).",
     )
-    channel = models.CharField(max_length=3, choices=CHANNELS, default=WEB)
+    channel = models.CharField(max_length=3, choices=Channel, default=Channel.WEB)
 
     # The header, as given (the run repeats agent, model, context and description).
     model = models.CharField(max_length=200)
@@ -54,7 +50,7 @@ class Submission(models.Model):
     record_count = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
 
-    status = models.CharField(max_length=12, choices=STATUSES, default=SCORED)
+    status = models.CharField(max_length=12, choices=Status, default=Status.SCORED)
     status_detail = models.TextField(blank=True)
     reexecution_requested_at = models.DateTimeField(null=True, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True, help_text="Set by re-execution only.")

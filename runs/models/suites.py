@@ -8,24 +8,22 @@ from django.db import models
 
 
 class Suite(models.Model):
-    NATIVE = "native"
-    UPSTREAM = "upstream"
-    FORMATS = [(NATIVE, "Our suite format"), (UPSTREAM, "Upstream AutoExperiment metadata")]
+    class Format(models.TextChoices):
+        NATIVE = "native", "Our suite format"
+        UPSTREAM = "upstream", "Upstream AutoExperiment metadata"
 
     name = models.SlugField(max_length=100, unique=True)
     version = models.CharField(max_length=50, blank=True)
     description = models.TextField(blank=True)
-    source_format = models.CharField(max_length=20, choices=FORMATS, default=NATIVE)
+    source_format = models.CharField(max_length=20, choices=Format, default=Format.NATIVE)
     gold_root = models.CharField(max_length=1000, help_text="Directory holding the papers' gold code on this server.")
     # What scoring does with an experiment whose repeated gold runs disagree by more than half its
     # tolerance (Experiment.gold_unstable): recorded with the suite, shown on the leaderboard.
-    WIDEN = "widen"
-    EXCLUDE = "exclude"
-    UNSTABLE_POLICIES = [
-        (WIDEN, "scored with a tolerance widened to cover the gold spread"),
-        (EXCLUDE, "excluded from scoring"),
-    ]
-    unstable_policy = models.CharField(max_length=10, choices=UNSTABLE_POLICIES, default=WIDEN)
+    class UnstablePolicy(models.TextChoices):
+        WIDEN = "widen", "scored with a tolerance widened to cover the gold spread"
+        EXCLUDE = "exclude", "excluded from scoring"
+
+    unstable_policy = models.CharField(max_length=10, choices=UnstablePolicy, default=UnstablePolicy.WIDEN)
     # Whether everyone may read the gold bodies beside an agent's implementations on the replay
     # (staff always may): declared by the suite (suite.json "gold_public"); never for upstream suites.
     gold_public = models.BooleanField(default=False, help_text="Its gold code is public: replays show it to everyone.")
@@ -49,9 +47,13 @@ class Paper(models.Model):
     data = models.JSONField(
         default=list, blank=True, help_text='Declared data files: [{"name", "source", "sha256", "size"}], at /data/<name>.'
     )
-    GPU_NONE, GPU_OPTIONAL, GPU_REQUIRED = "none", "optional", "required"
-    GPU_CHOICES = [(GPU_NONE, "needs no GPU"), (GPU_OPTIONAL, "may use a GPU"), (GPU_REQUIRED, "needs a GPU")]
-    gpu = models.CharField(max_length=10, choices=GPU_CHOICES, default=GPU_NONE)
+
+    class Gpu(models.TextChoices):
+        NONE = "none", "needs no GPU"
+        OPTIONAL = "optional", "may use a GPU"
+        REQUIRED = "required", "needs a GPU"
+
+    gpu = models.CharField(max_length=10, choices=Gpu, default=Gpu.NONE)
     gpus = models.PositiveSmallIntegerField(default=1, help_text="GPUs one attempt uses when it gets any.")
 
     class Meta:

@@ -38,7 +38,7 @@ from runs.visibility import GoldAccess
 
 # --- how each function was judged alone ------------------------------------------------------------
 
-_PENDING_LABELS = {Transplant.QUEUED: "queued", Transplant.RUNNING: "running", Transplant.GIVEN_UP: "given up"}
+_PENDING_LABELS = {Transplant.Status.QUEUED: "queued", Transplant.Status.RUNNING: "running", Transplant.Status.GIVEN_UP: "given up"}
 
 
 def function_label(function: Function) -> str:
@@ -51,7 +51,7 @@ class FunctionVerdict:
     """One masked function judged alone (one Transplant)."""
 
     function: str  # "scale.py:scale_a"
-    verdict: str  # Transplant.RIGHT, WRONG, NOT_DECIDABLE, or "" while not done
+    verdict: str  # Transplant.Verdict.RIGHT, WRONG, NOT_DECIDABLE, or "" while not done
     label: str  # "Right alone", "Wrong", "Not decidable", or "queued", "running", "given up"
     reason: str
     # What the page's score table reads (templates/replay/_score_table.html): the transplant run's
@@ -63,13 +63,13 @@ class FunctionVerdict:
 
     @property
     def css(self) -> str:
-        return {Transplant.RIGHT: "verdict-pass", Transplant.WRONG: "verdict-fail"}.get(self.verdict, "verdict-other")
+        return {Transplant.Verdict.RIGHT: "verdict-pass", Transplant.Verdict.WRONG: "verdict-fail"}.get(self.verdict, "verdict-other")
 
 
 @dataclass
 class FunctionVerdicts:
     diagnosis: str  # Attempt.function_diagnosis
-    diagnosis_label: str  # its words, Attempt.DIAGNOSES
+    diagnosis_label: str  # its words, Attempt.Diagnosis.choices
     rows: list[FunctionVerdict]
     sandbox_seconds: str  # of all the transplants together ("" for a viewer who is not staff)
     numbers_shown: bool = False  # the rows hold their numbers and times (staff)
@@ -98,7 +98,7 @@ def attempt_function_verdicts(*, attempt: Attempt, access: GoldAccess) -> Functi
         return None
     rows = []
     for transplant in transplants:
-        done = transplant.status == Transplant.DONE
+        done = transplant.status == Transplant.Status.DONE
         score = transplant.score if isinstance(transplant.score, dict) and access.staff else {}
         rows.append(FunctionVerdict(
             function=function_label(transplant.function),

@@ -171,7 +171,7 @@ def submissions(request, *, detail_route: str):
     try:
         submission = submission_create(
             data=data, filename=filename, uploader=token.user, reexecute=reexecute, transplants=not transplants_off,
-            token=token, channel=Submission.API
+            token=token, channel=Submission.Channel.API
         )
     except SubmissionTooLarge as error:
         return _too_large(error.size)

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runs.benchmark.text import json_safe, storable_text
-from runs.evaluation.claims import Heartbeat, execute, max_infra_retries
+from runs.evaluation.claims import ClaimOutcome, Heartbeat, execute, max_infra_retries
 from runs.evaluation.kinds import IN_PROCESS, WorkKind, register
 from runs.evaluation.verdicts import failure_label, reexecute, with_tolerance_ratio
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
@@ -57,7 +57,7 @@ def _enqueue_failed(attempt_ids: list[int], error: Exception) -> None:
     submission (press Re-execute later), never raised."""
     logger.error("re-execution of attempts %s could not be queued", attempt_ids, exc_info=error)
     Submission.objects.filter(run__attempts__pk__in=attempt_ids).update(
-        status=Submission.INCOMPLETE,
+        status=Submission.Status.INCOMPLETE,
         status_detail=f"re-execution could not be queued ({type(error).__name__}: {error}); press Re-execute to try again",
     )
 
@@ -71,7 +71,7 @@ REEXECUTION = register(
         claimable=lambda: _unsettled() & Q(heartbeat_at__isnull=True, infra_failures__lte=max_infra_retries()),
         held=lambda: _unsettled() & Q(heartbeat_at__isnull=False),
         waiting=lambda: _unsettled()
-        & Q(run__submission__status=Submission.REEXECUTING, heartbeat_at__isnull=True, infra_failures__lte=max_infra_retries()),
+        & Q(run__submission__status=Submission.Status.REEXECUTING, heartbeat_at__isnull=True, infra_failures__lte=max_infra_retries()),
         claim_fields=lambda now: {},
         released_fields=_released,
         settle=_settle,
@@ -83,7 +83,7 @@ REEXECUTION = register(
 )
 
 
-def attempt_reexecute(*, attempt_id: int, job_id: str = "", requeue: bool = True) -> str:
+def attempt_reexecute(*, attempt_id: int, job_id: str = "", requeue: bool = True) -> ClaimOutcome:
     """Re-execute one submitted attempt's patch in a fresh sandbox and record the verdict.
 
     Does nothing (SKIPPED) unless the attempt belongs to a submission, has no re-execution verdict
@@ -144,14 +144,14 @@ def submission_refresh(*, submission_id: int) -> Submission:
             if submission.verified_at is None:
                 mismatches = attempts.filter(mismatch=True).count()
                 submission.verified_at = timezone.now()
-                submission.status = Submission.VERIFIED
+                submission.status = Submission.Status.VERIFIED
                 submission.status_detail = f"every attempt re-executed; {mismatches} reported result(s) not reproduced"
                 submission.save(update_fields=["verified_at", "status", "status_detail"])
-        elif submission.status == Submission.REEXECUTING:
+        elif submission.status == Submission.Status.REEXECUTING:
             given_up = pending.filter(infra_failures__gt=max_infra_retries()).count()
             active = pending.count() - given_up
             if not active:
-                submission.status = Submission.INCOMPLETE
+                submission.status = Submission.Status.INCOMPLETE
                 submission.status_detail = (
                     f"{given_up} attempt(s) could not be re-executed (infrastructure failures); press Re-execute to try again"
                 )

@@ -25,7 +25,6 @@ from runs.benchmark.scoring import MAX_ANSWER_CHARS
 from runs.benchmark.text import json_type
 
 FORMAT = "autoexperiment.submission/1"
-CONTEXTS = ("none", "full", "oracle")
 # Ours is .json; the others are trajectories of other tools, read by runs.agents.foreign.
 TRAJECTORY_MEMBER = re.compile(r"^trajectories/[^/]+\.(?:json|traj|eval|txt|log)$")
 

@@ -21,10 +21,11 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from runs.agents.base import ExitStatus
 from runs.analysis.services import attempt_analysis_record_quietly
 from runs.benchmark.scoring import parse_answer
 from runs.benchmark.text import json_safe
-from runs.evaluation.claims import LOST, SKIPPED, max_infra_retries
+from runs.evaluation.claims import ClaimOutcome, max_infra_retries
 from runs.evaluation.kinds import IN_PROCESS
 from runs.evaluation.queue import enqueue as enqueue_work
 from runs.evaluation.transplants import transplants_execute_sync
@@ -36,7 +37,6 @@ from runs.submissions.validation import OriginalTrajectory, Record, ValidatedSub
 
 logger = logging.getLogger(__name__)
 
-SUBMITTED = "submitted"  # the exit status of an uploaded attempt
 TOKEN_PREFIX = "aex_"
 MAX_ACTIVE_TOKENS = 20
 
@@ -52,7 +52,7 @@ def submission_create(
     reexecute: bool = False,
     transplants: bool = True,
     token: ApiToken | None = None,
-    channel: str = Submission.WEB,
+    channel: str = Submission.Channel.WEB,
     enqueue: bool = True,
 ) -> Submission:
     """Check an upload and store it as a submission with its run and attempts, scored against gold.
@@ -141,7 +141,7 @@ def _attempt(run: Run, record: Record, validated: ValidatedSubmission, now) -> A
         "passed": False,
         # Labelled by the reported verdict until re-execution gives the final one.
         "failure_label": failure_label(
-            exit_status=SUBMITTED,
+            exit_status=ExitStatus.SUBMITTED,
             final_answer_raw=raw,
             answer_parsed=bool(parsed is not None and parsed.ok),
             passed=reported_passed,
@@ -151,7 +151,7 @@ def _attempt(run: Run, record: Record, validated: ValidatedSubmission, now) -> A
         run=run,
         sample=sample,
         index=record.attempt_index,
-        exit_status=SUBMITTED,
+        exit_status=ExitStatus.SUBMITTED,
         final_answer_raw=None if raw is None else raw.replace("\x00", ""),
         parsed_answer=json_safe(parsed.value) if parsed is not None and parsed.ok else None,
         **verdict,
@@ -198,7 +198,7 @@ def reexecutions_queued(*, user, exclude_submission: Submission | None = None) -
     not given up after infrastructure failures."""
     attempts = Attempt.objects.filter(
         run__submission__uploader=user,
-        run__submission__status=Submission.REEXECUTING,
+        run__submission__status=Submission.Status.REEXECUTING,
         reexecution_passed__isnull=True,
         infra_failures__lte=max_infra_retries(),
     )
@@ -245,18 +245,18 @@ def submission_request_reexecution(*, submission: Submission, requested_by=None,
 
 def _request_reexecution(submission: Submission, attempts: list[Attempt], *, enqueue: bool) -> None:
     Submission.objects.filter(pk=submission.pk).update(
-        status=Submission.REEXECUTING, status_detail="", reexecution_requested_at=timezone.now()
+        status=Submission.Status.REEXECUTING, status_detail="", reexecution_requested_at=timezone.now()
     )
     if enqueue:
         enqueue_work(REEXECUTION, attempts=attempts)
 
 
-def submission_reexecute_sync(*, submission: Submission) -> dict[str, int]:
+def submission_reexecute_sync(*, submission: Submission) -> dict[ClaimOutcome, int]:
     """Re-execute a submission's pending attempts one after another in this process (no Redis):
     for tests and management use, each followed by its transplants (runs.evaluation.transplants).
     Infrastructure failures are retried in place, bounded by the retries. Returns the outcomes counted."""
     submission_request_reexecution(submission=submission, enqueue=False)
-    outcomes: dict[str, int] = {}
+    outcomes: dict[ClaimOutcome, int] = {}
     while True:
         attempt = Attempt.objects.filter(REEXECUTION.claimable(), run=submission.run).order_by("pk").first()
         if attempt is None:
@@ -264,7 +264,7 @@ def submission_reexecute_sync(*, submission: Submission) -> dict[str, int]:
         outcome = attempt_reexecute(attempt_id=attempt.pk, job_id=IN_PROCESS, requeue=False)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         transplants_execute_sync(attempt_id=attempt.pk)
-        if outcome in (SKIPPED, LOST):
+        if outcome in (ClaimOutcome.SKIPPED, ClaimOutcome.LOST):
             break
     submission_refresh(submission_id=submission.pk)
     submission.refresh_from_db()

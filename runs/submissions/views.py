@@ -123,7 +123,7 @@ def _upload(request, handler):
                     uploader=request.user,
                     reexecute=form.cleaned_data["reexecute"],
                     transplants=not form.cleaned_data["no_transplants"],
-                    channel=Submission.WEB,
+                    channel=Submission.Channel.WEB,
                 )
             except SubmissionTooLarge as error:
                 problems, status = [str(error)], 413

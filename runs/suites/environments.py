@@ -27,7 +27,7 @@ from runs.benchmark.datafiles import DataError, DataFile, cached, data_fetch
 from runs.models import Paper, Suite
 from runs.suites.importers.native import native_suite_read
 from runs.suites.selectors import suite_get
-from sandbox import Sandbox, canonical_backend, open_sandbox
+from sandbox import Backend, Sandbox, canonical_backend, open_sandbox
 from sandbox.environments import (
     Declaration,
     EnvironmentBuildError,
@@ -150,7 +150,7 @@ def paper_provisions(paper: Paper, *, backend: str) -> Provisions:
     needs = paper_needs(paper)
     environment = None
     if needs.environment is not None:
-        if needs.environment.debian_packages and canonical_backend(backend) == "docker":
+        if needs.environment.debian_packages and canonical_backend(backend) == Backend.DOCKER:
             raise NotPrepared(
                 f"paper {needs.paper_id} declares Debian packages ({', '.join(needs.environment.debian_packages)}), "
                 "which the Docker backend does not install: run it on the bubblewrap backend (whose sandboxes use "
@@ -162,7 +162,7 @@ def paper_provisions(paper: Paper, *, backend: str) -> Provisions:
                 f"paper {needs.paper_id}: its environment is not built on this machine ({environment}); "
                 f"build it with `{needs.prepare_command}`"
             )
-    if paper.gpu == Paper.GPU_REQUIRED and paper.gpus > len(settings.WORKER_GPUS):
+    if paper.gpu == Paper.Gpu.REQUIRED and paper.gpus > len(settings.WORKER_GPUS):
         raise NotPrepared(
             f"paper {needs.paper_id} needs {paper.gpus} GPU(s) and this worker may use {len(settings.WORKER_GPUS)} "
             f"(WORKER_GPUS={','.join(settings.WORKER_GPUS) or 'none'}): run it on a worker with GPUs"
@@ -202,7 +202,7 @@ def _paper_gpus(paper: Paper):
     """The GPUs a sandbox of `paper` leases for its life (sandbox.gpus): none for a paper that needs
     none; for one that may use a GPU, Paper.gpus of this worker's if free now, else none (the CPU);
     for one that needs one, Paper.gpus, waiting until they are free."""
-    if paper.gpu == Paper.GPU_NONE or paper.gpus > len(settings.WORKER_GPUS):
+    if paper.gpu == Paper.Gpu.NONE or paper.gpus > len(settings.WORKER_GPUS):
         return nullcontext([])  # a paper that needs more than this worker has was refused by paper_provisions
     return gpu_lease(paper.gpus, devices=settings.WORKER_GPUS, lock_dir=settings.GPU_LOCK_DIR,
-                     wait=paper.gpu == Paper.GPU_REQUIRED)
+                     wait=paper.gpu == Paper.Gpu.REQUIRED)

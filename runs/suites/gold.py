@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from django.db import transaction
@@ -252,7 +253,7 @@ def _store_gold(suite: Suite, measured: list[GoldStability], environments: dict[
                  "unstable": stability.unstable}
         else:
             by_paper.setdefault(target.paper, {})[target.exp_id] = stability
-    if suite.source_format != Suite.NATIVE:
+    if suite.source_format != Suite.Format.NATIVE:
         return
     for paper, stored in by_paper.items():
         ids = sorted(stored)
@@ -312,11 +313,14 @@ def suite_check_gold(*, suite: Suite, backend: str, repeats: int = 1) -> GoldChe
     return check
 
 
-# How a mutant (or a mask) fares against a function's dependent experiments, run in order until one
-# fails (running the rest would multiply validate_suite's time for little): that first failure
-CRASH = "crash"  # errs: non-zero exit, timeout, no parseable result
-WRONG_NUMBERS = "wrong numbers"  # runs and prints numbers outside tolerance
-SURVIVES = "survives"  # or every dependent passes: the suite cannot tell it from the gold code
+class MutantVerdict(StrEnum):
+    """How a mutant (or a mask) fares against a function's dependent experiments, run in order until
+    one fails (running the rest would multiply validate_suite's time for little): that first
+    failure decides."""
+
+    CRASH = "crash"  # errs: non-zero exit, timeout, no parseable result
+    WRONG_NUMBERS = "wrong numbers"  # runs and prints numbers outside tolerance
+    SURVIVES = "survives"  # every dependent passes: the suite cannot tell it from the gold code
 
 
 @dataclass
@@ -397,7 +401,7 @@ class ExperimentStability:
 
 @dataclass
 class ValidationReport:
-    policy: str = Suite.WIDEN
+    policy: str = Suite.UnstablePolicy.WIDEN
     gold_failures: list[str] = field(default_factory=list)
     stability: list[ExperimentStability] = field(default_factory=list)
     functions: list[FunctionCheck] = field(default_factory=list)
@@ -479,7 +483,7 @@ class ValidationReport:
             rows.append(f"gold stability over {repeats} runs (unstable: a number's runs differ by more than "
                         f"{UNSTABLE_FRACTION:g} of its tolerance)")
             rows.extend(f"  {item.label:<45} {item.describe()}" for item in self.stability)
-            policy = dict(Suite.UNSTABLE_POLICIES)[self.policy]
+            policy = Suite.UnstablePolicy(self.policy).label
             experiments = [item for item in self.stability if not item.held_out]
             variants = [item for item in self.stability if item.held_out]
             unstable = sum(item.unstable for item in experiments)
@@ -655,16 +659,16 @@ def _check_function(sandbox, workspace: Path, plan: _FunctionPlan, seed: int, li
     path = workspace / CODE_DIR / function.file
     gold_source = path.read_text(encoding="utf-8")
 
-    def verdict(source: str, targets: list[GoldTarget]) -> str:
+    def verdict(source: str, targets: list[GoldTarget]) -> MutantVerdict:
         path.write_text(source, encoding="utf-8", newline="")
         try:
             for target in targets:
                 outcome = run_experiment(sandbox, _spec(target))
                 if outcome.error:
-                    return CRASH
+                    return MutantVerdict.CRASH
                 if _fails(outcome, target):
-                    return WRONG_NUMBERS
-            return SURVIVES
+                    return MutantVerdict.WRONG_NUMBERS
+            return MutantVerdict.SURVIVES
         finally:
             path.write_text(gold_source, encoding="utf-8", newline="")
 
@@ -673,21 +677,21 @@ def _check_function(sandbox, workspace: Path, plan: _FunctionPlan, seed: int, li
     check = FunctionCheck(
         label=f"{function.paper.paper_id}#{function.func_id} {function.name}",
         experiments=[e.exp_id for e in dependents],
-        mask_breaks=bool(dependents) and verdict(masked, dependents) != SURVIVES,
-        held_out=HeldOutFigures(variants=len(held_out), mask_breaks=not held_out or verdict(masked, held_out) != SURVIVES),
+        mask_breaks=bool(dependents) and verdict(masked, dependents) != MutantVerdict.SURVIVES,
+        held_out=HeldOutFigures(variants=len(held_out), mask_breaks=not held_out or verdict(masked, held_out) != MutantVerdict.SURVIVES),
     )
     for mutant in function_mutants(gold_source, function.name, line_hint=function.line_hint, seed=seed, limit=limit):
         check.mutants_tried += 1
         outcome = verdict(mutant.source, dependents)
-        if outcome == CRASH:
+        if outcome == MutantVerdict.CRASH:
             check.mutants_crash += 1
-        elif outcome == WRONG_NUMBERS:
+        elif outcome == MutantVerdict.WRONG_NUMBERS:
             check.mutants_wrong += 1
         else:
             check.survivors.append(mutant.description)
-        if held_out and outcome == SURVIVES:
+        if held_out and outcome == MutantVerdict.SURVIVES:
             check.held_out.mutants_tried += 1
             hidden = verdict(mutant.source, held_out)
-            check.held_out.mutants_crash += hidden == CRASH
-            check.held_out.mutants_wrong += hidden == WRONG_NUMBERS
+            check.held_out.mutants_crash += hidden == MutantVerdict.CRASH
+            check.held_out.mutants_wrong += hidden == MutantVerdict.WRONG_NUMBERS
     return check

@@ -9,7 +9,7 @@ from pathlib import Path
 from django.db.models import Count, Q
 
 from runs.benchmark.sampling import sample_id as make_sample_id
-from runs.benchmark.workspace import ExperimentSpec, MaskedFunctionSpec, WorkspaceSpec
+from runs.benchmark.workspace import Context, ExperimentSpec, MaskedFunctionSpec, WorkspaceSpec
 from runs.models import Experiment, HeldOutCheck, Paper, Sample, Suite
 
 
@@ -52,7 +52,7 @@ def sample_experiments(*, sample: Sample, functions=None, paper: Paper | None = 
     return experiments
 
 
-def workspace_spec(*, sample: Sample, context: str = "full") -> WorkspaceSpec:
+def workspace_spec(*, sample: Sample, context: str = Context.FULL) -> WorkspaceSpec:
     """What the workspace of `sample` holds: its masked functions and the experiments that need them."""
     return sample_task(sample=sample, context=context).spec
 
@@ -66,7 +66,7 @@ class SampleTask:
     spec: WorkspaceSpec
 
 
-def sample_task(*, sample: Sample, context: str = "full") -> SampleTask:
+def sample_task(*, sample: Sample, context: str = Context.FULL) -> SampleTask:
     """`sample` read with its paper and suite where it was (what a claim loads, runs.evaluation.kinds): two
     queries with nothing joined."""
     functions = list(sample.functions.order_by("func_id"))
@@ -89,7 +89,7 @@ def gold_workspace_spec(*, paper: Paper) -> WorkspaceSpec:
         sample_id=make_sample_id(paper.paper_id, []),
         functions=[],
         experiments=list(paper.experiments.order_by("exp_id")),
-        context="full",
+        context=Context.FULL,
     )
 
 
@@ -199,7 +199,7 @@ class SuiteGoldStability:
 
     @property
     def policy_label(self) -> str:
-        return dict(Suite.UNSTABLE_POLICIES)[self.policy]
+        return Suite.UnstablePolicy(self.policy).label
 
     @property
     def held_out_checked(self) -> bool:

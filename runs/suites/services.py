@@ -8,7 +8,7 @@ from django.db import transaction
 
 from runs.benchmark.masking import function_body_source
 from runs.benchmark.sampling import DEFAULT_CAP, draw_combinations, sample_id
-from runs.benchmark.workspace import AuditResult, WorkspaceError, WorkspaceManifest, audit_workspace, build_workspace
+from runs.benchmark.workspace import AuditResult, Context, WorkspaceError, WorkspaceManifest, audit_workspace, build_workspace
 from runs.models import Sample, Suite
 from runs.suites.selectors import SampleTask, workspace_spec
 
@@ -36,7 +36,7 @@ def samples_ensure(*, suite: Suite, n_values: list[int], seed: int = 0, cap: int
     return samples
 
 
-def workspace_build(*, sample: Sample, dest: Path, context: str = "full", task: SampleTask | None = None) -> WorkspaceManifest:
+def workspace_build(*, sample: Sample, dest: Path, context: str = Context.FULL, task: SampleTask | None = None) -> WorkspaceManifest:
     """Build the workspace of a sample into `dest` (see runs.benchmark.workspace for what it holds);
     from `task` (runs.suites.selectors.sample_task) when the caller has read it already."""
     if not sample.paper.code_dir:
@@ -46,7 +46,7 @@ def workspace_build(*, sample: Sample, dest: Path, context: str = "full", task: 
 
 def sample_audit_leaks(*, sample: Sample, scratch_dir: Path) -> AuditResult:
     """Build the sample's workspace under `scratch_dir` and audit it for original bodies and gold numbers."""
-    spec = workspace_spec(sample=sample, context="full")
+    spec = workspace_spec(sample=sample, context=Context.FULL)
     dest = Path(tempfile.mkdtemp(prefix="audit-", dir=scratch_dir))
     try:
         build_workspace(spec, dest)

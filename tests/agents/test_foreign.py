@@ -13,6 +13,7 @@ import pytest
 import zstandard
 
 from runs.agents.foreign import ForeignTrajectoryError, detect_and_convert
+from runs.agents.foreign.base import list_at, object_at, text_at
 from runs.agents.trajectory import FORMAT, Trajectory
 
 FIXTURES = Path(__file__).parent / "foreign_fixtures"
@@ -189,3 +190,9 @@ def test_odd_shapes_convert_or_are_refused_naming_the_format(data):
         assert error.format_name in ("mini-swe-agent", "swe-agent", "inspect-json")
     else:
         assert Trajectory.from_dict(converted.trajectory).steps
+
+
+def test_an_optional_field_of_another_json_type_reads_as_absent():
+    record = {"info": [], "actions": {}, "submission": 3, "stats": {"cost": 1}, "patch": "diff"}
+    assert (object_at(record, "info"), list_at(record, "actions"), text_at(record, "submission")) == ({}, [], None)
+    assert (object_at(record, "stats"), text_at(record, "patch"), object_at(record, "missing")) == ({"cost": 1}, "diff", {})

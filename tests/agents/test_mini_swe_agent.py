@@ -168,7 +168,7 @@ def test_mini_swe_agent_solves_an_exported_task_and_its_diff_is_verified(builtin
     submission = submission_create(data=data, filename="mini.jsonl", uploader=make_user(), reexecute=True, enqueue=False)
     submission_reexecute_sync(submission=submission)
     submission.refresh_from_db()
-    assert submission.status == Submission.VERIFIED
+    assert submission.status == Submission.Status.VERIFIED
     attempt = Attempt.objects.get(run=submission.run)
     assert attempt.reexecution_passed is True, (attempt.reexecution_error, attempt.reexecution_output)
     assert attempt.passed is True and attempt.mismatch is False

@@ -5,7 +5,7 @@ Transactional: the heartbeat thread has its own database connection and must see
 """
 import pytest
 
-from runs.evaluation.claims import DONE
+from runs.evaluation.claims import ClaimOutcome
 from runs.evaluation.harness import attempt_execute
 from runs.evaluation.services import run_create
 from runs.models import Attempt, AttemptAnalysis, AttemptException, StepText
@@ -27,7 +27,7 @@ def test_a_scripted_attempt_leaves_its_analysis(tiny_suite, fake_llm, workspace_
         FakeTurn(text="I know the results.", tool_calls=[("final_answer", {"answer": gold_answer(attempt)})]),
     ])
 
-    assert attempt_execute(attempt_id=attempt.pk) == DONE
+    assert attempt_execute(attempt_id=attempt.pk) == ClaimOutcome.DONE
 
     attempt.refresh_from_db()
     # The reported numbers pass but nothing was implemented: the re-executed code crashes.

@@ -48,7 +48,7 @@ def test_outcome_precedence(changes, outcome):
 
 
 def test_every_outcome_has_a_label():
-    assert set(OUTCOME_LABELS) == {value for value, _ in Attempt.OUTCOMES}
+    assert set(OUTCOME_LABELS) == {value for value, _ in Attempt.Outcome.choices}
 
 
 def test_a_verdict_write_adds_the_outcome_reading_what_it_does_not_write_from_the_attempt():

@@ -11,7 +11,7 @@ def test_the_verdicts_and_the_two_implementations_side_by_side(page, login, brow
     body = '"""The weighted mean."""\nreturn sum(values) / len(values)'
     attempt = with_transplants(
         make_attempt(sample=sample, final_patch=agent_patch(sample, {"weighted_mean_0": body})),
-        [(Transplant.DONE, Transplant.WRONG), (Transplant.DONE, Transplant.RIGHT)], diagnosis=Attempt.ONE_WRONG,
+        [(Transplant.Status.DONE, Transplant.Verdict.WRONG), (Transplant.Status.DONE, Transplant.Verdict.RIGHT)], diagnosis=Attempt.ONE_WRONG,
     )
     open_attempt(page, attempt)
     assert page.locator("#functions .diagnosis").text_content() == "One function wrong"

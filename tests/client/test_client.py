@@ -165,7 +165,7 @@ def test_submit_waits_for_the_verified_verdict_and_every_command_works(builtin, 
     done = run_client("--url", url, "submit", "--interval", "0.5", "--timeout", "240", str(good), token=key)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{worker.read_text()[-4000:]}"
     submission = Submission.objects.get()
-    assert submission.verified and submission.status == Submission.VERIFIED
+    assert submission.verified and submission.status == Submission.Status.VERIFIED
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"submission {submission.pk}: verified")
     assert "  verified: yes" in lines

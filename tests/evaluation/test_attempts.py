@@ -11,7 +11,7 @@ from django.db import connection
 
 from runs.benchmark.patches import unified_diff
 from runs.benchmark.text import json_safe
-from runs.evaluation.claims import DONE, SKIPPED, claim
+from runs.evaluation.claims import ClaimOutcome, claim
 from runs.evaluation.harness import attempt_execute
 from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.selectors import run_progress
@@ -45,7 +45,7 @@ def test_reported_gold_numbers_without_code_pass_the_report_but_not_the_reexecut
     # The agent copies the right numbers (from a leak, a guess, another run) and implements nothing.
     fake_llm.script([FakeTurn(text="I already know the results.", tool_calls=[("final_answer", {"answer": gold_answer(attempt)})])])
 
-    assert attempt_execute(attempt_id=attempt.pk) == DONE
+    assert attempt_execute(attempt_id=attempt.pk) == ClaimOutcome.DONE
 
     attempt.refresh_from_db()
     assert attempt.status == Attempt.DONE and attempt.exit_status == "submitted"
@@ -133,7 +133,7 @@ def test_the_reexecution_workspace_is_built_fresh_while_the_agent_works(tiny_sui
         gate.unlink()
         thread.join(timeout=120)
     attempt.refresh_from_db()
-    assert outcomes == [DONE] and attempt.passed and attempt.reexecution_passed
+    assert outcomes == [ClaimOutcome.DONE] and attempt.passed and attempt.reexecution_passed
     assert not attempt_reexecution_dir(attempt.pk, 1).exists()  # removed with the attempt's other directories
 
 
@@ -142,7 +142,7 @@ def test_a_claimed_attempt_reads_its_task_in_two_queries_with_the_suites_current
     """The claim loads the sample with its paper and suite; the task adds the masked functions and the
     experiments, nothing joined, each experiment carrying the suite as the claim read it."""
     run = run_create(suite=tiny_suite, agent="gold", n_values=[1], sample_cap=1, enqueue=False)
-    Suite.objects.filter(pk=tiny_suite.pk).update(unstable_policy=Suite.EXCLUDE)  # after the run's suite was read
+    Suite.objects.filter(pk=tiny_suite.pk).update(unstable_policy=Suite.UnstablePolicy.EXCLUDE)  # after the run's suite was read
     attempt = claim(RUN_ATTEMPT, attempt_id=run.attempts.get().pk)
 
     with django_assert_num_queries(2) as queries:
@@ -150,7 +150,7 @@ def test_a_claimed_attempt_reads_its_task_in_two_queries_with_the_suites_current
         policies = {experiment.paper.suite.unstable_policy for experiment in task.experiments}
 
     assert not [query["sql"] for query in queries.captured_queries if '"runs_paper"' in query["sql"]]  # nothing joined
-    assert policies == {Suite.EXCLUDE}
+    assert policies == {Suite.UnstablePolicy.EXCLUDE}
     assert [experiment.pk for experiment in task.experiments] == [
         experiment.pk for experiment in sample_experiments(sample=Sample.objects.get(pk=attempt.sample_id))
     ]
@@ -195,11 +195,11 @@ def test_concurrent_deliveries_of_one_attempt_execute_it_once(tiny_suite):
     for thread in threads:
         thread.join()
 
-    assert sorted(outcomes) == [DONE, SKIPPED, SKIPPED]
+    assert sorted(outcomes) == [ClaimOutcome.DONE, ClaimOutcome.SKIPPED, ClaimOutcome.SKIPPED]
     attempt.refresh_from_db()
     assert attempt.passed and attempt.tries == 1 and len(trajectory_files(attempt)) == 1
     # Once done, a late delivery is a no-op as well.
-    assert attempt_execute(attempt_id=attempt.pk) == SKIPPED
+    assert attempt_execute(attempt_id=attempt.pk) == ClaimOutcome.SKIPPED
 
 
 @transactional

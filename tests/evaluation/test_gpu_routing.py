@@ -27,7 +27,7 @@ def _needs(suite, gpu: str) -> None:
 
 @pytest.mark.slow
 def test_work_that_needs_a_gpu_waits_for_a_worker_with_one(tiny_suite, workers, redis_queue, settings, tmp_path):
-    _needs(tiny_suite, Paper.GPU_REQUIRED)
+    _needs(tiny_suite, Paper.Gpu.REQUIRED)
     run = run_create(suite=tiny_suite, agent="gold", n_values=[1])
     attempts = list(run.attempts.all())
     gpu_queue = Queue(settings.GPU_QUEUE, connection=redis_queue.connection)
@@ -56,7 +56,7 @@ def test_a_paper_that_needs_no_gpu_goes_on_the_evaluation_queue_and_holds_none(t
 
 
 def test_a_worker_without_gpus_says_so_on_the_attempt_instead_of_retrying(tiny_suite, settings):
-    _needs(tiny_suite, Paper.GPU_REQUIRED)
+    _needs(tiny_suite, Paper.Gpu.REQUIRED)
     settings.WORKER_GPUS = []
     call_command("run_eval", "--suite", "tiny", "--agent", "gold", "--sync", stdout=io.StringIO())
     attempt = Attempt.objects.filter(run__agent="gold").first()
@@ -65,7 +65,7 @@ def test_a_worker_without_gpus_says_so_on_the_attempt_instead_of_retrying(tiny_s
 
 
 def test_a_paper_that_may_use_a_gpu_runs_on_the_cpu_while_the_gpu_is_leased_elsewhere(tiny_suite, settings, tmp_path):
-    _needs(tiny_suite, Paper.GPU_OPTIONAL)
+    _needs(tiny_suite, Paper.Gpu.OPTIONAL)
     settings.WORKER_GPUS, settings.GPU_LOCK_DIR = ["0"], tmp_path
     holder = subprocess.Popen(
         [sys.executable, "-c", f"from sandbox.gpus import gpu_lease\nwith gpu_lease(1, devices=['0'], lock_dir={str(tmp_path)!r}):\n"
@@ -86,7 +86,7 @@ def test_a_paper_that_may_use_a_gpu_runs_on_the_cpu_while_the_gpu_is_leased_else
 
 
 def test_health_fails_when_gpu_work_waits_with_no_worker_with_gpus(tiny_suite, redis_queue):
-    _needs(tiny_suite, Paper.GPU_REQUIRED)
+    _needs(tiny_suite, Paper.Gpu.REQUIRED)
     run_create(suite=tiny_suite, agent="gold", n_values=[1])
     check = queue_check(client=redis_queue.connection, max_age_seconds=0)
     assert check["gpu"]["queued"] == 3 and check["gpu"]["workers"] == 0

@@ -46,7 +46,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.benchmark.patches import parse_patch
-from runs.evaluation.claims import DONE
+from runs.evaluation.claims import ClaimOutcome
 from runs.evaluation.harness import attempt_execute
 from runs.evaluation.recovery import SWEEP_CLOCK_MARGIN, attempt_deadline, attempts_recover
 from runs.evaluation.services import run_create
@@ -255,7 +255,7 @@ def execute_in_thread(attempt: Attempt, *, timeout: float = 150) -> Attempt:
     assert not thread.is_alive(), f"the attempt was still running after {timeout} s: the harness hangs"
     attempt.refresh_from_db()
     reasons = [entry["reason"].splitlines()[0] for entry in attempt.infra_history]
-    assert outcome == [DONE], f"attempt_execute gave {outcome}; infrastructure failures: {reasons}"
+    assert outcome == [ClaimOutcome.DONE], f"attempt_execute gave {outcome}; infrastructure failures: {reasons}"
     return attempt
 
 
@@ -1033,7 +1033,7 @@ def execute_as_ordinary_user(attempt: Attempt, *, workspace_root: Path, suite: H
     result = subprocess.run(argv, cwd=BASE_DIR, env=environment, capture_output=True, text=True, timeout=timeout)
     attempt.refresh_from_db()
     reasons = [entry["reason"].splitlines()[0] for entry in attempt.infra_history]
-    assert result.returncode == 0 and result.stdout.split()[-1:] == [DONE], (
+    assert result.returncode == 0 and result.stdout.split()[-1:] == [ClaimOutcome.DONE], (
         f"the worker gave {result.returncode}: {result.stdout[-2000:]}\n{result.stderr[-4000:]}\ninfrastructure failures: {reasons}"
     )
     return attempt

@@ -23,7 +23,7 @@ from rq.results import Result
 
 from runs.benchmark.masking import function_body_source, replace_function_body
 from runs.benchmark.workspace import CODE_DIR
-from runs.evaluation.claims import REQUEUED, process_gone
+from runs.evaluation.claims import ClaimOutcome, process_gone
 from runs.evaluation.harness import attempt_execute
 from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.queue import job_id_for
@@ -162,7 +162,7 @@ def test_infrastructure_retries_are_scheduled_later_each_time(tiny_suite, redis_
 
     for delay in (20, 30):  # 20 s, then 40 s capped at 30 s
         started = timezone.now()
-        assert attempt_execute(attempt_id=attempt.pk, job_id="in-test") == REQUEUED
+        assert attempt_execute(attempt_id=attempt.pk, job_id="in-test") == ClaimOutcome.REQUEUED
         attempt.refresh_from_db()
         job = redis_queue.fetch_job(job_id_for(attempt))
         assert job.get_status() == JobStatus.SCHEDULED and redis_queue.count == 0  # nothing to run at once
@@ -276,7 +276,7 @@ def test_a_worker_killed_during_a_submissions_reexecution_is_recovered_exactly_o
     second_try_code = attempt_reexecution_dir(victim.pk, 2, prefix="submission-") / CODE_DIR
     wait_for(lambda: (second_try_code / "paused").exists(), timeout=60, message="the second try's experiments held")
     (second_try_code / "release").touch()
-    wait_for(lambda: Submission.objects.get(pk=submission.pk).status == Submission.VERIFIED, timeout=120,
+    wait_for(lambda: Submission.objects.get(pk=submission.pk).status == Submission.Status.VERIFIED, timeout=120,
              message="the submission verified by itself")
     healer.terminate()
     assert workers.wait(healer, timeout=30) == 0

@@ -72,7 +72,7 @@ def test_builtin_pairs_on_real_workers_right_wrong_both_wrong_and_none_for_a_pas
     assert probe.passed and probe.transplants.count() == 0 and probe.function_diagnosis == ""
 
     assert one_wrong.reexecution_passed is False
-    assert _verdicts(one_wrong) == {first: Transplant.RIGHT, second: Transplant.WRONG}, workers.logs()
+    assert _verdicts(one_wrong) == {first: Transplant.Verdict.RIGHT, second: Transplant.Verdict.WRONG}, workers.logs()
     assert one_wrong.function_diagnosis == Attempt.ONE_WRONG
     wrong = one_wrong.transplants.get(function__name=second)
     assert "numbers outside tolerance" in wrong.reason
@@ -81,7 +81,7 @@ def test_builtin_pairs_on_real_workers_right_wrong_both_wrong_and_none_for_a_pas
     assert wrong.claimed_by.startswith(worker_host()) and wrong.tries == 1
 
     assert both_wrong.reexecution_passed is False
-    assert _verdicts(both_wrong) == {first: Transplant.WRONG, second: Transplant.WRONG}
+    assert _verdicts(both_wrong) == {first: Transplant.Verdict.WRONG, second: Transplant.Verdict.WRONG}
     assert both_wrong.function_diagnosis == Attempt.SEVERAL_WRONG
     stub = both_wrong.transplants.get(function__name=first)
     assert f"NotImplementedError with {first} on the stack" in stub.reason
@@ -105,7 +105,7 @@ def test_each_function_right_alone_but_wrong_together_is_an_interaction_failure(
     assert attempt.status == Attempt.DONE and not attempt.passed, workers.logs()
     relative_error = attempt.reexecution_score["experiments"][0]["numbers"][0]["relative_error"]
     assert relative_error == pytest.approx(0.0816, abs=1e-6)  # 4% twice compounds past the 5% tolerance
-    assert _verdicts(attempt) == {"scale_a": Transplant.RIGHT, "scale_b": Transplant.RIGHT}
+    assert _verdicts(attempt) == {"scale_a": Transplant.Verdict.RIGHT, "scale_b": Transplant.Verdict.RIGHT}
     for transplant in attempt.transplants.all():
         number = transplant.score["experiments"][0]["numbers"][0]
         assert number["passed"] and number["relative_error"] == pytest.approx(0.04, abs=1e-6)
@@ -121,7 +121,7 @@ def test_a_crash_outside_the_function_is_not_decidable(pair_suite, workspace_roo
     for transplant in attempt.transplants.all():
         assert transplant_execute(transplant_id=transplant.pk, requeue=False) == "done"
     attempt.refresh_from_db()
-    assert _verdicts(attempt) == {"scale_a": Transplant.NOT_DECIDABLE, "scale_b": Transplant.RIGHT}
+    assert _verdicts(attempt) == {"scale_a": Transplant.Verdict.NOT_DECIDABLE, "scale_b": Transplant.Verdict.RIGHT}
     reason = attempt.transplants.get(function__name="scale_a").reason
     assert "TypeError in scale_b, outside scale_a" in reason
     assert attempt.function_diagnosis == Attempt.NOT_DECIDED
@@ -134,7 +134,7 @@ def test_a_sync_run_judges_its_failed_attempts_in_process(pair_suite, workspace_
                  "--agent-config", json.dumps({"bodies": PAIR_EACH_FOUR_PERCENT_HIGH}), stdout=io.StringIO())
     attempt = Attempt.objects.get(run__suite=pair_suite)
     assert attempt.job_id == "in-process" and not attempt.passed
-    assert _verdicts(attempt) == {"scale_a": Transplant.RIGHT, "scale_b": Transplant.RIGHT}
+    assert _verdicts(attempt) == {"scale_a": Transplant.Verdict.RIGHT, "scale_b": Transplant.Verdict.RIGHT}
     assert {t.job_id for t in attempt.transplants.all()} == {"in-process"}
     assert attempt.function_diagnosis == Attempt.INTERACTION
 
@@ -156,7 +156,7 @@ def test_a_submitted_attempt_is_judged_once_the_harness_re_executed_it(pair_suit
     submission_reexecute_sync(submission=submission)
     attempt = submission.run.attempts.get()
     assert attempt.reported_passed and attempt.reexecution_passed is False and attempt.mismatch
-    assert _verdicts(attempt) == {"scale_a": Transplant.RIGHT, "scale_b": Transplant.RIGHT}
+    assert _verdicts(attempt) == {"scale_a": Transplant.Verdict.RIGHT, "scale_b": Transplant.Verdict.RIGHT}
     assert attempt.function_diagnosis == Attempt.INTERACTION
 
 
@@ -190,7 +190,7 @@ def test_an_agent_reading_the_gold_code_in_its_transplant_cannot_get_it_stored(p
     assert attempt.reexecution_passed is False
     transplants_execute_sync(attempt_id=attempt.pk)
     transplant = attempt.transplants.get(function__name="scale_a")
-    assert transplant.status == Transplant.DONE and transplant.verdict in (Transplant.WRONG, Transplant.NOT_DECIDABLE)
+    assert transplant.status == Transplant.Status.DONE and transplant.verdict in (Transplant.Verdict.WRONG, Transplant.Verdict.NOT_DECIDABLE)
     stored = json.dumps([transplant.reason, transplant.score, transplant.infra_history])
     for fragment in ("x * 3.0", "x___3_0", "Triples", "def scale_b"):
         assert fragment not in stored, (fragment, stored)
@@ -210,27 +210,27 @@ def test_judge_blames_a_helper_the_agent_added_and_keeps_no_message(tmp_path):
         '  File "/work/code/scale.py", line 9, in _agent_helper\n    secret = gold_line()\nValueError: the secret 42\n'
     )
     verdict, reason = judge(crashed(in_helper), function_file="scale.py", function_name="scale_a", code_dir=tmp_path)
-    assert verdict == Transplant.WRONG and reason == "Experiment 1: ValueError with scale_a on the stack"
+    assert verdict == Transplant.Verdict.WRONG and reason == "Experiment 1: ValueError with scale_a on the stack"
     in_gold = in_helper.replace("_agent_helper", "scale_b")
     verdict, reason = judge(crashed(in_gold), function_file="scale.py", function_name="scale_a", code_dir=tmp_path)
-    assert verdict == Transplant.NOT_DECIDABLE and reason == "Experiment 1: ValueError in scale_b, outside scale_a"
+    assert verdict == Transplant.Verdict.NOT_DECIDABLE and reason == "Experiment 1: ValueError in scale_b, outside scale_a"
     timed_out = Reexecution(score={"experiments": [{"experiment_id": "Experiment 1", "passed": False}]}, passed=False,
                             outcomes=[ExperimentOutcome(0, None, "timed out after 60 s", "", -9, True, 60.0)])
     assert judge(timed_out, function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
-        Transplant.NOT_DECIDABLE, "Experiment 1: timed out after 60 s"
+        Transplant.Verdict.NOT_DECIDABLE, "Experiment 1: timed out after 60 s"
     )
     # The agent's patch is the agent's text: the reason names the refusal in the harness's words only.
     refused = Reexecution(score=None, passed=False, error="the final patch is refused: not a diff near 'SECRET'", applied=False)
     assert judge(refused, function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
-        Transplant.NOT_DECIDABLE, "the agent's code could not be transplanted: its final patch is refused or does not apply"
+        Transplant.Verdict.NOT_DECIDABLE, "the agent's code could not be transplanted: its final patch is refused or does not apply"
     )
     # An exit without a traceback (os._exit, sys.exit) is the function's doing; its status is the agent's to choose.
     verdict, reason = judge(crashed("partial output\n"), function_file="scale.py", function_name="scale_a", code_dir=tmp_path)
-    assert verdict == Transplant.WRONG and reason == "Experiment 1: ended without a result and without a traceback with scale_a transplanted"
+    assert verdict == Transplant.Verdict.WRONG and reason == "Experiment 1: ended without a result and without a traceback with scale_a transplanted"
     # A traceback whose exception is not a builtin's: named by the harness, not by the status or the output.
     custom = in_gold.replace("ValueError: the secret 42", "SecretError42: the secret 42")
     assert judge(crashed(custom), function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
-        Transplant.NOT_DECIDABLE, "Experiment 1: an exception in scale_b, outside scale_a"
+        Transplant.Verdict.NOT_DECIDABLE, "Experiment 1: an exception in scale_b, outside scale_a"
     )
     # A body that prints the public numbers passes the experiments beside the gold bodies; the
     # hidden variants it fails make it wrong, not right alone.
@@ -238,7 +238,7 @@ def test_judge_blames_a_helper_the_agent_added_and_keeps_no_message(tmp_path):
                               passed=False, held_out_passed=False,
                               outcomes=[ExperimentOutcome(0, {"score": 1.0}, None, "", 0, False, 0.1)])
     assert judge(public_only, function_file="scale.py", function_name="scale_a", code_dir=tmp_path) == (
-        Transplant.WRONG, "passes the experiments but not their held-out check, with the gold bodies of the other masked functions"
+        Transplant.Verdict.WRONG, "passes the experiments but not their held-out check, with the gold bodies of the other masked functions"
     )
 
 
@@ -290,7 +290,7 @@ def test_functions_that_exit_the_process_are_wrong_and_their_status_is_not_shown
     attempt_execute(attempt_id=attempt.pk, requeue=False)
     transplants_execute_sync(attempt_id=attempt.pk)
     attempt.refresh_from_db()
-    assert _verdicts(attempt) == {"scale_a": Transplant.WRONG, "scale_b": Transplant.WRONG}
+    assert _verdicts(attempt) == {"scale_a": Transplant.Verdict.WRONG, "scale_b": Transplant.Verdict.WRONG}
     assert attempt.function_diagnosis == Attempt.SEVERAL_WRONG
     reasons = [t.reason for t in attempt.transplants.order_by("function__func_id")]
     assert reasons == [f"Experiment 1: ended without a result and without a traceback with {name} transplanted"
@@ -309,11 +309,11 @@ def test_a_given_up_transplant_keeps_only_the_kind_of_its_failure():
     assert TRANSPLANT.released_fields(None, "'/workspace/x * 3.0': gone", False)["reason"] == (
         "the transplant could not run (infrastructure failure)"
     )
-    assert TRANSPLANT.released_fields(None, failure, True) == {"status": Transplant.QUEUED}
+    assert TRANSPLANT.released_fields(None, failure, True) == {"status": Transplant.Status.QUEUED}
 
 
 def test_diagnosis_of_verdicts():
-    right, wrong, undecided = Transplant.RIGHT, Transplant.WRONG, Transplant.NOT_DECIDABLE
+    right, wrong, undecided = Transplant.Verdict.RIGHT, Transplant.Verdict.WRONG, Transplant.Verdict.NOT_DECIDABLE
     assert diagnosis_of([right, right]) == Attempt.INTERACTION
     assert diagnosis_of([right, wrong]) == Attempt.ONE_WRONG
     assert diagnosis_of([wrong, undecided, wrong]) == Attempt.SEVERAL_WRONG
@@ -346,7 +346,7 @@ def test_cancelling_the_run_settles_its_queued_transplants_as_not_judged(pair_su
     for transplant in planned:
         transplant.refresh_from_db()
         assert (transplant.status, transplant.verdict, transplant.reason) == (
-            Transplant.GIVEN_UP, Transplant.NOT_DECIDABLE, "not judged: the run was cancelled"
+            Transplant.Status.GIVEN_UP, Transplant.Verdict.NOT_DECIDABLE, "not judged: the run was cancelled"
         )
         assert transplant_execute(transplant_id=transplant.pk) == "skipped"
     attempt.refresh_from_db()
@@ -370,11 +370,11 @@ def test_a_transplant_of_a_dead_worker_is_recovered_then_given_up_as_not_decidab
     settings.ATTEMPT_MAX_INFRA_RETRIES = 1
     attempt = _failed_pair_attempt(pair_suite)
     victim, other = transplants_plan(attempt_id=attempt.pk)
-    Transplant.objects.filter(pk=other.pk).update(status=Transplant.DONE, verdict=Transplant.RIGHT)
+    Transplant.objects.filter(pk=other.pk).update(status=Transplant.Status.DONE, verdict=Transplant.Verdict.RIGHT)
 
     def held_by_a_dead_process():
         Transplant.objects.filter(pk=victim.pk).update(
-            status=Transplant.RUNNING, tries=victim.tries + 1, claimed_by=f"{worker_host()}:999999999", job_id="gone"
+            status=Transplant.Status.RUNNING, tries=victim.tries + 1, claimed_by=f"{worker_host()}:999999999", job_id="gone"
         )
         victim.refresh_from_db()
 
@@ -382,13 +382,13 @@ def test_a_transplant_of_a_dead_worker_is_recovered_then_given_up_as_not_decidab
     recovered = attempts_recover(kinds=None)
     assert [(r.kind, r.attempt_id, r.outcome) for r in recovered] == [("transplant", victim.pk, "requeued")]
     victim.refresh_from_db()
-    assert victim.status == Transplant.QUEUED and victim.infra_history[-1]["kind"] == "transplant"
+    assert victim.status == Transplant.Status.QUEUED and victim.infra_history[-1]["kind"] == "transplant"
     assert TRANSPLANT.job_id(victim.pk, victim.tries + 1 - 1) in Queue(settings.TRANSPLANT_QUEUE, connection=redis_queue.connection).job_ids
 
     held_by_a_dead_process()
     attempts_recover()
     victim.refresh_from_db()
-    assert victim.status == Transplant.GIVEN_UP and victim.verdict == Transplant.NOT_DECIDABLE
+    assert victim.status == Transplant.Status.GIVEN_UP and victim.verdict == Transplant.Verdict.NOT_DECIDABLE
     assert victim.reason.startswith("the transplant could not run (infrastructure failure): worker died")
     attempt.refresh_from_db()
     assert attempt.function_diagnosis == Attempt.NOT_DECIDED
@@ -402,8 +402,8 @@ def test_the_sweep_removes_the_workspaces_of_dead_transplant_tries_only(pair_sui
 
     attempt = _failed_pair_attempt(pair_suite)
     live, dead = transplants_plan(attempt_id=attempt.pk)
-    Transplant.objects.filter(pk=live.pk).update(status=Transplant.RUNNING, tries=1)
-    Transplant.objects.filter(pk=dead.pk).update(status=Transplant.DONE, tries=1)
+    Transplant.objects.filter(pk=live.pk).update(status=Transplant.Status.RUNNING, tries=1)
+    Transplant.objects.filter(pk=dead.pk).update(status=Transplant.Status.DONE, tries=1)
     directories = {t.pk: attempt_reexecution_dir(t.pk, 1, prefix="transplant-") for t in (live, dead)}
     for directory in directories.values():
         (directory / "code").mkdir(parents=True)
@@ -433,7 +433,7 @@ def test_a_function_the_workspace_does_not_mask_is_refused_rather_than_judged_on
 def test_the_run_page_sums_up_its_transplants_apart_from_the_attempts_time(pair_suite, redis_queue, admin_client):
     attempt = _failed_pair_attempt(pair_suite)
     judged, waiting = transplants_plan(attempt_id=attempt.pk)
-    Transplant.objects.filter(pk=judged.pk).update(status=Transplant.DONE, verdict=Transplant.WRONG, sandbox_seconds=2.5)
+    Transplant.objects.filter(pk=judged.pk).update(status=Transplant.Status.DONE, verdict=Transplant.Verdict.WRONG, sandbox_seconds=2.5)
     page = admin_client.get(f"/runs/{attempt.run_id}/").content.decode()
     assert "wrong 1; 1 waiting; 2.5 s of sandbox time, not counted in the attempts' time" in page
     assert "· Being judged" in page

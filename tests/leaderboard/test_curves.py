@@ -39,7 +39,7 @@ def synthetic(a: float, b: float, *, n_values=(1, 2, 3, 4, 5), samples=80, attem
 def test_the_fit_recovers_a_known_curve_within_its_intervals(a, b, seed):
     fit = curve_fit(synthetic(a, b, seed=seed))
 
-    assert fit.status == curves.FITTED and fit.determined
+    assert fit.status == curves.CurveStatus.FITTED and fit.determined
     assert fit.n50_low < -a / b < fit.n50_high
     assert fit.n50_low < fit.n50 < fit.n50_high
     assert fit.slope_low < b < fit.slope_high
@@ -64,23 +64,23 @@ def test_each_sample_weighs_the_same_whatever_its_number_of_attempts():
 
 
 @pytest.mark.parametrize(("shares", "status"), [
-    ({2: [(1, 2, 10)]}, curves.TOO_FEW_N),
-    ({}, curves.TOO_FEW_N),
-    ({1: [(2, 2, 5)], 2: [(1, 1, 4)]}, curves.NO_SPREAD),  # every sample passed
-    ({1: [(0, 2, 5)], 3: [(0, 1, 4)]}, curves.NO_SPREAD),  # none did
-    ({1: [(1, 1, 5)], 2: [(1, 1, 2), (0, 1, 2)], 3: [(0, 1, 5)]}, curves.SEPARATED),  # 100%, 50%, 0%
-    ({1: [(1, 1, 2), (0, 1, 8)], 2: [(1, 1, 5), (0, 1, 5)], 3: [(1, 1, 8), (0, 1, 2)]}, curves.NO_FALL),
-    ({1: [(1, 1, 95), (0, 1, 5)], 2: [(1, 1, 93), (0, 1, 7)]}, curves.ABOVE_RANGE),  # 95%, 93%: crosses far past n = 2
-    ({2: [(1, 1, 5), (0, 1, 95)], 3: [(1, 1, 3), (0, 1, 97)]}, curves.BELOW_RANGE),  # already 5% at n = 2
+    ({2: [(1, 2, 10)]}, curves.CurveStatus.TOO_FEW_N),
+    ({}, curves.CurveStatus.TOO_FEW_N),
+    ({1: [(2, 2, 5)], 2: [(1, 1, 4)]}, curves.CurveStatus.NO_SPREAD),  # every sample passed
+    ({1: [(0, 2, 5)], 3: [(0, 1, 4)]}, curves.CurveStatus.NO_SPREAD),  # none did
+    ({1: [(1, 1, 5)], 2: [(1, 1, 2), (0, 1, 2)], 3: [(0, 1, 5)]}, curves.CurveStatus.SEPARATED),  # 100%, 50%, 0%
+    ({1: [(1, 1, 2), (0, 1, 8)], 2: [(1, 1, 5), (0, 1, 5)], 3: [(1, 1, 8), (0, 1, 2)]}, curves.CurveStatus.NO_FALL),
+    ({1: [(1, 1, 95), (0, 1, 5)], 2: [(1, 1, 93), (0, 1, 7)]}, curves.CurveStatus.ABOVE_RANGE),  # 95%, 93%: crosses far past n = 2
+    ({2: [(1, 1, 5), (0, 1, 95)], 3: [(1, 1, 3), (0, 1, 97)]}, curves.CurveStatus.BELOW_RANGE),  # already 5% at n = 2
 ])
 def test_an_undetermined_curve_says_why_and_has_no_n50(shares, status):
     fit = curve_fit(shares)
     assert fit.status == status and not fit.determined
     assert fit.n50 is None and fit.n50_low is None and fit.n50_high is None
     assert fit.reason and fit.reason != status
-    if status == curves.ABOVE_RANGE:
+    if status == curves.CurveStatus.ABOVE_RANGE:
         assert fit.label == "> 3" and fit.slope < 0  # 2 + (2 - 1): one observed range past the largest n
-    elif status == curves.BELOW_RANGE:
+    elif status == curves.CurveStatus.BELOW_RANGE:
         assert fit.label == "< 1"
     else:
         assert fit.label == "—"
@@ -125,13 +125,13 @@ def test_the_refresh_stores_the_curve_under_both_counting_rules(curve_data):
     standing = SystemStanding.objects.get(model="test:steep")
     assert set(standing.curve_fits) == {"verified", "all"}
     stored = CurveFit.from_dict(standing.curve_fits["verified"])
-    assert stored.status == curves.FITTED and stored.n_values == (1, 2, 3) and stored.samples == 3 * SAMPLES_PER_N
+    assert stored.status == curves.CurveStatus.FITTED and stored.n_values == (1, 2, 3) and stored.samples == 3 * SAMPLES_PER_N
     assert 1.5 < stored.n50 < 2.5 and stored.slope < 0
 
     rows = board_rows()
     assert rows["test:steep"].fit == stored and rows["test:steep"].n50 == stored.n50
     assert 2.5 < rows["test:gentle"].n50 < 4
-    assert rows["test:single"].fit.status == curves.TOO_FEW_N and rows["test:single"].n50 is None
+    assert rows["test:single"].fit.status == curves.CurveStatus.TOO_FEW_N and rows["test:single"].n50 is None
 
 
 def test_a_hidden_run_changes_the_fit_after_the_refresh(curve_data):
@@ -197,7 +197,7 @@ def test_exports_carry_n50_with_its_interval(curve_data):
         assert float(row["n50_ci_high"]) == pytest.approx(fit.n50_high)
         assert float(row["curve_slope"]) == pytest.approx(fit.slope) and row["curve_status"] == "fitted"
     single_row = next(row for row in rows if row["model"] == "test:single")
-    assert single_row["n50"] == "" and single_row["curve_status"] == curves.TOO_FEW_N
+    assert single_row["n50"] == "" and single_row["curve_status"] == curves.CurveStatus.TOO_FEW_N
 
 
 def test_the_system_page_draws_the_fit_over_the_points(curve_data):

@@ -36,7 +36,7 @@ from tests.support import standings_refreshed
 pytestmark = pytest.mark.django_db
 
 INTERACTION_SENTENCE = "every masked function passes alone with the others gold, but together they fail"
-RIGHT, WRONG, UNDECIDABLE = Transplant.RIGHT, Transplant.WRONG, Transplant.NOT_DECIDABLE
+RIGHT, WRONG, UNDECIDABLE = Transplant.Verdict.RIGHT, Transplant.Verdict.WRONG, Transplant.Verdict.NOT_DECIDABLE
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Pairs:
         attempt = make_attempt(run or self.run, self.samples[sample], index, outcome)
         if verdicts is not None:
             Transplant.objects.bulk_create(
-                Transplant(attempt=attempt, function=self.functions[number], status=Transplant.DONE, verdict=verdict)
+                Transplant(attempt=attempt, function=self.functions[number], status=Transplant.Status.DONE, verdict=verdict)
                 for number, verdict in verdicts.items()
             )
             diagnosis_refresh(attempt_id=attempt.pk)
@@ -136,7 +136,7 @@ def test_undecided_failures_are_not_decided_whatever_kept_them_so(pairs, client)
     by "verified only", like every number of the row."""
     pairs.failed("12", 1, {1: UNDECIDABLE, 2: WRONG})  # one wrong, one unknown: which broke it is not known
     pending = pairs.failed("01", 2, None)
-    Transplant.objects.create(attempt=pending, function=pairs.functions[0], status=Transplant.DONE, verdict=RIGHT)
+    Transplant.objects.create(attempt=pending, function=pairs.functions[0], status=Transplant.Status.DONE, verdict=RIGHT)
     Transplant.objects.create(attempt=pending, function=pairs.functions[1])  # still queued
     Attempt.objects.filter(pk=pending.pk).update(function_diagnosis=Attempt.PENDING)  # as transplants_plan left it
     pairs.failed("02", 1, None, outcome=REPORTED_FAIL)

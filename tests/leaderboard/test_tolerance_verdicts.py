@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from leaderboard.rules import attempt_verdict
 from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, flatten_numbers
-from runs.evaluation.recovery import OVERRAN, attempt_overrun
+from runs.evaluation.claims import ClaimOutcome
+from runs.evaluation.recovery import attempt_overrun
 from runs.models import Attempt, Sample
 from runs.submissions.services import submission_create, submission_reexecute_sync
 from runs.suites.selectors import sample_experiments
@@ -109,7 +110,7 @@ def test_an_overrun_try_keeps_no_verdict_of_an_earlier_try(builtin, user):
         status=Attempt.RUNNING, claimed_at=timezone.now() - timedelta(days=1), job_id="in-process")
     attempt.refresh_from_db()
 
-    assert attempt_overrun(attempt=attempt) == OVERRAN
+    assert attempt_overrun(attempt=attempt) == ClaimOutcome.OVERRAN
     attempt.refresh_from_db()
     assert (attempt.reported_passed, attempt.reported_score, attempt.final_answer_raw, attempt.tolerance_ratio) == (
         None, None, None, None)

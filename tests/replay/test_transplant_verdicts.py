@@ -191,7 +191,7 @@ def with_transplants(attempt, verdicts: list[tuple[str, str]], diagnosis: str = 
     """Transplants of the attempt's functions in func_id order: (status, verdict) each."""
     Attempt.objects.filter(pk=attempt.pk).update(function_diagnosis=diagnosis)
     for function, (status, verdict) in zip(attempt.sample.functions.order_by("func_id"), verdicts):
-        done = status == Transplant.DONE
+        done = status == Transplant.Status.DONE
         Transplant.objects.create(
             attempt=attempt, function=function, status=status, verdict=verdict,
             reason="passes with the gold bodies of the other masked functions" if done else "",
@@ -245,7 +245,7 @@ def test_anonymous_users_get_the_verdicts_but_no_gold_body_unless_the_suite_is_p
     sample = gold_code_sample(tmp_path)
     attempt = with_transplants(
         make_attempt(sample=sample, final_patch=agent_patch(sample, {"weighted_mean_0": "return 0.0"})),
-        [(Transplant.DONE, Transplant.RIGHT), (Transplant.DONE, Transplant.RIGHT)],
+        [(Transplant.Status.DONE, Transplant.Verdict.RIGHT), (Transplant.Status.DONE, Transplant.Verdict.RIGHT)],
     )
     html = page(client, attempt)
     assert "Interaction failure: every function right alone" in html and html.count("Right alone") == 2
@@ -259,10 +259,10 @@ def test_anonymous_users_get_the_verdicts_but_no_gold_body_unless_the_suite_is_p
 def test_transplants_not_done_show_their_state(client):
     attempt = with_transplants(
         make_attempt(sample=make_sample(func_ids=(0, 1, 2))),
-        [(Transplant.QUEUED, ""), (Transplant.RUNNING, ""), (Transplant.GIVEN_UP, Transplant.NOT_DECIDABLE)],
+        [(Transplant.Status.QUEUED, ""), (Transplant.Status.RUNNING, ""), (Transplant.Status.GIVEN_UP, Transplant.Verdict.NOT_DECIDABLE)],
         diagnosis=Attempt.PENDING,
     )
-    Transplant.objects.filter(status=Transplant.GIVEN_UP).update(reason="the transplant could not run (infrastructure failure): worker died")
+    Transplant.objects.filter(status=Transplant.Status.GIVEN_UP).update(reason="the transplant could not run (infrastructure failure): worker died")
     verdicts = section(page(client, attempt), "functions")
     assert "Being judged" in verdicts and "not every function has been judged yet" in verdicts
     labels = re.findall(r'<span class="verdict verdict-other">(.*?)</span>', verdicts)
@@ -286,7 +286,7 @@ def test_verdicts_and_implementations_are_escaped(client, tmp_path):
     sample = gold_code_sample(tmp_path, count=1)
     body = f"return {XSS!r}"
     attempt = with_transplants(make_attempt(sample=sample, final_patch=agent_patch(sample, {"weighted_mean_0": body})),
-                               [(Transplant.DONE, Transplant.WRONG)], diagnosis=Attempt.ONE_WRONG)
+                               [(Transplant.Status.DONE, Transplant.Verdict.WRONG)], diagnosis=Attempt.ONE_WRONG)
     Transplant.objects.filter(attempt=attempt).update(reason=XSS)
     client.force_login(make_user(is_staff=True))
     html = page(client, attempt)
@@ -305,7 +305,7 @@ def test_the_page_makes_as_many_queries_whatever_the_number_of_transplants(clien
     for count in (1, 4):
         sample = gold_code_sample(tmp_path / str(count), count=count)
         attempt = with_transplants(make_attempt(sample=sample, final_patch=agent_patch(sample, {"weighted_mean_0": "return 1.0"})),
-                                   [(Transplant.DONE, Transplant.RIGHT)] * count)
+                                   [(Transplant.Status.DONE, Transplant.Verdict.RIGHT)] * count)
         page(client, attempt)  # the error steps are found once, then cached
         with CaptureQueriesContext(connection) as queries:
             html = page(client, attempt)

@@ -190,7 +190,7 @@ def test_the_cap_refuses_reexecution_but_keeps_the_upload(builtin, user, key, se
         page = client.post(f"/submissions/{refused.pk}/reexecute/", follow=True)
     assert "Re-execution was not queued: " + expected in page.content.decode()
     refused.refresh_from_db()
-    assert refused.status == Submission.SCORED and refused.reexecution_requested_at is None
+    assert refused.status == Submission.Status.SCORED and refused.reexecution_requested_at is None
     assert queue.count == 2
 
     # Staff are not capped: a staff member's press queues the refused submission's attempts.
@@ -216,5 +216,5 @@ def test_the_cap_counts_only_live_reexecutions(builtin, user, settings, capture_
     with capture_queue():
         again = submission_create(data=good_file(2), uploader=user, reexecute=True)
     again.refresh_from_db()
-    assert again.status == Submission.REEXECUTING and again.status_detail == ""
+    assert again.status == Submission.Status.REEXECUTING and again.status_detail == ""
     assert queue.count == 4

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from runs.evaluation.claims import DONE, ERROR, REQUEUED, SKIPPED
+from runs.evaluation.claims import ClaimOutcome
 from runs.models import Attempt, Run, Sample, Submission
 from runs.submissions import services
 from runs.submissions.jobs import attempt_reexecute_job
@@ -52,7 +52,7 @@ def test_good_file_is_stored_and_scored_against_gold(good_file, user):
     run = submission.run
     assert (submission.agent, submission.model, submission.contact) == ("external-react", "test-model-1", "tests@example.org")
     assert submission.record_count == 3 and submission.file_bytes == len(good_file)
-    assert submission.status == Submission.SCORED and submission.verified_at is None
+    assert submission.status == Submission.Status.SCORED and submission.verified_at is None
     assert (run.agent, run.model, run.context, run.agent_config) == ("external-react", "test-model-1", "full", {"submitted": True})
     assert (run.n_values, run.attempts_per_sample, run.sandbox_backend, run.created_by) == ([1], 2, "", user)
     assert run.suite.name == "builtin" and run.finished_at is not None
@@ -158,12 +158,12 @@ def test_reexecution_in_bubblewrap_verifies_and_catches_the_cheat(good_file, use
     require_backend("bubblewrap")
     submission = submission_create(data=good_file, filename="good.jsonl", uploader=user, reexecute=True, enqueue=False)
     submission.refresh_from_db()
-    assert submission.status == Submission.REEXECUTING and submission.reexecution_requested_at is not None
+    assert submission.status == Submission.Status.REEXECUTING and submission.reexecution_requested_at is not None
 
     outcomes = submission_reexecute_sync(submission=submission)
-    assert outcomes == {DONE: 3}
+    assert outcomes == {ClaimOutcome.DONE: 3}
     submission.refresh_from_db()
-    assert submission.verified_at is not None and submission.status == Submission.VERIFIED
+    assert submission.verified_at is not None and submission.status == Submission.Status.VERIFIED
     attempts = {(a.sample.sample_id, a.index): a for a in submission.run.attempts.select_related("sample")}
     for key in [(SAMPLE, 0), (OTHER_SAMPLE, 0)]:
         honest = attempts[key]
@@ -181,7 +181,7 @@ def test_reexecution_in_bubblewrap_verifies_and_catches_the_cheat(good_file, use
     # A job delivered again does nothing: the claim needs an attempt without a verdict. (The job
     # function itself, which resets connections, runs under a real worker in the transactional test.)
     before = list(Attempt.objects.filter(run=submission.run).order_by("pk").values_list("tries", "reexecution_passed", "passed"))
-    assert attempt_reexecute(attempt_id=cheat.pk, job_id="again") == SKIPPED
+    assert attempt_reexecute(attempt_id=cheat.pk, job_id="again") == ClaimOutcome.SKIPPED
     after = list(Attempt.objects.filter(run=submission.run).order_by("pk").values_list("tries", "reexecution_passed", "passed"))
     assert before == after
 
@@ -191,12 +191,12 @@ def test_reexecution_infrastructure_failures_are_retried_then_reported(builtin, 
     settings.ATTEMPT_MAX_INFRA_RETRIES = 1
     submission = submission_create(data=jsonl(record(SAMPLE, 0)), filename="r.jsonl", uploader=user)
     outcomes = submission_reexecute_sync(submission=submission)
-    assert outcomes == {REQUEUED: 1, ERROR: 1}
+    assert outcomes == {ClaimOutcome.REQUEUED: 1, ClaimOutcome.ERROR: 1}
     submission.refresh_from_db()
     attempt = submission.run.attempts.get()
     assert attempt.reexecution_passed is None and attempt.infra_failures == 2
     assert "infrastructure failure" in attempt.reexecution_error and "no-such-backend" in attempt.reexecution_error
-    assert submission.status == Submission.INCOMPLETE and submission.verified_at is None
+    assert submission.status == Submission.Status.INCOMPLETE and submission.verified_at is None
     assert "could not be re-executed" in submission.status_detail
 
 
@@ -222,7 +222,7 @@ def test_reexecution_through_the_queue_and_a_real_rq_worker(builtin, user, priva
     assert submission.verified_at is not None
 
     # The same job delivered twice: the second does nothing.
-    assert attempt_reexecute_job(attempt.pk) == SKIPPED
+    assert attempt_reexecute_job(attempt.pk) == ClaimOutcome.SKIPPED
     attempt.refresh_from_db()
     assert attempt.tries == 1
     # Asking again queues nothing: every attempt has its verdict.
@@ -236,6 +236,6 @@ def test_queue_unreachable_keeps_the_submission_and_says_so(builtin, user, setti
     with django_capture_on_commit_callbacks(execute=True):
         submission = submission_create(data=jsonl(record(SAMPLE, 0)), filename="r.jsonl", uploader=user, reexecute=True)
     submission.refresh_from_db()
-    assert submission.status == Submission.INCOMPLETE
+    assert submission.status == Submission.Status.INCOMPLETE
     assert "could not be queued" in submission.status_detail
     assert submission.run.attempts.count() == 1

@@ -190,7 +190,7 @@ def test_reexecute_button_for_the_owner_only(good, user):
     response = owner.post(url, follow=True)
     assert "Re-execution queued for 1 attempt(s)." in response.content.decode()
     submission.refresh_from_db()
-    assert submission.status == Submission.REEXECUTING and submission.reexecution_requested_at is not None
+    assert submission.status == Submission.Status.REEXECUTING and submission.reexecution_requested_at is not None
 
 
 def test_my_submissions_lists_only_mine(good, user, other_user, signed_in):

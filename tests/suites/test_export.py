@@ -159,7 +159,7 @@ def test_a_submitters_round_trip_is_verified(builtin, tmp_path, settings, claims
     submission = submission_create(data=data, filename="mine.jsonl", uploader=make_user(), reexecute=True, enqueue=False)
     submission_reexecute_sync(submission=submission)
     submission.refresh_from_db()
-    assert submission.status == Submission.VERIFIED
+    assert submission.status == Submission.Status.VERIFIED
     for attempt in Attempt.objects.filter(run=submission.run):
         assert attempt.reexecution_passed is True, (attempt.index, attempt.reexecution_error, attempt.reexecution_output)
         assert attempt.passed is True and attempt.mismatch is False

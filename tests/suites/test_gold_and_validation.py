@@ -157,7 +157,7 @@ def test_a_noisy_experiment_is_marked_unstable_and_scored_by_the_suites_policy(n
           suite={"name": "toy", "version": "1.0", "papers": ["toy-paper"], "unstable_policy": "exclude"})
     (root / "toy-paper" / "gold.json").write_text(json.dumps(document))
     import_native_suite(root)
-    assert Suite.objects.get(name="toy").unstable_policy == Suite.EXCLUDE
+    assert Suite.objects.get(name="toy").unstable_policy == Suite.UnstablePolicy.EXCLUDE
     experiments = sample_experiments(sample=sample)
     score = score_dict(score_answer(experiments=experiments, answer={"Experiment 1": {"total": 56.0}}), experiments)
     assert score["passed"] and [e["exp_id"] for e in score["experiments"]] == [0]
@@ -354,7 +354,7 @@ def test_the_native_format_reads_the_stability_fields(native_suite_writer, tmp_p
                                code={"model.py": MODEL, "run.py": RUN})
     suite, _ = import_native_suite(root)
     experiment = Experiment.objects.get()
-    assert suite.unstable_policy == Suite.WIDEN
+    assert suite.unstable_policy == Suite.UnstablePolicy.WIDEN
     assert (experiment.gold_repeats, experiment.gold_spreads, experiment.gold_unstable) == (3, GOLD["spreads"]["0"], True)
 
 

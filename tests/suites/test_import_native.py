@@ -33,7 +33,7 @@ def entries(entries_list) -> list[str]:
 def test_good_suite_imports(native_suite):
     suite, report = import_native_suite(native_suite)
 
-    assert (suite.name, suite.version, suite.source_format) == ("toy", "1.0", Suite.NATIVE)
+    assert (suite.name, suite.version, suite.source_format) == ("toy", "1.0", Suite.Format.NATIVE)
     assert suite.gold_root == str(native_suite.resolve())
     assert dict(report.created) == {"suite": 1, "paper": 1, "function": 4, "experiment": 2}
     paper = suite.papers.get()
@@ -349,7 +349,7 @@ def test_failed_reimport_leaves_the_previous_import_intact(native_suite, native_
 
 
 def test_suite_name_taken_by_an_upstream_import(native_suite):
-    Suite.objects.create(name="toy", source_format=Suite.UPSTREAM, gold_root="/x")
+    Suite.objects.create(name="toy", source_format=Suite.Format.UPSTREAM, gold_root="/x")
     with pytest.raises(SuiteFormatError, match="suite.json: name: a suite named 'toy' was imported from another format"):
         import_native_suite(native_suite)
 

@@ -72,7 +72,7 @@ def dependencies(paper_id: str, exp_id: int) -> list[int]:
 def test_fixture_imports_with_its_quirks_reported(upstream_metadata, upstream_code):
     suite, report = import_upstream(metadata_dir=upstream_metadata, code_dir=upstream_code)
 
-    assert (suite.name, suite.source_format, suite.gold_root) == ("upstream", Suite.UPSTREAM, str(upstream_code.resolve()))
+    assert (suite.name, suite.source_format, suite.gold_root) == ("upstream", Suite.Format.UPSTREAM, str(upstream_code.resolve()))
     assert report.created == {"suite": 1, "paper": 5, "function": 8 + 15, "experiment": 4 + 12, "sample": 3}
     found = entries(report)
 
@@ -493,7 +493,7 @@ def test_reimport_deletes_rows_gone_from_the_csv(tmp_path, upstream_metadata, up
 
 
 def test_suite_name_taken_by_a_native_suite(upstream_metadata, upstream_code):
-    Suite.objects.create(name="upstream", source_format=Suite.NATIVE, gold_root="/x")
+    Suite.objects.create(name="upstream", source_format=Suite.Format.NATIVE, gold_root="/x")
     with pytest.raises(SuiteFormatError, match="a suite named 'upstream' was imported from another format"):
         import_upstream(metadata_dir=upstream_metadata, code_dir=upstream_code)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runs.agents.trajectory import FORMAT, FileChange, Header, Step, Trajectory
-from runs.benchmark.patches import PatchError, parse_patch
+from runs.benchmark.patches import ChangeKind, PatchError, parse_patch
 
 
 class ForeignTrajectoryError(ValueError):
@@ -92,6 +92,24 @@ def require(condition: bool, format_name: str, problem: str) -> None:
         raise ForeignTrajectoryError(format_name, problem)
 
 
+def object_at(mapping: dict, key: str) -> dict:
+    """`mapping[key]` when it is a JSON object, else an empty one (missing, null or something else)."""
+    value = mapping.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def list_at(mapping: dict, key: str) -> list:
+    """`mapping[key]` when it is a JSON array, else an empty one."""
+    value = mapping.get(key)
+    return value if isinstance(value, list) else []
+
+
+def text_at(mapping: dict, key: str) -> str | None:
+    """`mapping[key]` when it is a string, else None."""
+    value = mapping.get(key)
+    return value if isinstance(value, str) else None
+
+
 def integer(value: Any) -> int:
     """A token count from a source that may omit it or write null."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
@@ -109,5 +127,5 @@ def diff_changes(diff: str, note: str = "") -> list[FileChange]:
     except PatchError:
         files = []
     if not files:
-        return [FileChange(path="(unparsed diff)", change="modified", diff=diff, note=note or "the source's diff, unparsed")]
+        return [FileChange(path="(unparsed diff)", change=ChangeKind.MODIFIED, diff=diff, note=note or "the source's diff, unparsed")]
     return [FileChange(path=file.path, change=file.change, diff=file.text, note=note) for file in files]

@@ -26,7 +26,7 @@ from typing import Any
 
 from runs.agents.trajectory import Step
 
-from .base import ConvertedTrajectory, ForeignTrajectoryError, as_text, build, integer, load_json, require
+from .base import ConvertedTrajectory, ForeignTrajectoryError, as_text, build, integer, load_json, object_at, require
 
 NAME_EVAL = "inspect-eval"
 NAME_JSON = "inspect-json"
@@ -127,7 +127,10 @@ def _convert(name: str, header: dict, sample: Any, *, where: str) -> ConvertedTr
         elif role == "tool":
             call_id = message.get("tool_call_id")
             step = by_call.get(call_id) if isinstance(call_id, str) else None
-            require(step is not None, name, f"{where}: message {position}: answers tool call {call_id!r}, which no assistant message made")
+            if step is None:
+                raise ForeignTrajectoryError(
+                    name, f"{where}: message {position}: answers tool call {call_id!r}, which no assistant message made"
+                )
             step.observation = as_text(message.get("content"))
             error = message.get("error")
             if isinstance(error, dict):
@@ -137,9 +140,9 @@ def _convert(name: str, header: dict, sample: Any, *, where: str) -> ConvertedTr
         elif role not in ("system", "user"):
             raise ForeignTrajectoryError(name, f"{where}: message {position}: unknown role {role!r}")
     require(bool(steps), name, f"{where}: no assistant message: no steps")
-    usage = sample.get("model_usage") if isinstance(sample.get("model_usage"), dict) else {}
+    usage = object_at(sample, "model_usage")
     totals = [value for value in usage.values() if isinstance(value, dict)]
-    eval_spec = header.get("eval") if isinstance(header.get("eval"), dict) else {}
+    eval_spec = object_at(header, "eval")
     return build(
         format_name=name, version=str(header.get("version", "unknown")), steps=steps,
         agent=f"inspect {eval_spec.get('task', '')}".strip(), model=str(eval_spec.get("model") or ""),

@@ -23,7 +23,19 @@ from typing import Any
 
 from runs.agents.trajectory import EXIT_CODES, Step
 
-from .base import ConvertedTrajectory, ForeignTrajectoryError, as_text, build, integer, load_json, number, require
+from .base import (
+    ConvertedTrajectory,
+    ForeignTrajectoryError,
+    as_text,
+    build,
+    integer,
+    list_at,
+    load_json,
+    number,
+    object_at,
+    require,
+    text_at,
+)
 
 NAME = "mini-swe-agent"
 VERSIONS = ("mini-swe-agent-1", "mini-swe-agent-1.1")
@@ -44,7 +56,7 @@ def convert(data: bytes | Any, filename: str = "") -> ConvertedTrajectory:
     require(version in VERSIONS, NAME, f"trajectory_format {version!r} is not one this site reads ({', '.join(VERSIONS)})")
     messages = value.get("messages")
     require(isinstance(messages, list), NAME, "'messages' must be a list of chat messages")
-    info = value.get("info") if isinstance(value.get("info"), dict) else {}
+    info = object_at(value, "info")
     steps: list[Step] = []
     for position, message in enumerate(messages, start=1):
         require(isinstance(message, dict), NAME, f"message {position}: must be an object, got {type(message).__name__}")
@@ -57,8 +69,8 @@ def convert(data: bytes | Any, filename: str = "") -> ConvertedTrajectory:
         elif role == "exit" and steps:
             steps[-1].notes.append(as_text(message.get("content")))
     require(bool(steps), NAME, "the messages hold no assistant message: no steps")
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
-    submission = info.get("submission") if isinstance(info.get("submission"), str) else ""
+    stats = object_at(info, "model_stats")
+    submission = text_at(info, "submission") or ""
     model = _model_name(info)
     return build(
         format_name=NAME, version=version, steps=steps, agent=f"mini-swe-agent {info.get('mini_version', '')}".strip(),
@@ -69,19 +81,19 @@ def convert(data: bytes | Any, filename: str = "") -> ConvertedTrajectory:
 
 
 def _model_name(info: dict) -> str:
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    config = object_at(info, "config")
+    model = object_at(config, "model")
     return str(model.get("model_name") or "")
 
 
 def _assistant_step(message: dict, step_number: int, position: int) -> Step:
     content = as_text(message.get("content"))
-    extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
-    actions = extra.get("actions") if isinstance(extra.get("actions"), list) else []
-    commands = [action.get("command") for action in actions if isinstance(action, dict)]
+    extra = object_at(message, "extra")
+    actions = list_at(extra, "actions")
+    commands: list[Any] = [action.get("command") for action in actions if isinstance(action, dict)]
     # mini-swe-agent 2 stores each tool call twice: as the model's `tool_calls` and as the parsed
     # `extra.actions`; the calls are read only when there are no parsed actions.
-    calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) and not commands else []
+    calls = list_at(message, "tool_calls") if not commands else []
     for call in calls:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
@@ -96,12 +108,12 @@ def _assistant_step(message: dict, step_number: int, position: int) -> Step:
         if len(blocks) == 1:
             commands = blocks
             thought = _CODE_BLOCK.sub("", content).strip()
-    commands = [command for command in commands if isinstance(command, str)]
+    texts = [command for command in commands if isinstance(command, str)]
     step = Step(index=step_number, started_at="", thought=thought.strip())
-    if commands:
+    if texts:
         step.tool = "bash"
-        step.arguments = {"command": "\n".join(commands)}
-    usage = (extra.get("response") or {}).get("usage") if isinstance(extra.get("response"), dict) else None
+        step.arguments = {"command": "\n".join(texts)}
+    usage = object_at(extra, "response").get("usage")
     if isinstance(usage, dict):
         step.input_tokens = integer(usage.get("prompt_tokens") or usage.get("input_tokens"))
         step.output_tokens = integer(usage.get("completion_tokens") or usage.get("output_tokens"))
@@ -114,7 +126,7 @@ def _assistant_step(message: dict, step_number: int, position: int) -> Step:
 
 def _add_observation(step: Step, message: dict) -> None:
     content = as_text(message.get("content"))
-    extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
+    extra = object_at(message, "extra")
     code = extra.get("returncode")
     found = _RETURNCODE.search(content)
     if code is None and found:

@@ -17,7 +17,7 @@ from typing import Any
 
 from runs.agents.trajectory import Step
 
-from .base import ConvertedTrajectory, as_text, build, diff_changes, integer, load_json, number, require
+from .base import ConvertedTrajectory, as_text, build, diff_changes, integer, load_json, number, object_at, require, text_at
 
 NAME = "swe-agent"
 
@@ -36,7 +36,7 @@ def convert(data: bytes | Any, filename: str = "") -> ConvertedTrajectory:
     entries = value.get("trajectory")
     require(isinstance(entries, list), NAME, "'trajectory' must be a list of steps")
     require(bool(entries), NAME, "'trajectory' is empty: no steps")
-    info = value.get("info") if isinstance(value.get("info"), dict) else {}
+    info = object_at(value, "info")
     steps: list[Step] = []
     previous_diff = ""
     for number_, entry in enumerate(entries, start=1):
@@ -56,17 +56,17 @@ def convert(data: bytes | Any, filename: str = "") -> ConvertedTrajectory:
         if action and action.strip():
             step.tool = "bash"
             step.arguments = {"command": action.rstrip("\n")}
-        state = entry.get("state") if isinstance(entry.get("state"), dict) else {}
-        diff = state.get("diff") if isinstance(state.get("diff"), str) else None
+        state = object_at(entry, "state")
+        diff = text_at(state, "diff")
         if diff is not None:
             if diff != previous_diff and diff.strip():
                 # SWE-agent keeps the repository's whole diff, not the step's: shown as the state after it.
                 step.files_changed = diff_changes(diff, note="SWE-agent's git diff of the repository after this step")
             previous_diff = diff
         steps.append(step)
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    stats = object_at(info, "model_stats")
     version = str(info.get("swe_agent_version") or "unknown")
-    submission = info.get("submission") if isinstance(info.get("submission"), str) else None
+    submission = text_at(info, "submission")
     return build(
         format_name=NAME, version=version, steps=steps, agent=f"swe-agent {version}",
         input_tokens=integer(stats.get("tokens_sent")), output_tokens=integer(stats.get("tokens_received")),

@@ -140,7 +140,7 @@ def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 
 def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """Our messages as chat completion messages, one for one."""
-    converted = []
+    converted: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "tool":
             converted.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.benchmark.workspace import CONTEXT_CONDITIONS, WorkspaceError
+from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context, WorkspaceError
 from runs.suites.selectors import SampleNotFound, sample_get
 from runs.suites.services import workspace_build
 
@@ -14,7 +14,7 @@ class Command(BaseCommand):
         parser.add_argument("sample_id", help="for example adam-bias-correction_0,3")
         parser.add_argument("dest", type=Path, help="a directory that does not exist yet or is empty")
         parser.add_argument("--suite", help="suite name, needed only when two suites have this sample id")
-        parser.add_argument("--context", choices=CONTEXT_CONDITIONS, default="full")
+        parser.add_argument("--context", choices=CONTEXT_CONDITIONS, default=Context.FULL)
 
     def handle(self, *args, sample_id, dest, suite, context, **options):
         try:

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.benchmark.workspace import CONTEXT_CONDITIONS
+from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from runs.management.commands._options import int_list
 from runs.models import Suite
 from runs.submissions.format_text import upload_format_markdown
@@ -20,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("dest", type=Path, help="a directory that does not exist yet or is empty")
         parser.add_argument("--suite", required=True, help="suite name, e.g. builtin")
         parser.add_argument("--n", type=int_list, default=[1], help="comma-separated n values, e.g. 1,2")
-        parser.add_argument("--context", choices=CONTEXT_CONDITIONS, default="full")
+        parser.add_argument("--context", choices=CONTEXT_CONDITIONS, default=Context.FULL)
 
     def handle(self, *args, dest, suite, n, context, **options):
         try:

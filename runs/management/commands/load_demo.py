@@ -74,7 +74,7 @@ class Command(BaseCommand):
         last = None
         while any(process.poll() is None for process in processes):
             finished = attempts.exclude(status__in=[Attempt.QUEUED, Attempt.RUNNING]).count()
-            judged = transplants.filter(status__in=[Transplant.DONE, Transplant.GIVEN_UP]).count(), transplants.count()
+            judged = transplants.filter(status__in=[Transplant.Status.DONE, Transplant.Status.GIVEN_UP]).count(), transplants.count()
             if (finished, judged) != last:
                 self.stdout.write(f"{finished}/{total} attempts finished, {judged[0]}/{judged[1]} functions of failed "
                                   f"n >= 2 attempts judged alone ({workers} workers)")

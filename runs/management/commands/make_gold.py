@@ -38,7 +38,7 @@ class Command(BaseCommand):
             )
         except (Suite.DoesNotExist, GoldError) as error:
             raise CommandError(str(error)) from None
-        policy = dict(Suite.UNSTABLE_POLICIES)[suite.unstable_policy]
+        policy = Suite.UnstablePolicy(suite.unstable_policy).label
         experiments = [stability for stability in measured if not stability.held_out]
         variants = [stability for stability in measured if stability.held_out]
         self.stdout.write(

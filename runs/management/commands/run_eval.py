@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.benchmark.sampling import DEFAULT_CAP
 from runs.benchmark.text import format_seconds
-from runs.benchmark.workspace import CONTEXT_CONDITIONS
+from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from runs.evaluation.queue import evaluation_queue, queue_name
 from runs.evaluation.selectors import run_get, run_label_counts, run_progress
 from runs.evaluation.services import RunError, RunOptionsInvalid, run_create, run_execute_sync, run_resume
@@ -51,7 +51,7 @@ class Command(BaseCommand):
         parser.add_argument("--k", type=int, default=1, help="attempts per sample (default 1)")
         parser.add_argument("--seed", type=int, default=0, help="seed of the sample draw (default 0)")
         parser.add_argument("--cap", type=int, default=DEFAULT_CAP, help=f"at most this many samples per paper and n (default {DEFAULT_CAP})")
-        parser.add_argument("--context", default="full", choices=CONTEXT_CONDITIONS, help="paper context (default full)")
+        parser.add_argument("--context", default=Context.FULL, choices=CONTEXT_CONDITIONS, help="paper context (default full)")
         parser.add_argument("--max-steps", type=int, default=50)
         parser.add_argument("--max-seconds", type=float, default=1800.0)
         parser.add_argument("--max-cost", type=float, default=1.0, help="USD per attempt")

@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from django.db import models
 from django.utils import timezone
 
+from runs.benchmark.masking import FunctionLocation, HintStatus, LocationRule
 from runs.models import Paper, Sample, Suite
 
 
@@ -177,16 +178,16 @@ def resolve_code_file(code_dir: Path, relative: str) -> tuple[Path | None, str |
     return path, None
 
 
-def hint_repair(location, hint: int, *, span: tuple[int, int] | None = None) -> str:
+def hint_repair(location: FunctionLocation, hint: int, *, span: tuple[int, int] | None = None) -> str:
     """Why a line hint was replaced by the def line, naming the rule of `locate_function` that
     found the definition (`span` is the row's span, when one was given)."""
-    if location.rule == "class line":
+    if location.rule == LocationRule.CLASS_LINE:
         why = f"a class line: the method inside class {'.'.join(location.scope)}"
-    elif location.rule == "span" and span is not None:
+    elif location.rule == LocationRule.SPAN and span is not None:
         why = f"the def in the row's span {span[0]}-{span[1]}"
-    elif location.rule == "main definition":
+    elif location.rule == LocationRule.MAIN_DEFINITION:
         why = "matches no definition; the name means its getter or implementation"
-    elif location.hint_status == "stale":
+    elif location.hint_status == HintStatus.STALE:
         why = "matches no definition"
     else:
         why = "is not the def line"  # a decorator line, or inside the function: it still found it

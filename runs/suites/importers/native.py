@@ -179,7 +179,7 @@ class _PaperSpec:
     experiments: list[_ExperimentSpec] = field(default_factory=list)
     environment: dict | None = None
     data: list[dict] = field(default_factory=list)
-    gpu: str = Paper.GPU_NONE
+    gpu: str = Paper.Gpu.NONE
     gpus: int = 1
 
 
@@ -500,7 +500,7 @@ def _check_paper(suite_dir: Path, directory: str, *, suite_name: str, problems: 
         return None
     return _PaperSpec(directory=directory, paper_id=values["id"], title=values["title"], text=text,
                       code_dir=str(code_dir.resolve()), functions=functions, experiments=experiments,
-                      environment=environment, data=data, gpu=values.get("gpu", Paper.GPU_NONE),
+                      environment=environment, data=data, gpu=values.get("gpu", Paper.Gpu.NONE),
                       gpus=values.get("gpus", 1))
 
 
@@ -551,7 +551,7 @@ def _check_suite(suite_dir: Path, *, report: ImportReport) -> _SuiteSpec:
         _raise(suite_dir, problems)
     name = values.get("name", suite_dir.name)
     spec = _SuiteSpec(name=name, version=values.get("version", ""), description=values.get("description", ""),
-                      root=str(suite_dir.resolve()), unstable_policy=values.get("unstable_policy", Suite.WIDEN),
+                      root=str(suite_dir.resolve()), unstable_policy=values.get("unstable_policy", Suite.UnstablePolicy.WIDEN),
                       gold_public=values.get("gold_public", False),
                       environment=_check_environment(values.get("environment"), file="suite.json", problems=problems))
     seen: dict[str, str] = {}
@@ -564,7 +564,7 @@ def _check_suite(suite_dir: Path, *, report: ImportReport) -> _SuiteSpec:
                          f"{seen[paper.paper_id]}/paper.json")
         seen.setdefault(paper.paper_id, directory)
         spec.papers.append(paper)
-    existing = Suite.objects.filter(name=name).exclude(source_format=Suite.NATIVE).first()
+    existing = Suite.objects.filter(name=name).exclude(source_format=Suite.Format.NATIVE).first()
     if existing is not None:
         problems.add("suite.json", "name", f"a suite named {name!r} was imported from another format "
                      f"({existing.source_format}); choose another name")
@@ -638,7 +638,7 @@ def import_native_suite(path: Path) -> tuple[Suite, ImportReport]:
     with transaction.atomic():
         suite = upsert(Suite, lookup={"name": spec.name}, report=report, kind="suite",
                        values={"version": spec.version, "description": spec.description,
-                               "source_format": Suite.NATIVE, "gold_root": spec.root,
+                               "source_format": Suite.Format.NATIVE, "gold_root": spec.root,
                                "unstable_policy": spec.unstable_policy, "gold_public": spec.gold_public,
                                "environment": spec.environment})
         for paper in spec.papers:

@@ -182,7 +182,7 @@ class SuiteFile(_Object):
     unstable_policy: Annotated[
         Literal["widen", "exclude"],
         refused_as(lambda value: f'expected "widen" or "exclude", got {value!r}'),
-    ] = Field(default=Suite.WIDEN, description="How experiments whose gold runs disagree are scored (Suite.unstable_policy).")
+    ] = Field(default=Suite.UnstablePolicy.WIDEN, description="How experiments whose gold runs disagree are scored (Suite.unstable_policy).")
     gold_public: Annotated[
         bool, Field(strict=True), refused_as(lambda value: f"expected true or false, got {json_type(value)}")
     ] = Field(
@@ -210,7 +210,7 @@ class PaperFile(_Object):
     gpu: Annotated[
         Literal["none", "optional", "required"],
         refused_as(lambda value: f'expected "none", "optional" or "required", got {value!r}'),
-    ] = Field(default=Paper.GPU_NONE, description="Whether its experiments need a GPU, may use one, or need none.")
+    ] = Field(default=Paper.Gpu.NONE, description="Whether its experiments need a GPU, may use one, or need none.")
     gpus: Annotated[
         int, Field(ge=1, le=64), refused_as(lambda value: f"expected a number of GPUs from 1 to 64, got {value!r}")
     ] = Field(default=1, description="How many GPUs one attempt uses when it gets any.")

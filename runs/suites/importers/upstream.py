@@ -52,7 +52,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from runs.benchmark.masking import FunctionNotFound, MaskingError, list_functions, locate_function
+from runs.benchmark.masking import FunctionNotFound, LocationRule, MaskingError, list_functions, locate_function
 from runs.benchmark.sampling import sample_id
 from runs.models import Experiment, Function, Paper, Sample, Suite
 from runs.suites.importers.common import (
@@ -567,7 +567,7 @@ def _locate(row: _Row, code_dir: Path, *, sources: dict, report: ImportReport) -
     if hint is not None and hint != location.def_line:
         report.repair(row.at("header_line"), hint_repair(location, hint, span=span))
     elif not raw_hint:
-        found_by = f"the row's span {span[0]}-{span[1]}" if location.rule == "span" else "name"
+        found_by = f"the row's span {span[0]}-{span[1]}" if location.rule == LocationRule.SPAN else "name"
         report.repair(row.at("header_line"), f"empty; {location.qualified_name} found by {found_by} at line "
                       f"{location.def_line}; stored {location.def_line}")
     return location.qualified_name, location.def_line
@@ -792,7 +792,7 @@ def _stale_rows(metadata_dir: Path, suffix: str, id_column: str, *, report: Impo
 
 def _write(plan: _Plan, *, suite_name: str, metadata_dir: Path, code_dir: Path, report: ImportReport) -> Suite:
     suite = upsert(Suite, lookup={"name": suite_name}, report=report, kind="suite",
-                   values={"version": "", "source_format": Suite.UPSTREAM, "gold_root": str(code_dir.resolve()),
+                   values={"version": "", "source_format": Suite.Format.UPSTREAM, "gold_root": str(code_dir.resolve()),
                            "description": f"Upstream AutoExperiment metadata imported from {metadata_dir.resolve()}"})
     for paper_plan in plan.papers.values():
         paper = upsert(Paper, lookup={"suite": suite, "paper_id": paper_plan.paper_id}, report=report, kind="paper",
@@ -850,7 +850,7 @@ def import_upstream(*, metadata_dir: Path, code_dir: Path, suite_name: str = "up
         problems.append(f"{code_dir}: code directory not found (paper P's code is expected at {code_dir}/P/)")
     report = ImportReport()
     tables = {name: _read_csv(metadata_dir / name, report=report, problems=problems) for name in REQUIRED_COLUMNS}
-    existing = Suite.objects.filter(name=suite_name).exclude(source_format=Suite.UPSTREAM).first()
+    existing = Suite.objects.filter(name=suite_name).exclude(source_format=Suite.Format.UPSTREAM).first()
     if existing is not None:
         problems.append(f"a suite named {suite_name!r} was imported from another format ({existing.source_format})")
     if problems:
