@@ -130,8 +130,7 @@ class NMetrics(Strict):
 class DifficultyCurve(Strict):
     """A system's fitted difficulty curve (leaderboard.curves): pass rate = 1 / (1 + e^-(intercept + slope·n))."""
 
-    status: Literal[curves.FITTED, curves.ABOVE_RANGE, curves.BELOW_RANGE, curves.TOO_FEW_N, curves.NO_SPREAD,
-                    curves.SEPARATED, curves.NO_FALL]
+    status: curves.CurveStatus
     n_values: list[int] = Field(description="the n it was fitted over")
     samples: Count
     intercept: float | None = Field(description="log-odds of passing at n = 0")

@@ -475,11 +475,11 @@ def _transplant_verdicts(runs: pd.DataFrame, filters: LeaderboardFilters) -> dic
             counted_q(filters, "attempt__") & ~filters_passes_q(filters, "attempt__") & Q(attempt__sample__n__gte=2)
             & n_range_q(filters, "attempt__sample__"),
             attempt__run_id__in=[int(pk) for pk in runs["run_id"]],
-            verdict__in=[Transplant.RIGHT, Transplant.WRONG],
+            verdict__in=[Transplant.Verdict.RIGHT, Transplant.Verdict.WRONG],
         )
         .order_by()
         .values("function_id", n=F("attempt__sample__n"))
-        .annotate(right=Count("id", filter=Q(verdict=Transplant.RIGHT)), wrong=Count("id", filter=Q(verdict=Transplant.WRONG)))
+        .annotate(right=Count("id", filter=Q(verdict=Transplant.Verdict.RIGHT)), wrong=Count("id", filter=Q(verdict=Transplant.Verdict.WRONG)))
         .values_list("function_id", "n", "right", "wrong")
     )
     return {(int(pk), int(n)): (int(right), int(wrong)) for pk, n, right, wrong in rows}

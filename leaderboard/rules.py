@@ -52,7 +52,7 @@ from runs.visibility import public_runs_q
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_RESAMPLES = 10_000
 CONFIDENCE = 0.95
-CONTEXT_LABELS = dict(Run.CONTEXT_CHOICES)
+CONTEXT_LABELS = dict(Run.Context.choices)
 
 
 # Relative tolerances of the tolerance sensitivity (fractions); DEFAULT_RTOL, the rule, is among them.

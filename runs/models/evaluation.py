@@ -21,9 +21,6 @@ class Run(models.Model):
         FULL = workspace.Context.FULL, "Full paper"
         ORACLE = workspace.Context.ORACLE, "Oracle snippets"
 
-    # The old spelling, still read by leaderboard.selectors.
-    CONTEXT_CHOICES = Context.choices
-
     class Status(models.TextChoices):
         """A run's status, never stored: `status_from_counts` derives it from its attempts'."""
 
@@ -275,9 +272,6 @@ class Transplant(ClaimedWork):
         RIGHT = "right", "Right alone"
         WRONG = "wrong", "Wrong"
         NOT_DECIDABLE = "not_decidable", "Not decidable"
-
-    # The old spellings, still read by leaderboard.selectors.
-    RIGHT, WRONG = Verdict.RIGHT, Verdict.WRONG
 
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="transplants")
     function = models.ForeignKey("runs.Function", on_delete=models.CASCADE, related_name="transplants")  # a dropped function leaves no verdict
