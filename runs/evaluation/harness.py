@@ -26,8 +26,9 @@ import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -45,6 +46,7 @@ from runs.evaluation.claims import ClaimLost, Heartbeat, InfrastructureFailure, 
 from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.verdicts import (
     INFRASTRUCTURE_EXITS,
+    Reexecution,
     failure_label,
     reexecute,
     reexecution_workspace_build,
@@ -70,11 +72,81 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class _Result:
-    """What one execution produced, before it is written."""
+class AgentRecord:
+    """What the agent's run left, as the attempt stores it (the Attempt fields of the same names)."""
 
-    fields: dict
-    timings: dict
+    final_answer_raw: str | None
+    parsed_answer: Any  # the answer as JSON, None when nothing readable was submitted
+    reported_score: dict | None  # the answer scored against gold, None when there was none to score
+    reported_passed: bool
+    final_patch: str  # cut to the limits when it was over them (the recorder's doing)
+    input_tokens: int
+    output_tokens: int
+    cost: float | None  # None: a price the price table does not know
+    trajectory: dict
+    agent_seconds: float
+
+
+@dataclass
+class AttemptResult:
+    """What one try of a run's attempt produced, before it is written. `update_fields` turns it into
+    the Attempt fields to write, the one place they are named.
+
+    A try that ended before its agent ran (no model, the paper not prepared) has no `agent`, no
+    `exit_status` and no verdict (`passed`, `mismatch` None): those fields are then not written,
+    and whatever an earlier try left in them stays."""
+
+    status: str
+    exit_message: str
+    failure_label: str
+    failure_detail: str
+    exit_status: str | None = None
+    agent: AgentRecord | None = None
+    reexecution: Reexecution | None = None
+    reexecution_seconds: float | None = None
+    gpu_seconds: float | None = None  # GPU-seconds of the agent's sandbox and the re-execution's
+    passed: bool | None = None
+    mismatch: bool | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase; "total", "harness", "experiments"
+
+    @classmethod
+    def model_unavailable(cls, failure: ModelProviderFailure) -> AttemptResult:
+        # Not retried: an outage or a missing key would only burn the retries (run_retry_failed re-queues it).
+        return cls(status=Attempt.ERROR, exit_status=MODEL_ERROR, exit_message=str(failure),
+                   failure_label=Attempt.MODEL_PROVIDER, failure_detail=str(failure))
+
+    @classmethod
+    def not_prepared(cls, missing: NotPrepared) -> AttemptResult:
+        # Not retried either: no retry builds an environment; the message names the command that does
+        # (run_retry_failed re-queues the attempt once it has run).
+        return cls(status=Attempt.ERROR, exit_message=str(missing), failure_label=Attempt.NOT_PREPARED,
+                   failure_detail=str(missing))
+
+    def update_fields(self, attempt: Attempt) -> dict[str, Any]:
+        """The Attempt fields this result writes, with the tolerance ratio and outcome they imply
+        (runs.evaluation.verdicts.with_tolerance_ratio, reading what is not written from `attempt`)."""
+        update: dict[str, Any] = {
+            "status": self.status,
+            "exit_message": self.exit_message,
+            "failure_label": self.failure_label,
+            "failure_detail": self.failure_detail,
+        }
+        if self.exit_status is not None:
+            update["exit_status"] = self.exit_status
+        if self.agent is not None:
+            # Field by field, not dataclasses.asdict: that would copy the whole trajectory.
+            update.update({item.name: getattr(self.agent, item.name) for item in fields(self.agent)})
+        if self.reexecution is not None:
+            update.update(self.reexecution.stored_fields(), reexecution_seconds=self.reexecution_seconds)
+        optional = {"gpu_seconds": self.gpu_seconds, "passed": self.passed, "mismatch": self.mismatch}
+        update.update({name: value for name, value in optional.items() if value is not None})
+        update.update(
+            finished_at=timezone.now(),
+            timings=json_safe(self.timings),
+            harness_seconds=self.timings.get("harness"),
+            experiment_seconds=self.timings.get("experiments"),
+        )
+        return with_tolerance_ratio(update, attempt)
 
 
 def attempt_execute(*, attempt_id: int, job_id: str = "", requeue: bool = True) -> str:
@@ -86,42 +158,15 @@ def attempt_execute(*, attempt_id: int, job_id: str = "", requeue: bool = True) 
     return execute(RUN_ATTEMPT, _result_fields, attempt_id=attempt_id, job_id=job_id, requeue=requeue, cleanup=_cleanup)
 
 
-def _result_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict:
+def _result_fields(attempt: Attempt, heartbeat: Heartbeat) -> dict[str, Any]:
     """What executing the claimed attempt produced, as the fields to write."""
     try:
         result = _perform(attempt, heartbeat)
     except ModelProviderFailure as failure:
-        # Not retried: an outage or a missing key would only burn the retries (run_retry_failed re-queues it).
-        result = _Result(
-            fields={
-                "status": Attempt.ERROR,
-                "exit_status": MODEL_ERROR,
-                "exit_message": str(failure),
-                "failure_label": Attempt.MODEL_PROVIDER,
-                "failure_detail": str(failure),
-            },
-            timings={},
-        )
+        result = AttemptResult.model_unavailable(failure)
     except NotPrepared as missing:
-        # Not retried either: no retry builds an environment; the message names the command that does
-        # (run_retry_failed re-queues the attempt once it has run).
-        result = _Result(
-            fields={
-                "status": Attempt.ERROR,
-                "exit_message": str(missing),
-                "failure_label": Attempt.NOT_PREPARED,
-                "failure_detail": str(missing),
-            },
-            timings={},
-        )
-    fields = {
-        **result.fields,
-        "finished_at": timezone.now(),
-        "timings": json_safe(result.timings),
-        "harness_seconds": result.timings.get("harness"),
-        "experiment_seconds": result.timings.get("experiments"),
-    }
-    return with_tolerance_ratio(fields, attempt)
+        result = AttemptResult.not_prepared(missing)
+    return result.update_fields(attempt)
 
 
 def attempt_sandbox_backend(run: Run) -> str:
@@ -130,14 +175,14 @@ def attempt_sandbox_backend(run: Run) -> str:
     return run.sandbox_backend or settings.SANDBOX_BACKEND
 
 
-def _perform(attempt: Attempt, heartbeat: Heartbeat) -> _Result:
+def _perform(attempt: Attempt, heartbeat: Heartbeat) -> AttemptResult:
     # A thread for work that need not wait for the agent; on the way out, whatever it still does ends
     # before the attempt's directories are removed.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"attempt-{attempt.pk}") as background:
         return _perform_with(attempt, heartbeat, background)
 
 
-def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPoolExecutor) -> _Result:
+def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPoolExecutor) -> AttemptResult:
     run: Run = attempt.run
     sample = attempt.sample
     backend = attempt_sandbox_backend(run)
@@ -231,29 +276,27 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
     # Set by the recorder when the agent's patch was over the limits: `patch` is then the cut one.
     over_limits = trajectory.extra.get(FINAL_PATCH_OVER_LIMITS) or None
     header = trajectory.header
-    fields = {
-        "exit_status": result.exit_status,
-        "exit_message": storable_text(result.exit_message) or "",
-        "final_answer_raw": storable_text(raw),
-        "parsed_answer": json_safe(parsed.value) if parsed is not None and parsed.ok else None,
-        "reported_score": score_dict(reported, experiments) if reported is not None else None,
-        "reported_passed": bool(reported and reported.passed),
-        "final_patch": storable_text(patch),
-        "input_tokens": header.input_tokens,
-        "output_tokens": header.output_tokens,
-        "cost": None if header.cost_unknown else header.cost,
-        "trajectory": json_safe(trajectory.to_dict()),
-        "agent_seconds": timings["agent"],
-        "gpu_seconds": sandbox.gpu_seconds,
-    }
+    exit_message = storable_text(result.exit_message) or ""
+    record = AgentRecord(
+        final_answer_raw=storable_text(raw),
+        parsed_answer=json_safe(parsed.value) if parsed is not None and parsed.ok else None,
+        reported_score=score_dict(reported, experiments) if reported is not None else None,
+        reported_passed=bool(reported and reported.passed),
+        final_patch=storable_text(patch),
+        input_tokens=header.input_tokens,
+        output_tokens=header.output_tokens,
+        cost=None if header.cost_unknown else header.cost,
+        trajectory=json_safe(trajectory.to_dict()),
+        agent_seconds=timings["agent"],
+    )
 
     if result.exit_status == MODEL_ERROR:
         # Not the model's result: nothing is re-executed or scored as its verdict.
-        fields.update(
-            status=Attempt.ERROR, failure_label=Attempt.MODEL_PROVIDER, failure_detail=fields["exit_message"],
-            passed=False, mismatch=False,
+        return AttemptResult(
+            status=Attempt.ERROR, exit_status=result.exit_status, exit_message=exit_message, agent=record,
+            failure_label=Attempt.MODEL_PROVIDER, failure_detail=exit_message, passed=False, mismatch=False,
+            gpu_seconds=sandbox.gpu_seconds, timings=_finish_timings(timings, total_started, 0.0),
         )
-        return _Result(fields=fields, timings=_finish_timings(timings, total_started, 0.0))
 
     started = time.monotonic()
     reexecution = reexecute(
@@ -268,14 +311,19 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
         over_limits=over_limits,
     )
     heartbeat.check()
-    fields["reexecution_seconds"] = time.monotonic() - started
+    reexecution_seconds = time.monotonic() - started
     timings.update({f"reexecution_{key}": value for key, value in reexecution.timings.items()})
 
-    reported_passed = fields["reported_passed"]
+    reported_passed = record.reported_passed
     passed = reported_passed and reexecution.passed
-    fields.update(
-        **{**reexecution.stored_fields(), "gpu_seconds": sandbox.gpu_seconds + reexecution.gpu_seconds},
+    return AttemptResult(
         status=Attempt.DONE,
+        exit_status=result.exit_status,
+        exit_message=exit_message,
+        agent=record,
+        reexecution=reexecution,
+        reexecution_seconds=reexecution_seconds,
+        gpu_seconds=sandbox.gpu_seconds + reexecution.gpu_seconds,
         passed=passed,
         # Code never run (a patch over the limits) says nothing of whether it produces the numbers.
         mismatch=reported_passed and not reexecution.passed and not reexecution.too_large,
@@ -286,8 +334,8 @@ def _perform_with(attempt: Attempt, heartbeat: Heartbeat, background: ThreadPool
             passed=passed,
         ),
         failure_detail=reexecution.failure_detail(reported_passed=reported_passed),
+        timings=_finish_timings(timings, total_started, reexecution.experiment_seconds),
     )
-    return _Result(fields=fields, timings=_finish_timings(timings, total_started, reexecution.experiment_seconds))
 
 
 def _finish_timings(timings: dict, total_started: float, experiment_seconds: float) -> dict:
