@@ -30,11 +30,11 @@ Once every transplant of an attempt is settled, the attempt's `function_diagnosi
 it is an *interaction failure* (every function right alone, wrong together), one function wrong,
 several, or not decided.
 
-Transplants are jobs of their own kind (`TRANSPLANT`, rows of `Transplant`), claimed, fenced,
-retried and healed like attempts (runs.evaluation.claims, runs.evaluation.recovery), on
-settings.TRANSPLANT_QUEUE, which every evaluation worker takes last. A run (or upload) made with
-`transplants=False` gets none. Their time is recorded on each transplant, apart from the
-attempt's. Nothing of a gold body is stored (see above).
+Transplants are jobs of their own kind (`TransplantKind`, `TRANSPLANT`, rows of `Transplant`),
+claimed, fenced, retried and healed like attempts (runs.evaluation.claims,
+runs.evaluation.recovery), on settings.TRANSPLANT_QUEUE, which every evaluation worker takes last.
+A run (or upload) made with `transplants=False` gets none. Their time is recorded on each
+transplant, apart from the attempt's. Nothing of a gold body is stored (see above).
 """
 from __future__ import annotations
 
@@ -43,7 +43,10 @@ import json
 import logging
 import re
 import time
+from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -76,46 +79,58 @@ SETTLED = (Transplant.DONE, Transplant.GIVEN_UP)
 _FAILURE_KIND = re.compile(r"[A-Za-z][A-Za-z -]{0,60}(?=:)")
 
 
-def _released(transplant: Transplant, reason: str, retrying: bool) -> dict:
-    if retrying:
-        return {"status": Transplant.QUEUED}
-    # The rest of the failure may name what the agent's code left in the workspace (paths, errors):
-    # kept in infra_history, for staff.
-    kind = _FAILURE_KIND.match(reason or "")
-    return {
-        "status": Transplant.GIVEN_UP,
-        "verdict": Transplant.NOT_DECIDABLE,
-        "reason": "the transplant could not run (infrastructure failure)" + (f": {kind[0]}" if kind else ""),
-        "finished_at": timezone.now(),
-    }
+class TransplantKind(WorkKind):
+    """Running one transplant (`transplant_execute`): rows of Transplant, on settings.TRANSPLANT_QUEUE.
+    Given up, a transplant is settled as not decidable, saying only the harness's own opening words
+    of the failure."""
 
+    name = "transplant"
+    job_function = "runs.evaluation.jobs.transplant_execute_job"
+    job_prefix = "transplant"
+    sandbox_prefix = "transplant-"
+    model = Transplant
+    select_related = ("attempt__run", "attempt__sample__paper", "function")
+    history_fields = MappingProxyType({"kind": "transplant"})
+    run_field = "attempt__run"
+    sample_field = "attempt__sample"
 
-def _settle(transplant: Transplant) -> None:
-    diagnosis_refresh(attempt_id=transplant.attempt_id)
+    def claimable(self) -> Q:
+        return Q(status=Transplant.QUEUED)
 
+    def held(self) -> Q:
+        return Q(status=Transplant.RUNNING)
 
-TRANSPLANT = register(
-    WorkKind(
-        name="transplant",
-        job_function="runs.evaluation.jobs.transplant_execute_job",
-        job_prefix="transplant",
-        sandbox_prefix="transplant-",
-        claimable=lambda: Q(status=Transplant.QUEUED),
-        held=lambda: Q(status=Transplant.RUNNING),
-        waiting=lambda: Q(status=Transplant.QUEUED),
-        claim_fields=lambda now: {"status": Transplant.RUNNING, "claimed_at": now, "finished_at": None},
-        released_fields=_released,
-        settle=_settle,
+    def waiting(self) -> Q:
+        return Q(status=Transplant.QUEUED)
+
+    def claim_fields(self, now: datetime) -> dict[str, Any]:
+        return {"status": Transplant.RUNNING, "claimed_at": now, "finished_at": None}
+
+    def released_fields(self, row: Transplant | None, reason: str, retrying: bool) -> dict[str, Any]:
+        if retrying:
+            return {"status": Transplant.QUEUED}
+        # The rest of the failure may name what the agent's code left in the workspace (paths, errors):
+        # kept in infra_history, for staff.
+        opening = _FAILURE_KIND.match(reason or "")
+        return {
+            "status": Transplant.GIVEN_UP,
+            "verdict": Transplant.NOT_DECIDABLE,
+            "reason": "the transplant could not run (infrastructure failure)" + (f": {opening[0]}" if opening else ""),
+            "finished_at": timezone.now(),
+        }
+
+    def settle(self, row: Transplant) -> None:
+        diagnosis_refresh(attempt_id=row.attempt_id)
+
+    def job_timeout(self, row: Transplant) -> int:
         # Every experiment's timeout is far below this; it only bounds a stuck work horse.
-        job_timeout=lambda transplant: JOB_TIMEOUT_MARGIN_SECONDS,
-        select_related=("attempt__run", "attempt__sample__paper", "function"),
-        history_fields={"kind": "transplant"},
-        model=Transplant,
-        queue_name=lambda: settings.TRANSPLANT_QUEUE,
-        run_field="attempt__run",
-        sample_field="attempt__sample",
-    )
-)
+        return JOB_TIMEOUT_MARGIN_SECONDS
+
+    def queue_name(self) -> str:
+        return settings.TRANSPLANT_QUEUE
+
+
+TRANSPLANT = register(TransplantKind())
 
 
 # --- planning -------------------------------------------------------------------------------------
