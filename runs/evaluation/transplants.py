@@ -65,7 +65,7 @@ from runs.evaluation.queue import cancel_jobs, enqueue, kind_queue
 from runs.evaluation.verdicts import Reexecution, reexecute
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
 from runs.models import Attempt, Transplant
-from runs.signals import attempt_reexecuted, results_changed_send
+from runs.signals import results_changed_send
 from runs.suites.selectors import sample_task
 from sandbox import fs
 
@@ -166,11 +166,11 @@ def transplants_plan(*, attempt_id: int, enqueue_jobs: bool = True) -> list[Tran
     return transplants
 
 
-def _attempt_reexecuted(sender, *, attempt_id: int, enqueue: bool = True, **kwargs) -> None:
+def transplants_plan_on_reexecution(sender, *, attempt_id: int, enqueue: bool = True, **kwargs) -> None:
+    """The receiver of runs.signals.attempt_reexecuted (connected by runs.apps.RunsConfig.ready):
+    plans the transplants of the attempt just re-executed, with their jobs unless the work is done
+    in-process."""
     transplants_plan(attempt_id=attempt_id, enqueue_jobs=enqueue)
-
-
-attempt_reexecuted.connect(_attempt_reexecuted, dispatch_uid="runs.evaluation.transplants")
 
 
 def transplants_cancel(*, run_id: int) -> int:
