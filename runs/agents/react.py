@@ -40,6 +40,7 @@ from sandbox import Sandbox
 
 from .base import (
     HARNESS_ERROR,
+    Agent,
     AgentExit,
     AgentResult,
     Budget,
@@ -142,11 +143,12 @@ their results and error messages, numbers obtained, and what is still to do. Be 
 preamble."""
 
 
-class ReActAgent:
+class ReActAgent(Agent):
     """The ReAct loop. Create through `agent_from_name("react", **config)` or directly with an
     AgentConfig; `run` may be called once per instance."""
 
     name = "react"
+    config_class = AgentConfig
 
     def __init__(self, config: AgentConfig | None = None, **settings) -> None:
         self.config = dataclasses.replace(config or AgentConfig(), **settings)

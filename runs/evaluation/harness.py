@@ -393,15 +393,15 @@ class AttemptTry:
 
 def attempt_agent(attempt: Attempt, task: SampleTask, task_json: dict) -> Agent:
     """The run's agent, configured for `attempt`: the run's budgets it has settings for, the run's
-    agent_config, gold bodies for gold and mutant (their line hints from the sample as `task`
-    read it already) and, for mutant, a seed of the attempt's own."""
+    agent_config, and what the agent declares it needs (runs.agents.base.Agent): gold bodies (their
+    line hints from the sample as `task` read it already), a seed of the attempt's own."""
     run = attempt.run
     factory = AGENTS.get(run.agent)
     if factory is None:
         raise InfrastructureFailure(f"agent {run.agent!r} is not registered in this worker (known: {', '.join(sorted(AGENTS))})")
     agent_settings = {"max_steps": run.max_steps, "max_seconds": run.max_seconds, "max_cost": run.max_cost}
     agent_settings.update(run.agent_config or {})
-    if getattr(factory, "needs_gold_bodies", False):
+    if factory.needs_gold_bodies:
         hints = {(f"{CODE_DIR}/{function.file}", function.name): function.line_hint for function in task.spec.masked}
         try:
             agent_settings["gold_bodies"] = gold_bodies_for(
@@ -409,27 +409,24 @@ def attempt_agent(attempt: Attempt, task: SampleTask, task_json: dict) -> Agent:
             )
         except Exception as error:
             raise InfrastructureFailure(f"gold bodies could not be read: {error}") from error
-    if run.agent == "mutant":
-        # Each attempt of a run plants a different bug, reproducibly.
+    if factory.seeded_per_attempt:
+        # Each attempt of a run differs (mutant: plants another bug), reproducibly; a seed in agent_config wins.
         agent_settings.setdefault("seed", run.sample_seed * 1000 + attempt.index)
     return construct_agent(run.agent, agent_settings, optional=BUDGET_SETTINGS)
 
 
 def construct_agent(name: str, agent_settings: dict, *, optional: tuple[str, ...] = ()) -> Agent:
-    """agent_from_name, leaving out the budgets an agent has no setting for (the baselines only
-    have a time limit). A setting of the run's agent_config that the agent rejects is an error."""
-    agent_settings = dict(agent_settings)
-    while True:
-        try:
-            return agent_from_name(name, **agent_settings)
-        except TypeError as error:
-            unknown = [key for key in optional if key in agent_settings and f"'{key}'" in str(error)]
-            if not unknown:
-                raise InfrastructureFailure(f"agent {name!r} could not be configured: {error}") from error
-            for key in unknown:
-                agent_settings.pop(key)
-        except ValueError as error:
-            raise InfrastructureFailure(f"agent {name!r} could not be configured: {error}") from error
+    """agent_from_name, leaving out the `optional` settings (the run's budgets) that the agent does
+    not declare (the baselines only have a time limit). Any other setting it does not declare, or
+    a value its settings refuse, is an InfrastructureFailure saying which."""
+    factory = AGENTS.get(name)
+    if factory is not None:
+        declared = factory.setting_names()
+        agent_settings = {key: value for key, value in agent_settings.items() if key in declared or key not in optional}
+    try:
+        return agent_from_name(name, **agent_settings)
+    except (TypeError, ValueError) as error:
+        raise InfrastructureFailure(f"agent {name!r} could not be configured: {error}") from error
 
 
 def run_model(run: Run):

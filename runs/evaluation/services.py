@@ -140,7 +140,7 @@ OPTION_NAMES = {
     "sandbox_backend": "backend", "description": "description",
 }
 # Settings a run holds in fields of its own: in agent_config they would override them at the worker
-# (runs.evaluation.harness._agent), past the checks below and the cost estimate's per-attempt cap.
+# (runs.evaluation.harness.attempt_agent), past the checks below and the cost estimate's per-attempt cap.
 RESERVED_AGENT_SETTINGS = ("max_steps", "max_seconds", "max_cost", "context")
 # Run.sample_seed and Run.sample_cap are 32-bit integer columns.
 INT32_MAX = 2**31 - 1
@@ -195,7 +195,7 @@ def run_options_problems(
     agent_known = agent in AGENTS
     if not agent_known:
         add("agent", f"unknown agent {agent!r}; known agents: {', '.join(sorted(AGENTS))}")
-    elif getattr(AGENTS[agent], "needs_model", True):
+    elif AGENTS[agent].needs_model:
         if not model:
             add("model", f"agent {agent!r} needs a model (--model provider:name, e.g. openai:gpt-4o)")
         elif provider_module(model) is None:
@@ -265,11 +265,11 @@ def run_options_problems(
 def _agent_settings_problem(agent: str, config: dict, **budgets) -> str | None:
     """Build the agent once as the workers will (without gold bodies), so that a misspelt or
     invalid setting fails here rather than as an infrastructure error in every attempt."""
-    settings_ = {**budgets, **config}
-    if getattr(AGENTS[agent], "needs_gold_bodies", False):
-        settings_["gold_bodies"] = {}
+    agent_settings = {**budgets, **config}
+    if AGENTS[agent].needs_gold_bodies:
+        agent_settings["gold_bodies"] = {}
     try:
-        construct_agent(agent, settings_, optional=tuple(budgets))
+        construct_agent(agent, agent_settings, optional=tuple(budgets))
     except InfrastructureFailure as error:
         return str(error)
     return None
