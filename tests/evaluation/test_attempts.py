@@ -12,14 +12,15 @@ from django.db import connection
 from runs.agents import AGENTS, NoopAgent
 from runs.benchmark.patches import unified_diff
 from runs.benchmark.text import json_safe
-from runs.evaluation.claims import DONE, SKIPPED, InfrastructureFailure, claim
-from runs.evaluation.harness import BUDGET_SETTINGS, attempt_agent, attempt_execute, construct_agent
+from runs.evaluation.claims import DONE, SKIPPED, InfrastructureFailure, ModelProviderFailure, claim
+from runs.evaluation.harness import BUDGET_SETTINGS, AttemptResult, attempt_agent, attempt_execute, construct_agent
 from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import run_create, run_execute_sync, run_retry_failed
 from runs.evaluation.verdicts import failure_label, scoped_final_code
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_workspace_dir
 from runs.models import Attempt, Sample, Suite
+from runs.suites.environments import NotPrepared
 from runs.suites.selectors import sample_experiments, sample_task
 from tests.evaluation.agents import GATE_ENV
 from tests.evaluation.helpers import gold_answer, trajectory_files, wait_for
@@ -377,3 +378,15 @@ def test_the_harness_gives_an_agent_what_it_declares(tiny_suite, monkeypatch):
     assert all(agent.config.max_seconds == 60 for agent in agents)
     with pytest.raises(InfrastructureFailure, match=r"^agent 'noop' could not be configured: no setting 'colour'; the settings "):
         construct_agent("noop", {"max_steps": 5, "colour": "blue"}, optional=BUDGET_SETTINGS)
+
+
+def test_a_try_that_ended_before_its_agent_ran_leaves_what_an_earlier_try_wrote():
+    earlier = Attempt(status=Attempt.RUNNING, exit_status="time_limit", trajectory={"steps": []}, passed=False, mismatch=False)
+    missing = NotPrepared("paper p: run manage.py build_environment")
+    written = AttemptResult.not_prepared(missing).update_fields(earlier)
+    assert written.keys() == {"status", "exit_message", "failure_label", "failure_detail", "finished_at", "timings",
+                              "harness_seconds", "experiment_seconds", "tolerance_ratio", "outcome"}
+    assert (written["status"], written["failure_label"], written["failure_detail"]) == (Attempt.ERROR, Attempt.NOT_PREPARED, str(missing))
+    # A model that cannot be reached says how the agent's run would have ended, nothing of a verdict.
+    written = AttemptResult.model_unavailable(ModelProviderFailure("no key")).update_fields(earlier)
+    assert written["exit_status"] == "model_error" and "passed" not in written and "trajectory" not in written
