@@ -215,15 +215,15 @@ class AttemptTry:
         model = run_model(self.run)
         sandbox = self.open_sandbox(workspace)
         reexecution_workspace = self.build_reexecution_workspace_meanwhile(task)
-        ran = self.run_agent(agent, model, sandbox, workspace)
-        parsed, reported = self.score_reported(ran, task)
-        record = self.agent_record(ran, parsed, reported, task)
-        if ran.exit_status == MODEL_ERROR:
+        agent_result = self.run_agent(agent, model, sandbox, workspace)
+        parsed, reported = self.score_reported(agent_result, task)
+        record = self.agent_record(agent_result, parsed, reported, task)
+        if agent_result.exit_status == MODEL_ERROR:
             # Not the model's result: nothing is re-executed or scored as its verdict.
-            return self.model_failed(ran, record, gpu_seconds=sandbox.gpu_seconds)
-        reexecution, reexecution_seconds = self.reexecute(ran, task, reexecution_workspace)
+            return self.model_failed(agent_result, record, gpu_seconds=sandbox.gpu_seconds)
+        reexecution, reexecution_seconds = self.reexecute(agent_result, task, reexecution_workspace)
         return self.verdict(
-            ran, record, reexecution, reexecution_seconds=reexecution_seconds,
+            agent_result, record, reexecution, reexecution_seconds=reexecution_seconds,
             answer_parsed=parsed is not None and parsed.ok, gpu_seconds=sandbox.gpu_seconds + reexecution.gpu_seconds,
         )
 
@@ -276,7 +276,7 @@ class AttemptTry:
         self.heartbeat.stream_trajectory(trajectory_path)
         try:
             with self.timed("agent"):
-                ran = agent.run(model=model, sandbox=sandbox, workspace=workspace, trajectory_path=trajectory_path,
+                agent_result = agent.run(model=model, sandbox=sandbox, workspace=workspace, trajectory_path=trajectory_path,
                                 on_step=self.heartbeat.check)
         except Exception:
             if self.heartbeat.lost:  # e.g. the new try removed our sandbox: not a failure worth recording
@@ -285,15 +285,15 @@ class AttemptTry:
         finally:
             self.close_sandbox(sandbox)
         self.heartbeat.check()
-        extra = ran.trajectory.header.extra
+        extra = agent_result.trajectory.header.extra
         extra["sandbox_backend"] = self.backend  # which sandbox held this try (a run may leave it to workers)
         # How its memory limit was held (a cgroup, or which rlimit where none could be made) and the GPUs it had.
         extra["sandbox_memory_limit"] = sandbox.memory_enforcement
         if sandbox.gpu_ids:
             extra["gpus"] = sandbox.gpu_ids
-        if ran.exit_status in INFRASTRUCTURE_EXITS:
-            raise InfrastructureFailure(f"agent ended with {ran.exit_status}: {ran.exit_message}")
-        return ran
+        if agent_result.exit_status in INFRASTRUCTURE_EXITS:
+            raise InfrastructureFailure(f"agent ended with {agent_result.exit_status}: {agent_result.exit_message}")
+        return agent_result
 
     def close_sandbox(self, sandbox) -> None:
         """Close the agent's sandbox, and end the trajectory's stream: the whole agent trajectory is
@@ -305,27 +305,27 @@ class AttemptTry:
         if stream is not None:
             self.timings["live_stream"], self.timings["live_writes"] = stream.seconds, float(stream.writes)
 
-    def agent_record(self, ran: AgentResult, parsed: ParsedAnswer | None, reported: SampleScore | None,
+    def agent_record(self, agent_result: AgentResult, parsed: ParsedAnswer | None, reported: SampleScore | None,
                      task: SampleTask) -> AgentRecord:
         """What the agent's run left, with its reported answer as parsed and scored."""
-        header = ran.trajectory.header
+        header = agent_result.trajectory.header
         return AgentRecord(
-            final_answer_raw=storable_text(ran.final_answer_raw),
+            final_answer_raw=storable_text(agent_result.final_answer_raw),
             parsed_answer=json_safe(parsed.value) if parsed is not None and parsed.ok else None,
             reported_score=score_dict(reported, task.experiments) if reported is not None else None,
             reported_passed=bool(reported and reported.passed),
-            final_patch=storable_text(ran.trajectory.final_patch or ""),
+            final_patch=storable_text(agent_result.trajectory.final_patch or ""),
             input_tokens=header.input_tokens,
             output_tokens=header.output_tokens,
             cost=None if header.cost_unknown else header.cost,
-            trajectory=json_safe(ran.trajectory.to_dict()),
+            trajectory=json_safe(agent_result.trajectory.to_dict()),
             agent_seconds=self.timings["agent"],
         )
 
-    def score_reported(self, ran: AgentResult, task: SampleTask) -> tuple[ParsedAnswer | None, SampleScore | None]:
+    def score_reported(self, agent_result: AgentResult, task: SampleTask) -> tuple[ParsedAnswer | None, SampleScore | None]:
         """The agent's final answer as parsed, and scored against gold (None: nothing submitted)."""
-        raw = ran.final_answer_raw
-        parsed = ran.final_answer if ran.final_answer is not None else (parse_answer(raw) if raw is not None else None)
+        raw = agent_result.final_answer_raw
+        parsed = agent_result.final_answer if agent_result.final_answer is not None else (parse_answer(raw) if raw is not None else None)
         with self.timed("scoring"):
             try:
                 return parsed, score_answer(experiments=task.experiments, answer=parsed) if parsed is not None else None
@@ -333,19 +333,20 @@ class AttemptTry:
                 logger.exception("attempt %s: the reported answer could not be scored", self.attempt.pk)
                 return ParsedAnswer(None, f"the answer could not be scored ({type(error).__name__}: {error})"[:2000], "none"), None
 
-    def model_failed(self, ran: AgentResult, record: AgentRecord, *, gpu_seconds: float) -> AttemptResult:
-        exit_message = storable_text(ran.exit_message) or ""
+    def model_failed(self, agent_result: AgentResult, record: AgentRecord, *, gpu_seconds: float) -> AttemptResult:
+        """An agent ended by its model provider: an error, not the model's result, with what it left."""
+        exit_message = storable_text(agent_result.exit_message) or ""
         return AttemptResult(
-            status=Attempt.ERROR, exit_status=ran.exit_status, exit_message=exit_message, agent=record,
+            status=Attempt.ERROR, exit_status=agent_result.exit_status, exit_message=exit_message, agent=record,
             failure_label=Attempt.MODEL_PROVIDER, failure_detail=exit_message, passed=False, mismatch=False,
             gpu_seconds=gpu_seconds, timings=self.finished_timings(experiment_seconds=0.0),
         )
 
-    def reexecute(self, ran: AgentResult, task: SampleTask, reexecution_workspace: tuple[Path, Future]) -> tuple[Reexecution, float]:
+    def reexecute(self, agent_result: AgentResult, task: SampleTask, reexecution_workspace: tuple[Path, Future]) -> tuple[Reexecution, float]:
         """The harness's own run of the agent's final patch (runs.evaluation.verdicts.reexecute), in
         the workspace built meanwhile, and the seconds it took."""
         directory, built = reexecution_workspace
-        trajectory = ran.trajectory
+        trajectory = agent_result.trajectory
         started = time.monotonic()
         reexecution = reexecute(
             sample=self.sample, patch=trajectory.final_patch or "", context=self.run.context, backend=self.backend,
@@ -357,15 +358,15 @@ class AttemptTry:
         self.timings.update({f"reexecution_{key}": value for key, value in reexecution.timings.items()})
         return reexecution, time.monotonic() - started
 
-    def verdict(self, ran: AgentResult, record: AgentRecord, reexecution: Reexecution, *, reexecution_seconds: float,
+    def verdict(self, agent_result: AgentResult, record: AgentRecord, reexecution: Reexecution, *, reexecution_seconds: float,
                 answer_parsed: bool, gpu_seconds: float) -> AttemptResult:
         """Both verdicts together: a pass needs both; a reported pass the code does not reproduce is a mismatch."""
         reported_passed = record.reported_passed
         passed = reported_passed and reexecution.passed
         return AttemptResult(
             status=Attempt.DONE,
-            exit_status=ran.exit_status,
-            exit_message=storable_text(ran.exit_message) or "",
+            exit_status=agent_result.exit_status,
+            exit_message=storable_text(agent_result.exit_message) or "",
             agent=record,
             reexecution=reexecution,
             reexecution_seconds=reexecution_seconds,
@@ -374,8 +375,8 @@ class AttemptTry:
             # Code never run (a patch over the limits) says nothing of whether it produces the numbers.
             mismatch=reported_passed and not reexecution.passed and not reexecution.too_large,
             failure_label=failure_label(
-                exit_status=ran.exit_status,
-                final_answer_raw=ran.final_answer_raw,
+                exit_status=agent_result.exit_status,
+                final_answer_raw=agent_result.final_answer_raw,
                 answer_parsed=answer_parsed,
                 passed=passed,
             ),
