@@ -172,16 +172,8 @@ class Agent(ABC):
         return frozenset(names)
 
     @abstractmethod
-    def run(
-        self,
-        *,
-        model: ChatModel | None,
-        sandbox: Sandbox,
-        workspace: Path,
-        trajectory_path: Path,
-        clock: Callable[[], float] = time.monotonic,
-        on_step: Callable[[Step], None] | None = None,
-    ) -> AgentResult:
+    def run(self, *, model: ChatModel | None, sandbox: Sandbox, workspace: Path, trajectory_path: Path,
+            clock: Callable[[], float] = time.monotonic, on_step: Callable[[Step], None] | None = None) -> AgentResult:
         """Run on `workspace` (the host directory `sandbox` mounts) until the agent submits or a
         limit ends it, saving the trajectory to `trajectory_path` after every step; `on_step` is
         called after each step is saved."""

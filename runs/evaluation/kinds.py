@@ -8,9 +8,10 @@ Attempts); the last two are registered by their modules, which the `runs` app im
 ready. runs.evaluation.claims claims, fences, retries and records unstarted jobs for any kind;
 runs.evaluation.recovery heals every registered kind; runs.evaluation.queue enqueues them.
 
-A kind says only what differs (`WorkKind`): which rows (of `model`) it may claim, which it holds,
-on which queue its jobs go, what an infrastructure failure leaves on the row, and what to bring up
-to date once one of its rows is settled. The work itself (`perform`) is handed to
+A kind says only what differs (`WorkKind`; `StatusKind` for rows with a status of their own):
+which rows (of `model`) it may claim, which it holds, on which queue its jobs go, what an
+infrastructure failure leaves on the row, and what to bring up to date once one of its rows is
+settled. The work itself (`perform`) is handed to
 runs.evaluation.claims.execute by the module that does it: runs.evaluation.harness for a run's
 attempt.
 """
@@ -124,7 +125,27 @@ def run_mark_finished(*, run_id: int) -> None:
     results_changed_send(run_ids=[run_id])
 
 
-class RunAttemptKind(WorkKind):
+class StatusKind(WorkKind):
+    """A kind whose rows carry a status of their own: a job claims a row that is `queued_status`,
+    which the claim makes `running_status`, and holds it while it is (a run's attempt, a transplant)."""
+
+    queued_status: ClassVar[str]
+    running_status: ClassVar[str]
+
+    def claimable(self) -> Q:
+        return Q(status=self.queued_status)
+
+    def held(self) -> Q:
+        return Q(status=self.running_status)
+
+    def waiting(self) -> Q:
+        return Q(status=self.queued_status)
+
+    def claim_fields(self, now: datetime) -> dict[str, Any]:
+        return {"status": self.running_status, "claimed_at": now, "finished_at": None}
+
+
+class RunAttemptKind(StatusKind):
     """Executing a run's attempt (runs.evaluation.harness.attempt_execute): its agent, then both
     verdicts. Claims queued attempts, holds running ones."""
 
@@ -134,18 +155,8 @@ class RunAttemptKind(WorkKind):
     sandbox_prefix = ""
     select_related = ("run", "sample__paper__suite")
     keeps_partial_trajectory = True
-
-    def claimable(self) -> Q:
-        return Q(status=Attempt.QUEUED)
-
-    def held(self) -> Q:
-        return Q(status=Attempt.RUNNING)
-
-    def waiting(self) -> Q:
-        return Q(status=Attempt.QUEUED)
-
-    def claim_fields(self, now: datetime) -> dict[str, Any]:
-        return {"status": Attempt.RUNNING, "claimed_at": now, "finished_at": None}
+    queued_status = Attempt.QUEUED
+    running_status = Attempt.RUNNING
 
     def released_fields(self, row: Attempt, reason: str, retrying: bool) -> dict[str, Any]:
         if retrying:

@@ -43,14 +43,12 @@ import json
 import logging
 import re
 import time
-from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from runs.agents import gold_bodies_for
@@ -60,7 +58,7 @@ from runs.benchmark.text import storable_text
 from runs.benchmark.workspace import CODE_DIR, experiment_label
 from runs.evaluation.claims import Heartbeat, execute
 from runs.evaluation.harness import attempt_sandbox_backend
-from runs.evaluation.kinds import IN_PROCESS, JOB_TIMEOUT_MARGIN_SECONDS, WorkKind, register
+from runs.evaluation.kinds import IN_PROCESS, JOB_TIMEOUT_MARGIN_SECONDS, StatusKind, register
 from runs.evaluation.queue import cancel_jobs, enqueue, kind_queue
 from runs.evaluation.verdicts import Reexecution, reexecute
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
@@ -79,7 +77,7 @@ SETTLED = (Transplant.DONE, Transplant.GIVEN_UP)
 _FAILURE_KIND = re.compile(r"[A-Za-z][A-Za-z -]{0,60}(?=:)")
 
 
-class TransplantKind(WorkKind):
+class TransplantKind(StatusKind):
     """Running one transplant (`transplant_execute`): rows of Transplant, on settings.TRANSPLANT_QUEUE.
     Given up, a transplant is settled as not decidable, saying only the harness's own opening words
     of the failure."""
@@ -93,18 +91,8 @@ class TransplantKind(WorkKind):
     history_fields = MappingProxyType({"kind": "transplant"})
     run_field = "attempt__run"
     sample_field = "attempt__sample"
-
-    def claimable(self) -> Q:
-        return Q(status=Transplant.QUEUED)
-
-    def held(self) -> Q:
-        return Q(status=Transplant.RUNNING)
-
-    def waiting(self) -> Q:
-        return Q(status=Transplant.QUEUED)
-
-    def claim_fields(self, now: datetime) -> dict[str, Any]:
-        return {"status": Transplant.RUNNING, "claimed_at": now, "finished_at": None}
+    queued_status = Transplant.QUEUED
+    running_status = Transplant.RUNNING
 
     def released_fields(self, row: Transplant | None, reason: str, retrying: bool) -> dict[str, Any]:
         if retrying:
