@@ -6,12 +6,14 @@ Create an agent by name, then run it on a built workspace in a sandbox::
     result = agent.run(model=model, sandbox=sandbox, workspace=workspace, trajectory_path=path)
     result.exit_status, result.final_answer, result.trajectory
 
-Every agent has a `name` and `run(*, model, sandbox, workspace, trajectory_path, clock=...,
-on_step=None) -> AgentResult`. Agents added later (agentless, gold, noop, mutant) register a
-factory with `register_agent`; they reuse `tools.run_tool` / `TrajectoryWriter.tool_step` for
-their actions and `base.Budget` for their limits.
+Every agent is a `base.Agent`: a `name`, the dataclass of its settings, what it needs (a model,
+gold bodies, a seed per attempt) and `run(*, model, sandbox, workspace, trajectory_path,
+clock=..., on_step=None) -> AgentResult`. Agents added later (agentless, gold, noop, mutant)
+register their class with `register_agent`; they reuse `tools.run_tool` /
+`TrajectoryWriter.tool_step` for their actions and `base.Budget` for their limits.
 
-- `base`: exit statuses, budgets and the result; `react`, `agentless`, `baselines`: the agents;
+- `base`: the Agent base class, exit statuses, budgets and the result; `react`, `agentless`,
+  `baselines`: the agents;
 - `tools`: the tools an agent calls, run through the sandbox against the workspace;
   `tool_arguments`: their arguments as pydantic models, which give the schemas the model is shown;
 - `trajectory`: the trajectory document format (no tools, no sandbox); `recorder`: writing one
@@ -27,14 +29,10 @@ imports no ORM"). Callers hand it plain objects: a workspace directory, a sandbo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Protocol
-
-from sandbox import Sandbox
+from typing import Any
 
 from .agentless import AgentlessAgent, AgentlessConfig
-from .base import AgentResult, Budget, ExitStatus
+from .base import Agent, AgentResult, Budget, ExitStatus
 from .baselines import (
     BaselineConfig,
     GoldAgent,
@@ -45,7 +43,7 @@ from .baselines import (
 from .react import AgentConfig, ReActAgent
 from .recorder import TrajectoryWriter
 from .trajectory import FORMAT as TRAJECTORY_FORMAT
-from .trajectory import Step, Trajectory, TrajectoryFormatError, load_trajectory
+from .trajectory import Trajectory, TrajectoryFormatError, load_trajectory
 
 __all__ = [
     "AGENTS",
@@ -72,36 +70,20 @@ __all__ = [
 ]
 
 
-class Agent(Protocol):
-    """What the attempt service needs of an agent."""
-
-    name: str
-
-    def run(
-        self,
-        *,
-        # A ChatModel; None for the agents that need none (the baselines), whose run accepts it.
-        model: Any,
-        sandbox: Sandbox,
-        workspace: Path,
-        trajectory_path: Path,
-        clock: Callable[[], float] = ...,
-        on_step: Callable[[Step], None] | None = None,
-    ) -> AgentResult: ...
+# name -> the agent's class, built with the agent's settings as keyword arguments.
+AGENTS: dict[str, type[Agent]] = {"react": ReActAgent}
 
 
-# name -> factory taking the agent's settings as keyword arguments.
-AGENTS: dict[str, Callable[..., Agent]] = {"react": ReActAgent}
-
-
-def register_agent(name: str, factory: Callable[..., Agent]) -> None:
-    """Make `agent_from_name(name, **config)` return `factory(**config)`."""
+def register_agent(name: str, factory: type[Agent]) -> None:
+    """Make `agent_from_name(name, **config)` return `factory(**config)`. `factory` is an Agent
+    subclass: what it declares (its settings, what it needs) is read from it."""
+    if not (isinstance(factory, type) and issubclass(factory, Agent)):
+        raise TypeError(f"agent {name!r}: {factory!r} is not a subclass of runs.agents.base.Agent")
     AGENTS[name] = factory
 
 
 # The agentless harness and the model-free baselines: gold and mutant need `gold_bodies=` (from
-# `gold_bodies_for`), mutant also a `seed=`. An agent's `needs_model` / `needs_gold_bodies` say
-# what the caller must provide.
+# `gold_bodies_for`), mutant also a `seed=` (their `needs_gold_bodies`, `seeded_per_attempt`).
 register_agent("agentless", AgentlessAgent)
 register_agent("gold", GoldAgent)
 register_agent("noop", NoopAgent)
@@ -111,10 +93,17 @@ register_agent("mutant", MutantAgent)
 def agent_from_name(name: str, **config: Any) -> Agent:
     """The agent registered as `name`, configured with `config` (e.g. history="window", window=3).
 
-    Raises ValueError for an unknown name and TypeError for a setting the agent does not have.
+    Raises ValueError for an unknown name, TypeError for a setting the agent does not declare
+    (Agent.setting_names) and whatever its settings' checks raise for a value they refuse.
     """
     try:
         factory = AGENTS[name]
     except KeyError:
         raise ValueError(f"unknown agent {name!r}; known agents: {', '.join(sorted(AGENTS))}") from None
+    declared = factory.setting_names()
+    unknown = sorted(set(config) - declared)
+    if unknown:
+        raise TypeError(
+            f"no setting {', '.join(map(repr, unknown))}; the settings of {name!r} are {', '.join(sorted(declared))}"
+        )
     return factory(**config)

@@ -33,7 +33,7 @@ from runs.benchmark import python_ast
 from runs.benchmark.masking import MaskingError, function_body_source, locate_function, replace_function_body
 from sandbox import Sandbox
 
-from .base import AgentExit, AgentResult, ModelFailed
+from .base import Agent, AgentExit, AgentResult, ModelFailed
 from .baselines import PipelineRun, functions_in_edit_order
 from .llm import ChatModel, Completion, Message, ModelError
 from .retrieval import (
@@ -236,7 +236,7 @@ def extract_body(reply: str, name: str) -> tuple[str | None, str]:
     return code, ""
 
 
-class AgentlessAgent:
+class AgentlessAgent(Agent):
     """The agentless harness. Create with `agent_from_name("agentless", **settings)`.
 
     `embedder` overrides the embedder `embedding_model` names (tests, or an embedder that is not
@@ -244,8 +244,7 @@ class AgentlessAgent:
     """
 
     name = "agentless"
-    needs_model = True
-    needs_gold_bodies = False
+    config_class = AgentlessConfig
 
     def __init__(self, config: AgentlessConfig | None = None, *, embedder: Embedder | None = None, **settings: Any) -> None:
         self.config = dataclasses.replace(config or AgentlessConfig(), **settings)
@@ -257,7 +256,7 @@ class AgentlessAgent:
     def run(
         self,
         *,
-        model: ChatModel,
+        model: ChatModel | None,
         sandbox: Sandbox,
         workspace: Path,
         trajectory_path: Path,
@@ -265,6 +264,7 @@ class AgentlessAgent:
         on_step: Callable[[Step], None] | None = None,
     ) -> AgentResult:
         """Run the pipeline on a freshly built workspace (see the module docstring)."""
+        model = self.required_model(model)
         config = dataclasses.asdict(self.config)
         if self.embedder is not None:
             config["embedding_model"] = self.embedder.name

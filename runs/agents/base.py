@@ -1,4 +1,5 @@
-"""What every agent shares: exit statuses, the exceptions that end a run, budgets, the result.
+"""What every agent shares: the `Agent` base class (what an agent declares of itself), exit
+statuses, the exceptions that end a run, budgets, the result.
 
 An agent run ends by an exception that carries its exit status (mini-swe-agent's pattern): a limit
 check raises `StepLimitReached`, the final answer raises `Submitted`, and so on. The loop catches
@@ -8,15 +9,24 @@ loop (agentless, gold, noop) reuse the same pieces.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from runs.benchmark.scoring import ParsedAnswer
 
-from .trajectory import Trajectory
+from .trajectory import Step, Trajectory
+
+if TYPE_CHECKING:
+    from sandbox import Sandbox
+
+    from .llm import ChatModel
 
 
 class ExitStatus(StrEnum):
@@ -130,3 +140,50 @@ class AgentResult:
     def submitted(self) -> bool:
         return self.exit_status == ExitStatus.SUBMITTED
 
+
+class Agent(ABC):
+    """What every agent is and declares of itself. Create one by name (runs.agents.agent_from_name,
+    which checks its settings against `setting_names`), then `run` it once on a freshly built
+    workspace.
+
+    The harness and the run form read the declarations rather than the agent's name: `needs_model`
+    (a run of it needs a model spec), `needs_gold_bodies` (it is built with `gold_bodies=`, from
+    runs.agents.baselines.gold_bodies_for) and `seeded_per_attempt` (it is built with a `seed=`,
+    which the harness varies with the attempt so that each attempt of a run differs, reproducibly).
+    """
+
+    name: ClassVar[str]
+    config_class: ClassVar[type]  # the dataclass of its settings (recorded in the trajectory header)
+    needs_model: ClassVar[bool] = True
+    needs_gold_bodies: ClassVar[bool] = False
+    seeded_per_attempt: ClassVar[bool] = False
+
+    @classmethod
+    def setting_names(cls) -> frozenset[str]:
+        """The settings it may be built with: the fields of its `config_class` and the named
+        parameters of its constructors (a subclass's, and those it hands the rest of its settings
+        to: `gold_bodies`, `seed`, `config`, ...)."""
+        names = {item.name for item in dataclasses.fields(cls.config_class)}
+        for klass in cls.__mro__:
+            constructor = vars(klass).get("__init__")
+            if constructor is None or klass is object:
+                continue
+            names.update(
+                parameter.name
+                for parameter in inspect.signature(constructor).parameters.values()
+                if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY) and parameter.name != "self"
+            )
+        return frozenset(names)
+
+    def required_model(self, model: ChatModel | None) -> ChatModel:
+        """`model`, which an agent that `needs_model` cannot run without (the harness always gives one)."""
+        if model is None:
+            raise ValueError(f"agent {self.name!r} needs a model")
+        return model
+
+    @abstractmethod
+    def run(self, *, model: ChatModel | None, sandbox: Sandbox, workspace: Path, trajectory_path: Path,
+            clock: Callable[[], float] = time.monotonic, on_step: Callable[[Step], None] | None = None) -> AgentResult:
+        """Run on `workspace` (the host directory `sandbox` mounts) until the agent submits or a
+        limit ends it, saving the trajectory to `trajectory_path` after every step; `on_step` is
+        called after each step is saved."""

@@ -42,6 +42,7 @@ from runs.benchmark.workspace import CODE_DIR
 from sandbox import Sandbox, SandboxError
 
 from .base import (
+    Agent,
     AgentExit,
     AgentResult,
     Budget,
@@ -303,7 +304,7 @@ class PipelineRun:
 # --- the baselines -------------------------------------------------------------------------------
 
 
-class NoopAgent:
+class NoopAgent(Agent):
     """Runs the experiments on the masked code as it is and submits whatever they print.
 
     Masked functions raise NotImplementedError, so experiments crash and their entries are left out
@@ -311,8 +312,8 @@ class NoopAgent:
     """
 
     name = "noop"
+    config_class = BaselineConfig
     needs_model = False
-    needs_gold_bodies = False
 
     def __init__(self, config: BaselineConfig | None = None, **settings: Any) -> None:
         self.config = dataclasses.replace(config or BaselineConfig(), **settings)
@@ -397,6 +398,7 @@ class MutantAgent(GoldAgent):
     """
 
     name = "mutant"
+    seeded_per_attempt = True  # each attempt of a run plants a different bug, reproducibly
 
     def __init__(self, *, gold_bodies: GoldBodies, seed: int = 0, config: BaselineConfig | None = None, **settings: Any) -> None:
         super().__init__(gold_bodies=gold_bodies, config=config, **settings)

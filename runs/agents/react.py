@@ -42,6 +42,7 @@ from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from sandbox import Sandbox
 
 from .base import (
+    Agent,
     AgentExit,
     AgentResult,
     Budget,
@@ -156,11 +157,12 @@ their results and error messages, numbers obtained, and what is still to do. Be 
 preamble."""
 
 
-class ReActAgent:
+class ReActAgent(Agent):
     """The ReAct loop. Create through `agent_from_name("react", **config)` or directly with an
     AgentConfig; `run` may be called once per instance."""
 
     name = "react"
+    config_class = AgentConfig
 
     def __init__(self, config: AgentConfig | None = None, **settings: Any) -> None:
         self.config = dataclasses.replace(config or AgentConfig(), **settings)
@@ -168,7 +170,7 @@ class ReActAgent:
     def run(
         self,
         *,
-        model: ChatModel,
+        model: ChatModel | None,
         sandbox: Sandbox,
         workspace: Path,
         trajectory_path: Path,
@@ -181,6 +183,7 @@ class ReActAgent:
         baseline of the final patch). `on_step` is called after each step is saved (progress
         reports); an exception it raises ends the run as a harness error.
         """
+        model = self.required_model(model)
         return _Run(self, model, sandbox, Path(workspace), Path(trajectory_path), clock, on_step).run()
 
 

@@ -2,8 +2,8 @@
 
 - `services`, `selectors`: runs (create, cancel, retry, resume, execute in-process) and reads of them;
 - `queue`: the RQ queue, job ids, enqueueing and RQ's failed registry;
-- `kinds`: the kinds of work on an attempt (a run's attempt, a submission's re-execution), as data
-  for the one claim / fence / retry path;
+- `kinds`: the kinds of work on a claimed row (a run's attempt, a submission's re-execution, a
+  transplant), a class each, for the one claim / fence / retry path;
 - `claims`: claiming an attempt, its heartbeat, fencing by try number, infrastructure failures;
 - `harness`: executing one run attempt (workspace, agent in a sandbox, both verdicts, the record);
 - `verdicts`: failure labels, scoring, and the re-execution of a final patch;

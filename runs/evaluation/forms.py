@@ -156,7 +156,7 @@ class RunStartForm(forms.Form):
         }
 
     def needs_model(self) -> bool:
-        return bool(getattr(AGENTS[self.cleaned_data["agent"]], "needs_model", True))
+        return AGENTS[self.cleaned_data["agent"]].needs_model
 
     def model_priced(self) -> bool:
         """Whether the model's price is known (runs.agents.llm.pricing): unpriced calls count as nothing against max_cost."""

@@ -1,20 +1,27 @@
-"""The kinds of work a job does on an attempt, described as data for the one claim/fence/retry path.
+"""The kinds of work a job does on a claimed row, one class each, for the one claim/fence/retry path.
 
-Three kinds exist: executing a run's attempt (`RUN_ATTEMPT`, defined here), re-executing a
-submitted attempt's final patch (`runs.submissions.reexecution.REEXECUTION`) and judging one masked
-function of a failed attempt alone (`runs.evaluation.transplants.TRANSPLANT`, whose rows are
-Transplants, not Attempts); the last two are registered by their modules, which the `runs` app
-imports when it is ready. runs.evaluation.claims claims, fences,
-retries and records unstarted jobs for any kind; runs.evaluation.recovery heals every registered
-kind; runs.evaluation.queue enqueues them. A kind says only what differs: which rows (of `model`) it may
-claim, which it holds, on which queue its jobs go, what an infrastructure failure leaves on the attempt, and what to bring up
-to date once one of its attempts is settled.
+Three kinds exist: executing a run's attempt (`RunAttemptKind`, `RUN_ATTEMPT`, defined here),
+re-executing a submitted attempt's final patch (runs.submissions.reexecution `ReexecutionKind`,
+`REEXECUTION`) and judging one masked function of a failed attempt alone
+(runs.evaluation.transplants `TransplantKind`, `TRANSPLANT`, whose rows are Transplants, not
+Attempts); the last two are registered by their modules, which the `runs` app imports when it is
+ready. runs.evaluation.claims claims, fences, retries and records unstarted jobs for any kind;
+runs.evaluation.recovery heals every registered kind; runs.evaluation.queue enqueues them.
+
+A kind says only what differs (`WorkKind`; `StatusKind` for rows with a status of their own):
+which rows (of `model`) it may claim, which it holds, on which queue its jobs go, what an
+infrastructure failure leaves on the row, and what to bring up to date once one of its rows is
+settled. The work itself (`perform`) is handed to
+runs.evaluation.claims.execute by the module that does it: runs.evaluation.harness for a run's
+attempt.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from datetime import datetime
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db.models import Q
@@ -23,6 +30,7 @@ from django.utils import timezone
 from runs.agents.llm import provider_module
 from runs.benchmark.text import storable_text
 from runs.models import Attempt, Run
+from runs.models.evaluation import ClaimedWork
 from runs.signals import attempt_reexecuted, results_changed_send
 
 # RQ kills a run attempt's job that runs longer than this beyond the agent's own time budget
@@ -33,30 +41,62 @@ JOB_TIMEOUT_MARGIN_SECONDS = 3600
 IN_PROCESS = "in-process"
 
 
-@dataclass(frozen=True)
-class WorkKind:
-    name: str
-    job_function: str  # the RQ job, "module.function", called with the attempt id
-    job_prefix: str  # job ids are "<deployment>-<prefix>-<attempt id>-try-<the try the job will make>"
-    sandbox_prefix: str  # "", "submission-" or "transplant-": tells the kinds' sandboxes and directories apart
-    claimable: Callable[[], Q]  # attempts a job of this kind may claim now
-    held: Callable[[], Q]  # attempts claimed by a job of this kind and not settled yet
-    waiting: Callable[[], Q]  # attempts whose job is queued but has not claimed them yet
-    claim_fields: Callable[[datetime], dict]  # set by the claim, besides tries, claimed_by, heartbeat_at, job_id
-    released_fields: Callable[[Attempt, str, bool], dict]  # after an infrastructure failure: (attempt, reason, retrying)
-    settle: Callable[[Attempt], None]  # bring what depends on the attempt up to date once it is written
-    job_timeout: Callable[[Attempt], int]
-    select_related: tuple[str, ...] = ()
-    keeps_partial_trajectory: bool = False  # an agent ran: keep what it recorded before the failure
-    history_fields: dict = field(default_factory=dict)  # added to each infra_history entry
-    # Called with (attempt ids, error) when the queue cannot be reached; None: the error propagates.
-    enqueue_failed: Callable[[list[int], Exception], None] | None = None
-    model: type = Attempt  # the rows claimed: a runs.models.evaluation.ClaimedWork (Attempt, Transplant)
-    queue_name: Callable[[], str] = lambda: settings.EVALUATION_QUEUE  # the RQ queue its jobs go on
-    run_field: str = "run"  # the lookup from a claimed row to its run
-    sample_field: str = "sample"  # the lookup from a claimed row to its sample
-    # Modules the job's work horse will import (an LLM SDK): the worker imports them before forking.
-    preload: Callable[[Attempt], tuple[str, ...]] = lambda attempt: ()
+class WorkKind(ABC):
+    """One kind of work: a subclass sets the class attributes and defines the abstract methods; the
+    others have the defaults most kinds want. Rows are instances of `model` (a ClaimedWork)."""
+
+    name: ClassVar[str]
+    job_function: ClassVar[str]  # the RQ job, "module.function", called with the row's id
+    job_prefix: ClassVar[str]  # job ids are "<deployment>-<prefix>-<row id>-try-<the try the job will make>"
+    sandbox_prefix: ClassVar[str]  # "", "submission-" or "transplant-": tells the kinds' sandboxes and directories apart
+    model: ClassVar[type[ClaimedWork]] = Attempt  # the rows claimed
+    select_related: ClassVar[tuple[str, ...]] = ()  # loaded with a claimed row
+    keeps_partial_trajectory: ClassVar[bool] = False  # an agent ran: keep what it recorded before a failure
+    history_fields: ClassVar[Mapping[str, str]] = MappingProxyType({})  # added to each infra_history entry
+    run_field: ClassVar[str] = "run"  # the lookup from a claimed row to its run
+    sample_field: ClassVar[str] = "sample"  # the lookup from a claimed row to its sample
+
+    @abstractmethod
+    def claimable(self) -> Q:
+        """The rows a job of this kind may claim now."""
+
+    @abstractmethod
+    def held(self) -> Q:
+        """The rows claimed by a job of this kind and not settled yet."""
+
+    @abstractmethod
+    def waiting(self) -> Q:
+        """The rows whose job is queued but has not claimed them yet."""
+
+    def claim_fields(self, now: datetime) -> dict[str, Any]:
+        """Set by the claim, besides tries, claimed_by, heartbeat_at and job_id."""
+        return {}
+
+    @abstractmethod
+    def released_fields(self, row: Any, reason: str, retrying: bool) -> dict[str, Any]:
+        """Set on `row` after an infrastructure failure (`reason`), released for another try or,
+        without `retrying`, given up."""
+
+    @abstractmethod
+    def settle(self, row: Any) -> None:
+        """Bring what depends on `row` up to date once its result (or its failure) is written."""
+
+    @abstractmethod
+    def job_timeout(self, row: Any) -> int:
+        """The seconds after which RQ kills the job working on `row`."""
+
+    def queue_name(self) -> str:
+        """The RQ queue this kind's jobs go on."""
+        return settings.EVALUATION_QUEUE
+
+    def preload(self, row: Any) -> tuple[str, ...]:
+        """Modules the job's work horse will import (an LLM SDK): the worker imports them before forking."""
+        return ()
+
+    def enqueue_failed(self, row_ids: list[int], error: Exception) -> None:
+        """The queue could not be reached while enqueueing the jobs of `row_ids`: by default the
+        error propagates."""
+        raise error
 
     def job_id(self, attempt_id: int, tries: int) -> str:
         """The id of the job that makes try `tries + 1`: enqueueing it twice does nothing. It starts
@@ -85,40 +125,62 @@ def run_mark_finished(*, run_id: int) -> None:
     results_changed_send(run_ids=[run_id])
 
 
-def _run_attempt_settled(attempt: Attempt) -> None:
-    attempt_reexecuted.send(sender=None, attempt_id=attempt.pk, enqueue=attempt.job_id != IN_PROCESS)
-    run_mark_finished(run_id=attempt.run_id)
+class StatusKind(WorkKind):
+    """A kind whose rows carry a status of their own: a job claims a row that is `queued_status`,
+    which the claim makes `running_status`, and holds it while it is (a run's attempt, a transplant)."""
+
+    queued_status: ClassVar[str]
+    running_status: ClassVar[str]
+
+    def claimable(self) -> Q:
+        return Q(status=self.queued_status)
+
+    def held(self) -> Q:
+        return Q(status=self.running_status)
+
+    def waiting(self) -> Q:
+        return Q(status=self.queued_status)
+
+    def claim_fields(self, now: datetime) -> dict[str, Any]:
+        return {"status": self.running_status, "claimed_at": now, "finished_at": None}
 
 
-def _run_attempt_released(attempt: Attempt, reason: str, retrying: bool) -> dict:
-    if retrying:
-        return {"status": Attempt.QUEUED}
-    # Out of retries: an infrastructure failure is never the model's result.
-    return {
-        "status": Attempt.ERROR,
-        "failure_label": Attempt.INFRASTRUCTURE,
-        "failure_detail": storable_text(reason)[:8000],
-        "finished_at": timezone.now(),
-        "passed": False,
-        "mismatch": False,
-    }
+class RunAttemptKind(StatusKind):
+    """Executing a run's attempt (runs.evaluation.harness.attempt_execute): its agent, then both
+    verdicts. Claims queued attempts, holds running ones."""
+
+    name = "attempt"
+    job_function = "runs.evaluation.jobs.attempt_execute_job"
+    job_prefix = "attempt"
+    sandbox_prefix = ""
+    select_related = ("run", "sample__paper__suite")
+    keeps_partial_trajectory = True
+    queued_status = Attempt.QUEUED
+    running_status = Attempt.RUNNING
+
+    def released_fields(self, row: Attempt, reason: str, retrying: bool) -> dict[str, Any]:
+        if retrying:
+            return {"status": Attempt.QUEUED}
+        # Out of retries: an infrastructure failure is never the model's result.
+        return {
+            "status": Attempt.ERROR,
+            "failure_label": Attempt.INFRASTRUCTURE,
+            "failure_detail": storable_text(reason)[:8000],
+            "finished_at": timezone.now(),
+            "passed": False,
+            "mismatch": False,
+        }
+
+    def settle(self, row: Attempt) -> None:
+        attempt_reexecuted.send(sender=None, attempt_id=row.pk, enqueue=row.job_id != IN_PROCESS)
+        run_mark_finished(run_id=row.run_id)
+
+    def job_timeout(self, row: Attempt) -> int:
+        return int(row.run.max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS
+
+    def preload(self, row: Attempt) -> tuple[str, ...]:
+        module = provider_module(row.run.model)
+        return (module,) if module else ()
 
 
-RUN_ATTEMPT = register(
-    WorkKind(
-        name="attempt",
-        job_function="runs.evaluation.jobs.attempt_execute_job",
-        job_prefix="attempt",
-        sandbox_prefix="",
-        claimable=lambda: Q(status=Attempt.QUEUED),
-        held=lambda: Q(status=Attempt.RUNNING),
-        waiting=lambda: Q(status=Attempt.QUEUED),
-        claim_fields=lambda now: {"status": Attempt.RUNNING, "claimed_at": now, "finished_at": None},
-        released_fields=_run_attempt_released,
-        settle=_run_attempt_settled,
-        job_timeout=lambda attempt: int(attempt.run.max_seconds) + JOB_TIMEOUT_MARGIN_SECONDS,
-        select_related=("run", "sample__paper__suite"),
-        keeps_partial_trajectory=True,
-        preload=lambda attempt: (module,) if (module := provider_module(attempt.run.model)) else (),
-    )
-)
+RUN_ATTEMPT = register(RunAttemptKind())

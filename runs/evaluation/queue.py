@@ -224,9 +224,7 @@ def _enqueue_now(kind: WorkKind, pending: list[tuple[int, str, int, tuple[str, .
             for attempt_id, job_id, timeout, preload, queue in pending
         )
     except Exception as error:
-        if kind.enqueue_failed is None:
-            raise
-        kind.enqueue_failed([attempt_id for attempt_id, *_ in pending], error)
+        kind.enqueue_failed([attempt_id for attempt_id, *_ in pending], error)  # raises, unless the kind reports it
         return 0
 
 

@@ -91,32 +91,12 @@ def run_create(
         samples = samples_ensure(suite=suite, n_values=n_values, seed=sample_seed, cap=sample_cap)
         if not samples:
             raise RunError(f"suite {suite.name} has no samples for n={n_values} (papers without gold code have none)")
-        experiment_counts = {}
-        for sample in samples:
-            experiments = sample_experiments(sample=sample)
-            experiment_counts[sample.pk] = len(experiments)
-            if not experiments:
-                raise RunError(f"sample {sample.sample_id} has no experiments to score")
-            missing = [e.exp_id for e in experiments if e.gold_result is None]
-            if missing:
-                raise RunError(f"sample {sample.sample_id}: experiments {missing} have no gold result (run make_gold)")
+        experiment_counts = _scorable_experiment_counts(samples)
         run = Run.objects.create(
-            suite=suite,
-            agent=agent,
-            agent_config=agent_config or {},
-            model=model,
-            context=context,
-            n_values=n_values,
-            sample_seed=sample_seed,
-            sample_cap=sample_cap,
-            attempts_per_sample=attempts_per_sample,
-            max_steps=max_steps,
-            max_seconds=max_seconds,
-            max_cost=max_cost,
-            sandbox_backend=backend,
-            description=description,
-            created_by=created_by,
-            transplants=transplants,
+            suite=suite, agent=agent, agent_config=agent_config or {}, model=model, context=context, n_values=n_values,
+            sample_seed=sample_seed, sample_cap=sample_cap, attempts_per_sample=attempts_per_sample, max_steps=max_steps,
+            max_seconds=max_seconds, max_cost=max_cost, sandbox_backend=backend, description=description,
+            created_by=created_by, transplants=transplants,
         )
         attempts = Attempt.objects.bulk_create(
             [Attempt(run=run, sample=sample, index=index) for sample in samples for index in range(attempts_per_sample)]
@@ -131,6 +111,21 @@ def run_create(
     return run
 
 
+def _scorable_experiment_counts(samples) -> dict[int, int]:
+    """How many experiments each sample has (by its pk); RunError for one with none, or with one
+    that has no gold result to score against."""
+    experiment_counts = {}
+    for sample in samples:
+        experiments = sample_experiments(sample=sample)
+        experiment_counts[sample.pk] = len(experiments)
+        if not experiments:
+            raise RunError(f"sample {sample.sample_id} has no experiments to score")
+        missing = [e.exp_id for e in experiments if e.gold_result is None]
+        if missing:
+            raise RunError(f"sample {sample.sample_id}: experiments {missing} have no gold result (run make_gold)")
+    return experiment_counts
+
+
 # A run's options as run_eval names them (--max-cost is max_cost) and the site's form names its
 # fields: a problem is reported against the one it is about.
 OPTION_NAMES = {
@@ -140,7 +135,7 @@ OPTION_NAMES = {
     "sandbox_backend": "backend", "description": "description",
 }
 # Settings a run holds in fields of its own: in agent_config they would override them at the worker
-# (runs.evaluation.harness._agent), past the checks below and the cost estimate's per-attempt cap.
+# (runs.evaluation.harness.attempt_agent), past the checks below and the cost estimate's per-attempt cap.
 RESERVED_AGENT_SETTINGS = ("max_steps", "max_seconds", "max_cost", "context")
 # Run.sample_seed and Run.sample_cap are 32-bit integer columns.
 INT32_MAX = 2**31 - 1
@@ -192,17 +187,49 @@ def run_options_problems(
     def add(option: str, message: str) -> None:
         problems.append(OptionProblem(OPTION_NAMES[option], message))
 
-    agent_known = agent in AGENTS
-    if not agent_known:
+    agent_known = _check_agent_and_model(add, agent=agent, model=model)
+    if context not in CONTEXT_CONDITIONS:
+        add("context", f"context must be one of {', '.join(CONTEXT_CONDITIONS)}")
+    sizes_ok = _check_sizes(add, suite=suite, n_values=n_values, attempts_per_sample=attempts_per_sample,
+                            sample_seed=sample_seed, sample_cap=sample_cap)
+    budgets = {"max_steps": max_steps, "max_seconds": max_seconds, "max_cost": max_cost}
+    budgets_ok = _check_budgets(add, **budgets)
+    try:
+        if sandbox_backend != EACH_WORKERS_BACKEND:
+            canonical_backend(sandbox_backend or settings.SANDBOX_BACKEND)
+    except SandboxError:
+        add("sandbox_backend", f"sandbox backend must be one of {', '.join([*BACKENDS, EACH_WORKERS_BACKEND])}")
+    _check_agent_config(add, agent=agent, agent_config=agent_config, buildable=agent_known and budgets_ok, budgets=budgets)
+    if suite is not None and sizes_ok:
+        samples = sum(suite_sample_counts(suite=suite, n_values=n_values, cap=sample_cap).values())
+        attempts = samples * attempts_per_sample
+        if attempts > run_max_attempts():
+            add("attempts_per_sample", f"the run would hold {attempts:,} attempts ({samples:,} samples x k={attempts_per_sample}); "
+                                       f"a run may hold at most {run_max_attempts():,} (RUN_MAX_ATTEMPTS): lower k, "
+                                       "the n values or the sample cap")
+    return problems
+
+
+# How each check of run_options_problems reports a problem: add(option, message).
+AddProblem = Callable[[str, str], None]
+
+
+def _check_agent_and_model(add: AddProblem, *, agent: str, model: str) -> bool:
+    """Whether the agent is known; a model spec where the agent needs one."""
+    if agent not in AGENTS:
         add("agent", f"unknown agent {agent!r}; known agents: {', '.join(sorted(AGENTS))}")
-    elif getattr(AGENTS[agent], "needs_model", True):
+        return False
+    if AGENTS[agent].needs_model:
         if not model:
             add("model", f"agent {agent!r} needs a model (--model provider:name, e.g. openai:gpt-4o)")
         elif provider_module(model) is None:
             add("model", f"{model!r} is not a model spec: <provider>:<model>, provider one of {', '.join(PROVIDERS)}")
-    if context not in CONTEXT_CONDITIONS:
-        add("context", f"context must be one of {', '.join(CONTEXT_CONDITIONS)}")
+    return True
 
+
+def _check_sizes(add: AddProblem, *, suite: Suite | None, n_values: list[int], attempts_per_sample: int, sample_seed: int,
+                 sample_cap: int) -> bool:
+    """n, k, the sample cap and the seed; whether the run's size can be counted from them."""
     n_ok = bool(n_values) and all(n >= 1 for n in n_values)
     if not n_ok:
         add("n_values", "n values must be at least 1 (e.g. 1,2)")
@@ -221,7 +248,11 @@ def run_options_problems(
         add("sample_cap", f"the sample cap must be between 1 and {INT32_MAX:,}, got {sample_cap}")
     if not -INT32_MAX - 1 <= sample_seed <= INT32_MAX:
         add("sample_seed", f"the seed must be between {-INT32_MAX - 1:,} and {INT32_MAX:,}")
+    return n_ok and k_ok and cap_ok
 
+
+def _check_budgets(add: AddProblem, *, max_steps: int, max_seconds: float, max_cost: float) -> bool:
+    """Whether every budget is positive and the steps fit in a trajectory."""
     budgets_ok = True
     step_limit = trajectory_limits().steps
     if max_steps < 1:
@@ -234,42 +265,32 @@ def run_options_problems(
         if not (math.isfinite(value) and value > 0):
             budgets_ok = False
             add(option, f"budgets must be positive: {option.replace('_', ' ')} is {value} {unit}")
+    return budgets_ok
 
-    try:
-        if sandbox_backend != EACH_WORKERS_BACKEND:
-            canonical_backend(sandbox_backend or settings.SANDBOX_BACKEND)
-    except SandboxError:
-        add("sandbox_backend", f"sandbox backend must be one of {', '.join([*BACKENDS, EACH_WORKERS_BACKEND])}")
 
+def _check_agent_config(add: AddProblem, *, agent: str, agent_config: dict | None, buildable: bool, budgets: dict) -> None:
+    """The agent settings: a JSON object, none of the run's own options, and (when the agent is
+    known and the budgets valid: `buildable`) settings the agent accepts."""
     config = agent_config if agent_config is not None else {}
     if not isinstance(config, dict):
         add("agent_config", "agent settings must be a JSON object")
     elif reserved := [key for key in RESERVED_AGENT_SETTINGS if key in config]:
         add("agent_config", f"{', '.join(reserved)} {'is an option' if len(reserved) == 1 else 'are options'} of the run "
                             "itself: set it there, not among the agent settings")
-    elif agent_known and budgets_ok:
-        problem = _agent_settings_problem(agent, config, max_steps=max_steps, max_seconds=max_seconds, max_cost=max_cost)
+    elif buildable:
+        problem = _agent_settings_problem(agent, config, **budgets)
         if problem:
             add("agent_config", problem)
-
-    if suite is not None and n_ok and k_ok and cap_ok:
-        samples = sum(suite_sample_counts(suite=suite, n_values=n_values, cap=sample_cap).values())
-        attempts = samples * attempts_per_sample
-        if attempts > run_max_attempts():
-            add("attempts_per_sample", f"the run would hold {attempts:,} attempts ({samples:,} samples x k={attempts_per_sample}); "
-                                       f"a run may hold at most {run_max_attempts():,} (RUN_MAX_ATTEMPTS): lower k, "
-                                       "the n values or the sample cap")
-    return problems
 
 
 def _agent_settings_problem(agent: str, config: dict, **budgets) -> str | None:
     """Build the agent once as the workers will (without gold bodies), so that a misspelt or
     invalid setting fails here rather than as an infrastructure error in every attempt."""
-    settings_ = {**budgets, **config}
-    if getattr(AGENTS[agent], "needs_gold_bodies", False):
-        settings_["gold_bodies"] = {}
+    agent_settings = {**budgets, **config}
+    if AGENTS[agent].needs_gold_bodies:
+        agent_settings["gold_bodies"] = {}
     try:
-        construct_agent(agent, settings_, optional=tuple(budgets))
+        construct_agent(agent, agent_settings, optional=tuple(budgets))
     except InfrastructureFailure as error:
         return str(error)
     return None

@@ -30,11 +30,11 @@ Once every transplant of an attempt is settled, the attempt's `function_diagnosi
 it is an *interaction failure* (every function right alone, wrong together), one function wrong,
 several, or not decided.
 
-Transplants are jobs of their own kind (`TRANSPLANT`, rows of `Transplant`), claimed, fenced,
-retried and healed like attempts (runs.evaluation.claims, runs.evaluation.recovery), on
-settings.TRANSPLANT_QUEUE, which every evaluation worker takes last. A run (or upload) made with
-`transplants=False` gets none. Their time is recorded on each transplant, apart from the
-attempt's. Nothing of a gold body is stored (see above).
+Transplants are jobs of their own kind (`TransplantKind`, `TRANSPLANT`, rows of `Transplant`),
+claimed, fenced, retried and healed like attempts (runs.evaluation.claims,
+runs.evaluation.recovery), on settings.TRANSPLANT_QUEUE, which every evaluation worker takes last.
+A run (or upload) made with `transplants=False` gets none. Their time is recorded on each
+transplant, apart from the attempt's. Nothing of a gold body is stored (see above).
 """
 from __future__ import annotations
 
@@ -44,10 +44,11 @@ import logging
 import re
 import time
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from runs.agents import gold_bodies_for
@@ -57,12 +58,12 @@ from runs.benchmark.text import storable_text
 from runs.benchmark.workspace import CODE_DIR, experiment_label
 from runs.evaluation.claims import ClaimOutcome, Heartbeat, execute
 from runs.evaluation.harness import attempt_sandbox_backend
-from runs.evaluation.kinds import IN_PROCESS, JOB_TIMEOUT_MARGIN_SECONDS, WorkKind, register
+from runs.evaluation.kinds import IN_PROCESS, JOB_TIMEOUT_MARGIN_SECONDS, StatusKind, register
 from runs.evaluation.queue import cancel_jobs, enqueue, kind_queue
 from runs.evaluation.verdicts import Reexecution, reexecute
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_sandbox_name, remove_tree
 from runs.models import Attempt, Transplant
-from runs.signals import attempt_reexecuted, results_changed_send
+from runs.signals import results_changed_send
 from runs.suites.selectors import sample_task
 from sandbox import fs
 
@@ -76,46 +77,48 @@ SETTLED = (Transplant.Status.DONE, Transplant.Status.GIVEN_UP)
 _FAILURE_KIND = re.compile(r"[A-Za-z][A-Za-z -]{0,60}(?=:)")
 
 
-def _released(transplant: Transplant, reason: str, retrying: bool) -> dict:
-    if retrying:
-        return {"status": Transplant.Status.QUEUED}
-    # The rest of the failure may name what the agent's code left in the workspace (paths, errors):
-    # kept in infra_history, for staff.
-    kind = _FAILURE_KIND.match(reason or "")
-    return {
-        "status": Transplant.Status.GIVEN_UP,
-        "verdict": Transplant.Verdict.NOT_DECIDABLE,
-        "reason": "the transplant could not run (infrastructure failure)" + (f": {kind[0]}" if kind else ""),
-        "finished_at": timezone.now(),
-    }
+class TransplantKind(StatusKind):
+    """Running one transplant (`transplant_execute`): rows of Transplant, on settings.TRANSPLANT_QUEUE.
+    Given up, a transplant is settled as not decidable, saying only the harness's own opening words
+    of the failure."""
 
+    name = "transplant"
+    job_function = "runs.evaluation.jobs.transplant_execute_job"
+    job_prefix = "transplant"
+    sandbox_prefix = "transplant-"
+    model = Transplant
+    select_related = ("attempt__run", "attempt__sample__paper", "function")
+    history_fields = MappingProxyType({"kind": "transplant"})
+    run_field = "attempt__run"
+    sample_field = "attempt__sample"
+    queued_status = Transplant.Status.QUEUED
+    running_status = Transplant.Status.RUNNING
 
-def _settle(transplant: Transplant) -> None:
-    diagnosis_refresh(attempt_id=transplant.attempt_id)
+    def released_fields(self, row: Transplant | None, reason: str, retrying: bool) -> dict[str, Any]:
+        if retrying:
+            return {"status": Transplant.Status.QUEUED}
+        # The rest of the failure may name what the agent's code left in the workspace (paths, errors):
+        # kept in infra_history, for staff.
+        opening = _FAILURE_KIND.match(reason or "")
+        return {
+            "status": Transplant.Status.GIVEN_UP,
+            "verdict": Transplant.Verdict.NOT_DECIDABLE,
+            "reason": "the transplant could not run (infrastructure failure)" + (f": {opening[0]}" if opening else ""),
+            "finished_at": timezone.now(),
+        }
 
+    def settle(self, row: Transplant) -> None:
+        diagnosis_refresh(attempt_id=row.attempt_id)
 
-TRANSPLANT = register(
-    WorkKind(
-        name="transplant",
-        job_function="runs.evaluation.jobs.transplant_execute_job",
-        job_prefix="transplant",
-        sandbox_prefix="transplant-",
-        claimable=lambda: Q(status=Transplant.Status.QUEUED),
-        held=lambda: Q(status=Transplant.Status.RUNNING),
-        waiting=lambda: Q(status=Transplant.Status.QUEUED),
-        claim_fields=lambda now: {"status": Transplant.Status.RUNNING, "claimed_at": now, "finished_at": None},
-        released_fields=_released,
-        settle=_settle,
+    def job_timeout(self, row: Transplant) -> int:
         # Every experiment's timeout is far below this; it only bounds a stuck work horse.
-        job_timeout=lambda transplant: JOB_TIMEOUT_MARGIN_SECONDS,
-        select_related=("attempt__run", "attempt__sample__paper", "function"),
-        history_fields={"kind": "transplant"},
-        model=Transplant,
-        queue_name=lambda: settings.TRANSPLANT_QUEUE,
-        run_field="attempt__run",
-        sample_field="attempt__sample",
-    )
-)
+        return JOB_TIMEOUT_MARGIN_SECONDS
+
+    def queue_name(self) -> str:
+        return settings.TRANSPLANT_QUEUE
+
+
+TRANSPLANT = register(TransplantKind())
 
 
 # --- planning -------------------------------------------------------------------------------------
@@ -151,11 +154,11 @@ def transplants_plan(*, attempt_id: int, enqueue_jobs: bool = True) -> list[Tran
     return transplants
 
 
-def _attempt_reexecuted(sender, *, attempt_id: int, enqueue: bool = True, **kwargs) -> None:
+def transplants_plan_on_reexecution(sender, *, attempt_id: int, enqueue: bool = True, **kwargs) -> None:
+    """The receiver of runs.signals.attempt_reexecuted (connected by runs.apps.RunsConfig.ready):
+    plans the transplants of the attempt just re-executed, with their jobs unless the work is done
+    in-process."""
     transplants_plan(attempt_id=attempt_id, enqueue_jobs=enqueue)
-
-
-attempt_reexecuted.connect(_attempt_reexecuted, dispatch_uid="runs.evaluation.transplants")
 
 
 def transplants_cancel(*, run_id: int) -> int:

@@ -1,18 +1,18 @@
 """Re-executing a submitted attempt: the harness's own run of its final patch, through the same
 claim / heartbeat / fence / infrastructure-retry / recovery path as a run's attempts.
 
-`REEXECUTION` describes this kind of work to runs.evaluation.claims (registered when this module is
-imported; the `runs` app imports it when it is ready, so every worker heals it): a job may claim a
-submitted attempt that has no re-execution verdict, is not held by another job and has retries
-left; it holds it while `heartbeat_at` is set; an infrastructure failure records the reason in
-`reexecution_error` and releases it for another try, and out of retries leaves it without a verdict
-(`submission_refresh` then says the submission is incomplete). Each settled attempt brings its
-submission's status up to date; once every attempt has a verdict the submission is verified.
+`ReexecutionKind` describes this kind of work to runs.evaluation.claims (`REEXECUTION`, registered
+when this module is imported; the `runs` app imports it when it is ready, so every worker heals
+it): which submitted attempts a job may claim and holds, and what an infrastructure failure leaves.
+Each settled attempt brings its submission's status up to date; once every attempt has a verdict
+the submission is verified.
 """
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -40,47 +40,55 @@ def _unsettled() -> Q:
     return Q(run__submission__isnull=False, status=Attempt.DONE, reexecution_passed__isnull=True)
 
 
-def _released(attempt: Attempt, reason: str, retrying: bool) -> dict:
-    # Out of retries the attempt simply stays without a verdict: infra_failures past the limit is
-    # what marks it given up (submission_refresh reports it; Re-execute starts a fresh allowance).
-    return {"reexecution_error": storable_text(f"re-execution could not run (infrastructure failure): {reason}")[:8000]}
+class ReexecutionKind(WorkKind):
+    """Re-executing a submitted attempt (`attempt_reexecute`). A job may claim a submitted attempt
+    that has no re-execution verdict, is not held by another job and has retries left; it holds it
+    while `heartbeat_at` is set. An infrastructure failure records the reason in
+    `reexecution_error` and releases it for another try; out of retries it stays without a verdict
+    (`submission_refresh` then says the submission is incomplete)."""
+
+    name = "reexecution"
+    job_function = "runs.submissions.jobs.attempt_reexecute_job"
+    job_prefix = "reexecute-attempt"
+    sandbox_prefix = "submission-"
+    select_related = ("run__submission", "sample__paper__suite")
+    history_fields = MappingProxyType({"kind": "reexecution"})
+
+    def claimable(self) -> Q:
+        return _unsettled() & Q(heartbeat_at__isnull=True, infra_failures__lte=max_infra_retries())
+
+    def held(self) -> Q:
+        return _unsettled() & Q(heartbeat_at__isnull=False)
+
+    def waiting(self) -> Q:
+        return _unsettled() & Q(
+            run__submission__status=Submission.Status.REEXECUTING, heartbeat_at__isnull=True, infra_failures__lte=max_infra_retries()
+        )
+
+    def released_fields(self, row: Attempt, reason: str, retrying: bool) -> dict[str, Any]:
+        # Out of retries the attempt simply stays without a verdict: infra_failures past the limit is
+        # what marks it given up (submission_refresh reports it; Re-execute starts a fresh allowance).
+        return {"reexecution_error": storable_text(f"re-execution could not run (infrastructure failure): {reason}")[:8000]}
+
+    def settle(self, row: Attempt) -> None:
+        attempt_reexecuted.send(sender=None, attempt_id=row.pk, enqueue=row.job_id != IN_PROCESS)
+        submission_refresh(submission_id=row.run.submission.pk)  # loaded with the attempt (select_related)
+        results_changed_send(run_ids=[row.run_id])
+
+    def job_timeout(self, row: Attempt) -> int:
+        return reexecution_job_timeout()
+
+    def enqueue_failed(self, row_ids: list[int], error: Exception) -> None:
+        """The submission is stored already: a queue that cannot be reached is reported on the
+        submission (press Re-execute later), never raised."""
+        logger.error("re-execution of attempts %s could not be queued", row_ids, exc_info=error)
+        Submission.objects.filter(run__attempts__pk__in=row_ids).update(
+            status=Submission.Status.INCOMPLETE,
+            status_detail=f"re-execution could not be queued ({type(error).__name__}: {error}); press Re-execute to try again",
+        )
 
 
-def _settle(attempt: Attempt) -> None:
-    attempt_reexecuted.send(sender=None, attempt_id=attempt.pk, enqueue=attempt.job_id != IN_PROCESS)
-    submission_refresh(submission_id=attempt.run.submission.pk)  # loaded with the attempt (select_related)
-    results_changed_send(run_ids=[attempt.run_id])
-
-
-def _enqueue_failed(attempt_ids: list[int], error: Exception) -> None:
-    """The submission is stored already: a queue that cannot be reached is reported on the
-    submission (press Re-execute later), never raised."""
-    logger.error("re-execution of attempts %s could not be queued", attempt_ids, exc_info=error)
-    Submission.objects.filter(run__attempts__pk__in=attempt_ids).update(
-        status=Submission.Status.INCOMPLETE,
-        status_detail=f"re-execution could not be queued ({type(error).__name__}: {error}); press Re-execute to try again",
-    )
-
-
-REEXECUTION = register(
-    WorkKind(
-        name="reexecution",
-        job_function="runs.submissions.jobs.attempt_reexecute_job",
-        job_prefix="reexecute-attempt",
-        sandbox_prefix="submission-",
-        claimable=lambda: _unsettled() & Q(heartbeat_at__isnull=True, infra_failures__lte=max_infra_retries()),
-        held=lambda: _unsettled() & Q(heartbeat_at__isnull=False),
-        waiting=lambda: _unsettled()
-        & Q(run__submission__status=Submission.Status.REEXECUTING, heartbeat_at__isnull=True, infra_failures__lte=max_infra_retries()),
-        claim_fields=lambda now: {},
-        released_fields=_released,
-        settle=_settle,
-        job_timeout=lambda attempt: reexecution_job_timeout(),
-        select_related=("run__submission", "sample__paper__suite"),
-        history_fields={"kind": "reexecution"},
-        enqueue_failed=_enqueue_failed,
-    )
-)
+REEXECUTION = register(ReexecutionKind())
 
 
 def attempt_reexecute(*, attempt_id: int, job_id: str = "", requeue: bool = True) -> ClaimOutcome:

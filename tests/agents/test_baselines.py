@@ -31,6 +31,7 @@ from runs.agents import (
     agent_from_name,
     gold_bodies_for,
     load_trajectory,
+    register_agent,
 )
 from runs.agents.baselines import command_result, functions_in_edit_order
 from runs.agents.tools import ToolContext, ToolResult, run_tool
@@ -309,6 +310,26 @@ def test_mutant_trajectory_plants_one_recorded_bug(same_file_sample, tmp_path):
 
 
 # --- without the database ------------------------------------------------------------------------
+
+
+def test_agents_declare_their_settings_and_needs_and_unknown_settings_are_refused_by_name():
+    assert GoldAgent.setting_names() == {"command_timeout", "config", "gold_bodies", "max_observation_chars", "max_seconds"}
+    assert AGENTS["mutant"].setting_names() == GoldAgent.setting_names() | {"seed"}
+    assert {"history", "window", "max_steps", "max_cost"} <= AGENTS["react"].setting_names()
+    needs = {name: (agent.needs_model, agent.needs_gold_bodies, agent.seeded_per_attempt) for name, agent in AGENTS.items()}
+    assert {name: needs[name] for name in ("react", "agentless", "noop", "gold", "mutant")} == {
+        "react": (True, False, False),
+        "agentless": (True, False, False),
+        "noop": (False, False, False),
+        "gold": (False, True, False),
+        "mutant": (False, True, True),
+    }
+    with pytest.raises(TypeError, match=r"^no setting 'colour', 'size'; the settings of 'noop' are command_timeout, config, "
+                                        r"max_observation_chars, max_seconds$"):
+        agent_from_name("noop", colour="blue", size=3, max_seconds=10)
+    with pytest.raises(TypeError, match="not a subclass of runs.agents.base.Agent"):
+        register_agent("plain", lambda **settings: None)
+    assert "plain" not in AGENTS
 
 
 def test_gold_bodies_come_from_the_gold_code_and_are_required(tmp_path, sandbox_on):

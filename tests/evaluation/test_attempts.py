@@ -9,16 +9,18 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from runs.agents import AGENTS, NoopAgent
 from runs.benchmark.patches import unified_diff
 from runs.benchmark.text import json_safe
-from runs.evaluation.claims import ClaimOutcome, claim
-from runs.evaluation.harness import attempt_execute
+from runs.evaluation.claims import ClaimOutcome, InfrastructureFailure, ModelProviderFailure, claim
+from runs.evaluation.harness import BUDGET_SETTINGS, AttemptResult, attempt_agent, attempt_execute, construct_agent
 from runs.evaluation.kinds import RUN_ATTEMPT
 from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import run_create, run_execute_sync, run_retry_failed
 from runs.evaluation.verdicts import failure_label, scoped_final_code
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_workspace_dir
 from runs.models import Attempt, Sample, Suite
+from runs.suites.environments import NotPrepared
 from runs.suites.selectors import sample_experiments, sample_task
 from tests.evaluation.agents import GATE_ENV
 from tests.evaluation.helpers import gold_answer, trajectory_files, wait_for
@@ -350,3 +352,41 @@ def test_code_removed_by_an_earlier_experiment_fails_the_next_one_not_the_sandbo
         first, second = run_experiment(box, vandal), run_experiment(box, next_one)
     assert first.exit_code == 3 and first.error == "exited with status 3"
     assert second.result is None and "code/ is no longer a directory" in second.error
+
+
+class SeededNoopAgent(NoopAgent):
+    """noop, declaring that it takes a seed per attempt as mutant does: the harness goes by what an
+    agent declares, not by its name."""
+
+    name = "seeded_noop"
+    seeded_per_attempt = True
+
+    def __init__(self, *, seed: int = 0, **settings):
+        super().__init__(**settings)
+        self.seed = seed
+
+
+def test_the_harness_gives_an_agent_what_it_declares(tiny_suite, monkeypatch):
+    monkeypatch.setitem(AGENTS, "seeded_noop", SeededNoopAgent)
+    run = run_create(suite=tiny_suite, agent="seeded_noop", n_values=[1], attempts_per_sample=2, sample_seed=7, max_seconds=60,
+                     enqueue=False)
+    attempts = list(run.attempts.filter(sample=run.attempts.first().sample).order_by("index"))
+    agents = [attempt_agent(attempt, sample_task(sample=attempt.sample, context=run.context), {"missing_functions": []})
+              for attempt in attempts]
+    assert [agent.seed for agent in agents] == [7000, 7001]
+    # The run's budgets it has settings for: noop has a time limit, neither steps nor cost.
+    assert all(agent.config.max_seconds == 60 for agent in agents)
+    with pytest.raises(InfrastructureFailure, match=r"^agent 'noop' could not be configured: no setting 'colour'; the settings "):
+        construct_agent("noop", {"max_steps": 5, "colour": "blue"}, optional=BUDGET_SETTINGS)
+
+
+def test_a_try_that_ended_before_its_agent_ran_leaves_what_an_earlier_try_wrote():
+    earlier = Attempt(status=Attempt.RUNNING, exit_status="time_limit", trajectory={"steps": []}, passed=False, mismatch=False)
+    missing = NotPrepared("paper p: run manage.py build_environment")
+    written = AttemptResult.not_prepared(missing).update_fields(earlier)
+    assert written.keys() == {"status", "exit_message", "failure_label", "failure_detail", "finished_at", "timings",
+                              "harness_seconds", "experiment_seconds", "tolerance_ratio", "outcome"}
+    assert (written["status"], written["failure_label"], written["failure_detail"]) == (Attempt.ERROR, Attempt.NOT_PREPARED, str(missing))
+    # A model that cannot be reached says how the agent's run would have ended, nothing of a verdict.
+    written = AttemptResult.model_unavailable(ModelProviderFailure("no key")).update_fields(earlier)
+    assert written["exit_status"] == "model_error" and "passed" not in written and "trajectory" not in written

@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+from django.apps import apps
 from django.conf import settings
 from rq import Queue
 
@@ -19,6 +20,7 @@ from runs.evaluation.services import run_create
 from runs.evaluation.transplants import TRANSPLANT, diagnosis_of, judge, transplant_execute, transplants_execute_sync, transplants_plan
 from runs.evaluation.verdicts import Reexecution
 from runs.models import Attempt, Sample, Transplant
+from runs.signals import attempt_reexecuted
 from tests.evaluation.conftest import PAIR_EACH_FOUR_PERCENT_HIGH
 from tests.support import import_builtin_suite
 
@@ -325,6 +327,21 @@ def _failed_pair_attempt(suite, **options) -> Attempt:
     attempt = _single_attempt_run(suite, agent="gold", **options)
     Attempt.objects.filter(pk=attempt.pk).update(status=Attempt.DONE, reexecution_passed=False, passed=False)
     return attempt
+
+
+def test_the_runs_app_connects_the_transplant_planner_when_ready():
+    """Connected by RunsConfig.ready, not as a side effect of importing the module: a process that
+    has not imported runs.evaluation.transplants yet still plans transplants."""
+    runs_app = apps.get_app_config("runs")
+    assert attempt_reexecuted.disconnect(dispatch_uid="runs.evaluation.transplants")
+    try:
+        assert not attempt_reexecuted.has_listeners()
+        runs_app.ready()
+        assert attempt_reexecuted.has_listeners()
+        runs_app.ready()  # a second call connects nothing twice
+        assert len(attempt_reexecuted.receivers) == 1
+    finally:
+        runs_app.ready()
 
 
 def test_a_run_can_switch_transplants_off(pair_suite, redis_queue):
