@@ -382,7 +382,9 @@ def sandbox_containers() -> Iterator[tuple[Container, str, float]]:
     (sandbox.sweep), which removes those of dead workers. Raises SandboxError without an engine."""
     client = _client()
     try:
-        for container in client.containers.list(all=True, filters={"label": "org.autoexperiment.sandbox"}):
+        # ignore_removed: the SDK lists ids, then inspects each; a container another worker removed
+        # in between is not a leftover (the listing raised NotFound, and the sweep skipped the rest).
+        for container in client.containers.list(all=True, filters={"label": "org.autoexperiment.sandbox"}, ignore_removed=True):
             created = datetime.fromisoformat(container.attrs["Created"])
             name = container.labels.get("org.autoexperiment.sandbox", "")
             yield container, name, (datetime.now(UTC) - created).total_seconds()

@@ -350,7 +350,8 @@ def sandbox_containers(workspace_root: Path) -> list[str]:
     try:
         return [
             container.name
-            for container in client.containers.list(all=True, filters={"label": SANDBOX_LABEL})
+            # ignore_removed: another test's container, listed then removed before it was inspected
+            for container in client.containers.list(all=True, filters={"label": SANDBOX_LABEL}, ignore_removed=True)
             if any(str(mount.get("Source", "")).startswith(str(workspace_root)) for mount in container.attrs.get("Mounts", []))
         ]
     finally:
