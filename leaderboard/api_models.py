@@ -461,9 +461,10 @@ class ExplorerFilters(Strict):
     sort: str
 
 
-class ExplorerAttempt(Strict):
-    attempt_id: int
-    url: str | None = Field(description="the replay at its first error step")
+class AttemptPlace(Strict):
+    """Where an attempt the explorer lists belongs (leaderboard.explorer's _AttemptPlace): its run,
+    system, suite, paper and sample."""
+
     run_id: int
     system: str
     slug: str
@@ -471,6 +472,11 @@ class ExplorerAttempt(Strict):
     paper: str
     sample_id: str
     n: int
+
+
+class ExplorerAttempt(AttemptPlace):
+    attempt_id: int
+    url: str | None = Field(description="the replay at its first error step")
     status: str
     outcome: str
     exit_status: str
@@ -484,19 +490,12 @@ class ExplorerAttempt(Strict):
     first_error_line: str
 
 
-class ExplorerHit(Strict):
+class ExplorerHit(AttemptPlace):
     """A step whose text matches `q`."""
 
     attempt_id: int
     step: int
     url: str | None = Field(description="the replay at this step")
-    run_id: int
-    system: str
-    slug: str
-    suite: str
-    paper: str
-    sample_id: str
-    n: int
     outcome: str
 
 

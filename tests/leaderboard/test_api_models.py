@@ -76,7 +76,8 @@ def _seen(value, seen: set[tuple[str, str]]) -> None:
     """Every (model, field) present in a validated value, nested ones too."""
     if isinstance(value, BaseModel):
         for name in value.model_fields_set:
-            seen.add((type(value).__name__, name))
+            # a field a base model declares (AttemptPlace's) is seen through its subclasses' values
+            seen.update((model.__name__, name) for model in type(value).__mro__ if name in getattr(model, "model_fields", {}))
             _seen(getattr(value, name), seen)
     elif isinstance(value, list | tuple):
         for item in value:
