@@ -80,7 +80,7 @@ def standings_mark_stale(*, run_ids) -> None:
             systems[slug] = key
         else:
             systems.setdefault(slug, None)
-    _bump(systems)
+    _count_changes(systems)
 
 
 # A run's columns that make its system (`_system_key`'s arguments, in order).
@@ -93,7 +93,7 @@ def _system_key(suite: str, agent: str, model: str, config, context: str) -> tup
     return system_slug(**key), key
 
 
-def _bump(systems: dict[str, dict | None], *, schedule: bool = True) -> None:
+def _count_changes(systems: dict[str, dict | None], *, schedule: bool = True) -> None:
     """Count one change to each of `systems` (slug: the fields of its key, or None when none of its
     public runs changed: a standing is never created for a system with no public run)."""
     if not systems:
@@ -157,7 +157,7 @@ def standings_refresh(*, everything: bool = False) -> int:
     Returns how many systems were refreshed."""
     if everything:
         known = dict.fromkeys(SystemStanding.objects.values_list("slug", flat=True))
-        _bump({**known, **public_system_keys()}, schedule=False)
+        _count_changes({**known, **public_system_keys()}, schedule=False)
     # The marks are read before the data: a change committed after this read is one more mark.
     stale = dict(SystemStanding.objects.filter(changes__gt=F("refreshed_changes")).values_list("slug", "changes"))
     for slug, numbers in standing_numbers_computed(list(stale)):
@@ -240,7 +240,7 @@ def _on_upkeep_due(sender, **kwargs) -> None:
 
 def _on_run_deleted(sender, instance: Run, **kwargs) -> None:
     slug, _ = _system_key(instance.suite.name, instance.agent, instance.model, instance.agent_config, instance.context)
-    _bump({slug: None})
+    _count_changes({slug: None})
 
 
 def _on_run_saved(sender, instance: Run, update_fields=None, raw=False, **kwargs) -> None:
@@ -256,7 +256,7 @@ def _on_run_saved(sender, instance: Run, update_fields=None, raw=False, **kwargs
     old_slug, _ = _system_key(*before)
     new_slug, new_key = _system_key(instance.suite.name, instance.agent, instance.model, instance.agent_config, instance.context)
     if new_slug != old_slug:
-        _bump({old_slug: None, new_slug: None if instance.hidden else new_key})
+        _count_changes({old_slug: None, new_slug: None if instance.hidden else new_key})
 
 
 def connect() -> None:

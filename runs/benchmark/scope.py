@@ -394,7 +394,7 @@ def _encoding_lines(text: str) -> list[str]:
     return [line for line in NEWLINE.split(text, 2)[:2] if _CODING.match(line)]
 
 
-def _trouble(text: str, path: str, masked_text: str) -> str | None:
+def _unrunnable_reason(text: str, path: str, masked_text: str) -> str | None:
     """Why a merged text cannot be run as it is, or None.
 
     Python reads a source encoding from a comment on either of the first two lines (even one inside
@@ -653,7 +653,7 @@ class _Merge:
         with_bodies = text
         self.m_lines = SourceLines(with_bodies)
         tree = parsed(with_bodies)
-        self._block(tree.body, self.p_tree.body, scope=(), class_nodes=None)
+        self._compare_block(tree.body, self.p_tree.body, scope=(), class_nodes=None)
 
         merged = with_bodies
         # From the end backwards, so offsets stay valid and several at one offset end up in order.
@@ -661,7 +661,7 @@ class _Merge:
             merged = merged[: insertion.offset] + insertion.text + merged[insertion.offset :]
         versions = [(merged, "the additions")] if self.insertions else []
         for version, problem in [*versions, (with_bodies, "the new bodies")]:
-            trouble = _trouble(version, self.path, self.masked_text)
+            trouble = _unrunnable_reason(version, self.path, self.masked_text)
             if trouble:
                 self.reasons.append(f"with {problem} {trouble}; they are left out")
                 continue
@@ -684,7 +684,7 @@ class _Merge:
 
     # --- one block of statements: the module, or the body of a class with masked methods -----------
 
-    def _block(
+    def _compare_block(
         self, m_body: list[ast.stmt], p_body: list[ast.stmt], *, scope: tuple[str, ...],
         class_nodes: tuple[ast.ClassDef, ast.ClassDef] | None,
     ) -> None:
@@ -761,7 +761,7 @@ class _Merge:
                 for part in header
             ):
                 self.reasons.append(f"changes the decorators or bases of class `{name}`; the original ones are kept")
-            self._block(m_node.body, p_node.body, scope=path, class_nodes=(m_node, p_node))
+            self._compare_block(m_node.body, p_node.body, scope=path, class_nodes=(m_node, p_node))
 
     def _removed(self, node: ast.stmt, scope: tuple[str, ...], where: str) -> None:
         if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):

@@ -125,7 +125,7 @@ def preload(modules) -> None:
                 logger.warning("could not preload %s for a job", module, exc_info=True)
 
 
-class _Upkeep(threading.Thread):
+class _SchedulingAndHealingThread(threading.Thread):
     """A long-running worker's thread: RQ's scheduler every second, the worker's registration kept
     fresh (WORKER_BEAT_SECONDS) and whole, attempts_heal every interval."""
 
@@ -208,7 +208,7 @@ class EvaluationWorker(Worker):
     (see the module docstring)."""
 
     _burst = True
-    _upkeep: _Upkeep | None = None
+    _upkeep: _SchedulingAndHealingThread | None = None
     _burst_scheduler: RQScheduler | None = None
     _waiting_for: float | None = None
     _maintenance = None  # the maintenance queue (None for a worker built without queues)
@@ -249,7 +249,7 @@ class EvaluationWorker(Worker):
         gc.collect()
         gc.freeze()
         if not self._burst:
-            self._upkeep = _Upkeep(self)
+            self._upkeep = _SchedulingAndHealingThread(self)
             self._upkeep.start()
 
     def unsubscribe(self):
