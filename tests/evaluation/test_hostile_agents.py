@@ -869,7 +869,8 @@ def test_an_attempt_stalling_its_worker_is_ended_as_budget_exhausted(hostile_sui
     run = run_create(suite=hostile_suite.suite, agent="stalling_gold", n_values=[1], max_seconds=1, sandbox_backend="bubblewrap")
     worker = workers.start(ATTEMPT_OVERRUN_GRACE_SECONDS="0")
     attempt = wait_for(
-        lambda: Attempt.objects.filter(run=run, status=Attempt.RUNNING, trajectory__isnull=True).first()
+        # Running, not trajectory-less: a running attempt's steps are stored while its agent works (live replay).
+        lambda: Attempt.objects.filter(run=run, status=Attempt.RUNNING).first()
         if Path(workspace_root, "trajectories").is_dir() and any(Path(workspace_root, "trajectories").iterdir()) else None,
         timeout=60, message="the attempt under way",
     )
@@ -939,7 +940,9 @@ def test_the_sweep_removes_a_killed_workers_container_and_spares_a_running_one(h
     pool = [workers.start(EVAL_TEST_GATE=str(gate)) for _ in range(2)]
 
     def both_under_way():
-        running = list(Attempt.objects.filter(status=Attempt.RUNNING, trajectory__isnull=True).order_by("pk"))
+        # Running is enough (the gate holds both agents): a running attempt's trajectory is stored while its
+        # agent works (live replay), so "no trajectory yet" missed an attempt whose first steps were streamed.
+        running = list(Attempt.objects.filter(status=Attempt.RUNNING).order_by("pk"))
         if len(running) == 2 and all(
             _container(attempt_sandbox_name(a.pk, a.tries)) and attempt_reexecution_dir(a.pk, a.tries).is_dir() for a in running
         ):
