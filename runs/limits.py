@@ -173,13 +173,11 @@ MAX_LISTED = 10
 
 def step_bytes(step: Any) -> int:
     """A step (a runs.agents.trajectory.Step) as compact JSON, in UTF-8 bytes."""
-    import dataclasses
-
-    return text_bytes(dataclasses.asdict(step))
+    return text_bytes(step.model_dump())
 
 
 def step_diff_lines(step: Any) -> int:
-    return sum(line_count(getattr(change, "diff", None)) for change in getattr(step, "files_changed", None) or [])
+    return sum(line_count(change.diff) for change in step.files_changed)
 
 
 def patch_problem(patch: Any, limits: TrajectoryLimits) -> str | None:
@@ -215,24 +213,24 @@ def trajectory_problems(trajectory: Any, limits: TrajectoryLimits | None = None)
         if len(found) < MAX_LISTED:
             found.append(message)
 
-    steps = trajectory.steps if isinstance(trajectory.steps, list) else []
+    steps = trajectory.steps
     problem = step_count_problem(len(steps), limits)
     if problem:
         add(problem)
-    header_size = text_bytes(vars(trajectory.header))
+    header_size = text_bytes(trajectory.header.model_dump())
     if header_size > limits.text_bytes:
         add(f"header: is {sized(header_size)} of JSON; the header may hold at most {sized(limits.text_bytes)}")
     total_lines = 0
     for number, step in enumerate(steps, start=1):
         for name in STEP_TEXT_FIELDS:
-            size = text_bytes(getattr(step, name, None))
+            size = text_bytes(getattr(step, name))
             if size > limits.text_bytes:
                 add(f"step {number}: {name} is {sized(size)}; each text field of a step may hold at most "
                     f"{sized(limits.text_bytes)}")
         size = step_bytes(step)
         if size > limits.step_bytes:
             add(f"step {number}: is {sized(size)} of JSON; a step may hold at most {sized(limits.step_bytes)}")
-        files = getattr(step, "files_changed", None) or []
+        files = step.files_changed
         if len(files) > limits.step_files:
             add(f"step {number}: files_changed lists {len(files):,} files; a step may list at most {limits.step_files:,}")
         lines = step_diff_lines(step)

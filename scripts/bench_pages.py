@@ -265,7 +265,7 @@ def long_trajectory(sample_id: str, steps: int) -> dict:
         ))
     trajectory.final_answer = FinalAnswer(raw='{"Experiment 1": {"loss": 0.25}}', parsed={"Experiment 1": {"loss": 0.25}}, parse_method="json")
     trajectory.final_patch = "--- a/src/module_0.py\n+++ b/src/module_0.py\n@@ -1 +1 @@\n-raise NotImplementedError\n+return x\n"
-    return trajectory.to_dict()
+    return trajectory.model_dump()
 
 
 def _short(count: int) -> str:

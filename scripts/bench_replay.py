@@ -98,7 +98,7 @@ def largest_trajectory(sample_id: str, limits, per_page: int) -> dict:
     for step in trajectory.steps[:per_page]:
         while len(step.files_changed) < files and lines_left >= lines_per_file:
             name = f"code/module_{len(step.files_changed)}.py"
-            step.files_changed.append(FileChange(name, "modified", diff(lines_per_file, name)))
+            step.files_changed.append(FileChange(path=name, change="modified", diff=diff(lines_per_file, name)))
             lines_left -= lines_per_file
         room = limits.step_bytes - step_bytes(step) - 512
         share = min(limits.text_bytes, room // (len(fields) + 2) * 64 // 66)  # "\n" is 2 bytes of JSON
@@ -114,11 +114,11 @@ def largest_trajectory(sample_id: str, limits, per_page: int) -> dict:
     # without a traceback: the error scan then finds each one by its exit code.
     failed = "error: shapes do not match\n[exit code 1; 0.4 s; cwd code]"
     rest = trajectory.steps[per_page:]
-    room = limits.trajectory_bytes - len(json.dumps(trajectory.to_dict())) - 64 * 1024
+    room = limits.trajectory_bytes - len(json.dumps(trajectory.model_dump())) - 64 * 1024
     extra = min(limits.text_bytes - len(failed), room // max(1, len(rest)) * 64 // 66) if rest else 0
     for step in rest:
         step.observation = filler(extra, f"output {step.index}") + failed
-    return trajectory.to_dict()
+    return trajectory.model_dump()
 
 
 def check_within_limits(data: dict, sample_id: str) -> None:

@@ -43,7 +43,7 @@ from .baselines import (
 from .react import AgentConfig, ReActAgent
 from .recorder import TrajectoryWriter
 from .trajectory import FORMAT as TRAJECTORY_FORMAT
-from .trajectory import Trajectory, TrajectoryFormatError, load_trajectory
+from .trajectory import Trajectory, TrajectoryFormatError, load_trajectory, trajectory_from_json
 
 __all__ = [
     "AGENTS",
@@ -66,6 +66,7 @@ __all__ = [
     "agent_from_name",
     "gold_bodies_for",
     "load_trajectory",
+    "trajectory_from_json",
     "register_agent",
 ]
 

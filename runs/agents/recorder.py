@@ -233,22 +233,22 @@ def _file_change(path: str, change: ChangeKind, old: _Entry | None, new: _Entry 
     shown = fs.display_name(path)
     kinds = {entry.kind for entry in (old, new) if entry is not None}
     if not fs.plain_name(path):
-        return FileChange(shown, change, None, "name holds control characters, quotes or invalid UTF-8: no diff recorded")
+        return FileChange(path=shown, change=change, note="name holds control characters, quotes or invalid UTF-8: no diff recorded")
     if kinds == {_EntryKind.TEXT}:
         diff = unified_diff(path, old.text if old else None, new.text if new else None)
         cut = False
         if max_chars is not None:
             diff, cut = truncate(diff, max_chars)
-        return FileChange(path, change, diff, "diff truncated" if cut else "")
+        return FileChange(path=path, change=change, diff=diff, note="diff truncated" if cut else "")
     if kinds & {_EntryKind.SYMLINK, _EntryKind.SPECIAL}:
         sides = [
             f"symlink to {e.text}" if e.kind == _EntryKind.SYMLINK
             else f"{e.text} (special file, not read)" if e.kind == _EntryKind.SPECIAL else f"{e.kind} file"
             for e in (old, new) if e is not None
         ]
-        return FileChange(path, change, None, " -> ".join(sides))
+        return FileChange(path=path, change=change, note=" -> ".join(sides))
     reason = f"large file (over {MAX_DIFF_FILE_BYTES // 1024} KB)" if _EntryKind.LARGE in kinds else "binary file"
-    return FileChange(path, change, None, f"{reason}: no diff recorded")
+    return FileChange(path=path, change=change, note=f"{reason}: no diff recorded")
 
 
 def _step_changes(before: Snapshot, after: Snapshot) -> list[FileChange]:
@@ -262,18 +262,18 @@ def _step_changes(before: Snapshot, after: Snapshot) -> list[FileChange]:
         old, new = before.get(path), after.get(path)
         kind = ChangeKind.between(old, new)
         if fs.plain_name(path) and min(_diff_size_at_least(old, new), MAX_DIFF_CHARS) > budget:
-            kept.append(FileChange(path, kind, None, "diff not recorded: this step's diffs are too long"))
+            kept.append(FileChange(path=path, change=kind, note="diff not recorded: this step's diffs are too long"))
             continue
         change = _file_change(path, kind, old, new, MAX_DIFF_CHARS)
         if (diff := change.diff) is not None:
             if len(diff) > budget:
-                change = FileChange(change.path, change.change, None, "diff not recorded: this step's diffs are too long")
+                change = FileChange(path=change.path, change=change.change, note="diff not recorded: this step's diffs are too long")
             else:
                 budget -= len(diff)
         kept.append(change)
     if len(paths) > MAX_STEP_FILE_CHANGES:
         left = len(paths) - MAX_STEP_FILE_CHANGES
-        kept.append(FileChange(".", ChangeKind.MODIFIED, None, f"{left:,} more files changed in this step: not listed"))
+        kept.append(FileChange(path=".", change=ChangeKind.MODIFIED, note=f"{left:,} more files changed in this step: not listed"))
     return kept
 
 
@@ -435,7 +435,7 @@ class TrajectoryWriter:
         current = snapshot(self.workspace, self._snapshot)
         changes = _step_changes(self._snapshot, current)
         if current.incomplete and current.incomplete != self._snapshot.incomplete:
-            changes.append(FileChange(".", ChangeKind.MODIFIED, None, f"workspace not fully recorded: {current.incomplete}"))
+            changes.append(FileChange(path=".", change=ChangeKind.MODIFIED, note=f"workspace not fully recorded: {current.incomplete}"))
         self._snapshot = current
         return changes
 
@@ -482,7 +482,7 @@ class TrajectoryWriter:
         step.arguments = _bounded_arguments(step.arguments, 512)
         step.notes = [cut_text(str(note), 256)[0] for note in step.notes[:2]]
         step.files_changed = [
-            FileChange(change.path, change.change, None, "diff not recorded: the trajectory reached its byte limit")
+            FileChange(path=change.path, change=change.change, note="diff not recorded: the trajectory reached its byte limit")
             for change in step.files_changed[:20]
         ]
         step.notes.append(f"text cut to its head and tail: the trajectory reached its limit of {self.limits.trajectory_bytes:,} bytes")
@@ -510,7 +510,7 @@ class TrajectoryWriter:
         if len(changes) > limits.step_files:
             left = len(changes) - (limits.step_files - 1)
             changes = changes[: limits.step_files - 1]
-            changes.append(FileChange(".", ChangeKind.MODIFIED, None, f"{left:,} more files changed in this step: not listed"))
+            changes.append(FileChange(path=".", change=ChangeKind.MODIFIED, note=f"{left:,} more files changed in this step: not listed"))
         step_left = limits.step_diff_lines
         bounded = []
         for change in changes:
@@ -518,7 +518,7 @@ class TrajectoryWriter:
             if lines and (lines > step_left or lines > self._diff_lines_left):
                 which = (f"this step's diffs passed {limits.step_diff_lines:,} lines" if lines > step_left
                          else f"this attempt's diffs passed {limits.diff_lines:,} lines")
-                change = FileChange(change.path, change.change, None, f"diff not recorded: {which} (the final patch holds every change)")
+                change = FileChange(path=change.path, change=change.change, note=f"diff not recorded: {which} (the final patch holds every change)")
             else:
                 step_left -= lines
                 self._diff_lines_left -= lines
@@ -536,8 +536,8 @@ class TrajectoryWriter:
                 n = max(with_diffs, key=lambda n: len(step.files_changed[n].diff or ""))
                 change = step.files_changed[n]
                 step.files_changed[n] = FileChange(
-                    change.path, change.change, None,
-                    f"diff not recorded: this step passed {limit:,} bytes (the final patch holds every change)",
+                    path=change.path, change=change.change,
+                    note=f"diff not recorded: this step passed {limit:,} bytes (the final patch holds every change)",
                 )
                 continue
             name = max(("thought", "observation", "traceback", "summary"), key=lambda name: len(getattr(step, name) or ""))

@@ -1,4 +1,5 @@
-"""The trajectory format: one versioned JSON document per attempt, and how it is read and written.
+"""The trajectory format: one versioned JSON document per attempt, its pydantic model, and how
+older versions of it are read.
 
 Layout (format `autoexperiment.trajectory/1`)::
 
@@ -20,6 +21,16 @@ and `timed_out` as fields; both are optional (absent from trajectories written b
 existed, and from steps that ran no command). Parsed answers may hold NaN or infinities; they are
 written as Python's json writes them (NaN, Infinity), which `load_trajectory` reads back.
 
+Versions. `FORMAT` is the version this code writes; `MIGRATIONS` holds, for each older version, the
+function that turns a document of it into the next version (as Inspect AI migrates its logs), and
+`trajectory_from_json` applies them in turn before validating. Version 1 is the only one so far: the
+documents written before `exit_code` and `timed_out` existed are version 1 too, read by those
+fields' defaults. A change that an older reader could not read gets a new version, a migration
+from the one before, and a stored example in tests/fixtures/trajectories.
+
+Unknown keys of the document, its header and its steps (a newer writer's, or an uploader's own) are
+kept and written back out (`extra`); unknown keys of a file change or a final answer are dropped.
+
 This module is the document only: it imports neither the tools nor the sandbox, so the upload
 validator and the replay read trajectories without the agent runtime. Writing one while an agent
 runs (running tools, recording diffs, atomic saves) is `runs.agents.recorder`.
@@ -27,34 +38,77 @@ runs (running tools, recording diffs, atomic saves) is `runs.agents.recorder`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from runs.benchmark.scoring import ParsedAnswer
 
 from .llm import Usage
 
-FORMAT = "autoexperiment.trajectory/1"
+# The version this code writes (the document's "format"), as a type and as a value.
+FormatVersion = Literal["autoexperiment.trajectory/1"]
+FORMAT: FormatVersion = "autoexperiment.trajectory/1"
 _FORMAT_FAMILY = "autoexperiment.trajectory/"
 # The exit codes a step may record: a process's status is a C int (negative: killed by a signal).
 EXIT_CODES = (-(2**31), 2**31 - 1)
 # Written in the header while the run is going, so a reader can tell an unfinished trajectory.
 RUNNING = "running"
 
+# An older version -> (the next version, the function that turns a document of the first into one
+# of the second). Empty while version 1 is the only one; see the module's docstring.
+MIGRATIONS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+# At most this many problems of a malformed document are named in its error.
+_LISTED_PROBLEMS = 5
+
 
 class TrajectoryFormatError(ValueError):
-    """A file that is not a trajectory this code can read (wrong or missing format version)."""
+    """A document that is not a trajectory this code can read: a wrong or missing format version,
+    or a field of the wrong type (the message names where)."""
+
+
+# --- the command outcome: readers act on these fields (the replay marks failed steps by them), so
+# an uploaded trajectory may not put anything else there.
+
+
+def _exit_code(value: Any) -> int | None:
+    if value is None or (type(value) is int and EXIT_CODES[0] <= value <= EXIT_CODES[1]):
+        return value
+    raise PydanticCustomError("exit_code", "must be an integer or null")
+
+
+def _timed_out(value: Any) -> bool:
+    if type(value) is bool:
+        return value
+    raise PydanticCustomError("timed_out", "must be true or false")
+
+
+ExitCode = Annotated[int | None, BeforeValidator(_exit_code)]
+TimedOut = Annotated[bool, BeforeValidator(_timed_out)]
 
 
 # --- the document --------------------------------------------------------------------------------
 
 
-@dataclass
-class FileChange:
+class _KeepsUnknownKeys(BaseModel):
+    """A part of the document whose unknown keys are kept and written back out."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The keys this version does not define, as read (and written back out)."""
+        if self.__pydantic_extra__ is None:  # only for a model built without validation
+            self.__pydantic_extra__ = {}
+        return self.__pydantic_extra__
+
+
+class FileChange(BaseModel):
     """One file a step changed. `change` is a runs.benchmark.patches.ChangeKind ("added", "modified"
     or "deleted"); `diff` is None for binary or large files (then `note` says why)."""
 
@@ -64,8 +118,7 @@ class FileChange:
     note: str = ""
 
 
-@dataclass
-class Step:
+class Step(_KeepsUnknownKeys):
     """One step: the agent's thought, the tool it called and what that produced.
 
     `tool` is None when the model called no tool (it was nudged). `model_seconds` is the part of
@@ -82,22 +135,21 @@ class Step:
     model_seconds: float = 0.0
     thought: str = ""
     tool: str | None = None
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=dict)
     tool_call_id: str | None = None
     observation: str = ""
-    exit_code: int | None = None
-    timed_out: bool = False
+    exit_code: ExitCode = None
+    timed_out: TimedOut = False
     truncated: bool = False
     error: bool = False
     traceback: str | None = None
-    files_changed: list[FileChange] = field(default_factory=list)
+    files_changed: list[FileChange] = Field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
     cost_unknown: bool = False
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
     summary: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def charge(self, usage: Usage, cost: float | None) -> None:
         """Add one model call's tokens and cost to the step."""
@@ -109,12 +161,11 @@ class Step:
             self.cost += cost
 
 
-@dataclass
-class FinalAnswer:
+class FinalAnswer(BaseModel):
     """The submitted answer as given (`raw`) and as parsed by runs.benchmark.scoring.parse_answer."""
 
     raw: str | None
-    parsed: dict | None
+    parsed: dict[str, Any] | None
     parse_error: str | None = None
     parse_method: str = "none"
 
@@ -123,15 +174,14 @@ class FinalAnswer:
         return cls(raw=raw, parsed=parsed.value, parse_error=parsed.error, parse_method=parsed.method)
 
 
-@dataclass
-class Header:
+class Header(_KeepsUnknownKeys):
     """Who ran what, with which settings, when, and how it ended."""
 
     sample_id: str
     agent: str
     model: str
-    config: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
     started_at: str = ""
     ended_at: str | None = None
     exit_status: str = RUNNING
@@ -140,92 +190,103 @@ class Header:
     output_tokens: int = 0
     cost: float = 0.0
     cost_unknown: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class Trajectory:
+class Trajectory(_KeepsUnknownKeys):
     """A whole attempt. Build one with `runs.agents.recorder.TrajectoryWriter`; read one with
-    `load_trajectory`."""
+    `load_trajectory` or `trajectory_from_json`; `model_dump()` is the document as JSON values."""
 
+    format: FormatVersion = FORMAT
     header: Header
-    steps: list[Step] = field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
     final_answer: FinalAnswer | None = None
     final_patch: str | None = None
-    format: str = FORMAT
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "format": self.format,
-            "header": _to_dict(self.header),
-            "steps": [_to_dict(step) for step in self.steps],
-            "final_answer": None if self.final_answer is None else _to_dict(self.final_answer),
-            "final_patch": self.final_patch,
-            **self.extra,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
-        if not isinstance(data, dict):
-            raise TrajectoryFormatError("a trajectory is a JSON object")
-        version = data.get("format")
-        if version != FORMAT:
-            if isinstance(version, str) and version.startswith(_FORMAT_FAMILY):
-                raise TrajectoryFormatError(
-                    f"trajectory format {version!r} is not supported; this code reads {FORMAT!r}"
-                )
-            raise TrajectoryFormatError(f"not an AutoExperiment trajectory (format is {version!r}, expected {FORMAT!r})")
-        known = {"format", "header", "steps", "final_answer", "final_patch"}
-        steps = []
-        for number, raw in enumerate(data.get("steps") or [], start=1):
-            step = _from_dict(Step, raw)
-            _check_command_outcome(number, step)
-            step.files_changed = [_from_dict(FileChange, change) for change in raw.get("files_changed") or []]
-            steps.append(step)
-        answer = data.get("final_answer")
-        return cls(
-            header=_from_dict(Header, data.get("header") or {}),
-            steps=steps,
-            final_answer=None if answer is None else _from_dict(FinalAnswer, answer),
-            final_patch=data.get("final_patch"),
-            format=version,
-            extra={key: value for key, value in data.items() if key not in known},
-        )
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n"
+        # Python's json, not pydantic's: it writes NaN and Infinity in a parsed answer as the
+        # reader expects, and a lone surrogate (a model may send one in tool arguments) as text the
+        # recorder's writer escapes.
+        return json.dumps(self.model_dump(), indent=1, ensure_ascii=False) + "\n"
 
 
-def _to_dict(obj: Any) -> dict[str, Any]:
-    # Unknown fields read from a newer writer go back out unchanged.
-    data = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name != "extra"}
-    if "files_changed" in data:
-        data["files_changed"] = [_to_dict(change) for change in data["files_changed"]]
-    return {**data, **getattr(obj, "extra", {})}
+# --- reading -------------------------------------------------------------------------------------
 
 
-def _from_dict(cls: type, data: Any) -> Any:
+def migrated(data: dict[str, Any]) -> dict[str, Any]:
+    """`data`, a document of any version this code reads, as a document of `FORMAT`."""
+    version: object = data.get("format")
+    while isinstance(version, str) and version in MIGRATIONS:
+        version, migrate = MIGRATIONS[version]
+        data = migrate(data)
+    if version != FORMAT:
+        if isinstance(version, str) and version.startswith(_FORMAT_FAMILY):
+            raise TrajectoryFormatError(f"trajectory format {version!r} is not supported; this code reads {FORMAT!r}")
+        raise TrajectoryFormatError(f"not an AutoExperiment trajectory (format is {version!r}, expected {FORMAT!r})")
+    return data
+
+
+def is_our_format(value: Any) -> bool:
+    """Whether a parsed JSON value claims to be one of our trajectories (of any version read)."""
+    return isinstance(value, dict) and (value.get("format") == FORMAT or value.get("format") in MIGRATIONS)
+
+
+def trajectory_from_json(data: Any) -> Trajectory:
+    """The trajectory a parsed JSON document holds, migrated from its version to `FORMAT`. Raises
+    TrajectoryFormatError naming the version, or each field that is wrong and where."""
     if not isinstance(data, dict):
-        raise TrajectoryFormatError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
-    names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        raise TrajectoryFormatError("a trajectory is a JSON object")
     try:
-        obj = cls(**{key: value for key, value in data.items() if key in names})
-    except TypeError as error:
-        raise TrajectoryFormatError(f"{cls.__name__}: {error}") from None
-    if hasattr(obj, "extra"):
-        obj.extra = {key: value for key, value in data.items() if key not in names}
-    return obj
+        return Trajectory.model_validate(migrated(data))
+    except ValidationError as error:
+        raise TrajectoryFormatError(_problems(error)) from None
 
 
-def _check_command_outcome(number: int, step: Step) -> None:
-    # Readers act on these fields (the replay marks failed steps by them), so an uploaded
-    # trajectory may not put anything else there.
-    code = step.exit_code
-    if code is not None and (isinstance(code, bool) or not isinstance(code, int) or not EXIT_CODES[0] <= code <= EXIT_CODES[1]):
-        raise TrajectoryFormatError(f"step {number}: exit_code must be an integer or null, got {json.dumps(code)[:40]}")
-    if not isinstance(step.timed_out, bool):
-        raise TrajectoryFormatError(f"step {number}: timed_out must be true or false, got {json.dumps(step.timed_out)[:40]}")
+def trajectory_from_stored(data: Any) -> Trajectory:
+    """`trajectory_from_json` for a document stored in the database. Uploads were checked only for
+    their required fields and the command outcome until the fields were typed, so a stored one may
+    hold a value of another type where a field has one: each such value is read as the replay
+    showed it (text as str() writes it, a count or cost as 0, a flag by its truth, arguments that
+    are no object under "input", as the importers of other tools' trajectories put them)."""
+    if not isinstance(data, dict):
+        raise TrajectoryFormatError("a trajectory is a JSON object")
+    document = migrated(data)
+    try:
+        return Trajectory.model_validate(document)
+    except ValidationError as error:
+        document = _with_values_as_shown(document, error)
+    try:
+        return Trajectory.model_validate(document)
+    except ValidationError as error:  # what is left is not a value's type (a required field missing)
+        raise TrajectoryFormatError(_problems(error)) from None
+
+
+def _with_values_as_shown(document: dict[str, Any], error: ValidationError) -> dict[str, Any]:
+    """A copy of `document` with each wrongly typed value that `error` names replaced."""
+    copied = json.loads(json.dumps(document))  # NaN and Infinity survive: Python's json reads them back
+    for problem in error.errors(include_url=False):
+        *parents, name = problem["loc"]
+        holder = copied
+        for key in parents:
+            holder = holder[key]
+        value = problem["input"]
+        kind = problem["type"]
+        if kind in ("string_type",):
+            holder[name] = str(value)
+        elif kind in ("int_type", "int_parsing", "int_from_float", "float_type", "float_parsing"):
+            holder[name] = 0
+        elif kind in ("bool_type", "bool_parsing", "timed_out"):
+            holder[name] = bool(value)
+        elif kind == "exit_code":
+            holder[name] = None  # as the replay's SQL reads it: no exit status
+        elif kind == "dict_type" and name == "arguments":
+            holder[name] = {"input": value}
+        elif kind == "list_type" and name == "notes":
+            holder[name] = [str(value)]
+        elif kind in ("list_type", "model_type", "dict_type") and parents[-1:] == ["files_changed"]:
+            holder[name] = {"path": str(value), "change": "changed"}
+        elif kind == "list_type" and name == "files_changed":
+            holder[name] = []
+    return copied
 
 
 def load_trajectory(path: str | os.PathLike[str]) -> Trajectory:
@@ -234,4 +295,60 @@ def load_trajectory(path: str | os.PathLike[str]) -> Trajectory:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except ValueError as error:
         raise TrajectoryFormatError(f"{path} is not valid JSON: {error}") from None
-    return Trajectory.from_dict(data)
+    return trajectory_from_json(data)
+
+
+# --- errors that say where -----------------------------------------------------------------------
+
+_SAYS = {
+    "missing": "is missing",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "list_type": "must be a list",
+}
+
+
+def _problems(error: ValidationError) -> str:
+    """Each problem as `<where> <what>, got <value>`; a step is named by its number from 1 (as the
+    replay numbers them, and the upload's limits do): "step 3: files_changed[0].path must be a string"."""
+    found = error.errors(include_url=False)
+    messages = []
+    for problem in found[:_LISTED_PROBLEMS]:
+        message = f"{_where(problem['loc'])} {_SAYS.get(problem['type'], problem['msg'])}"
+        if problem["type"] != "missing":
+            message += f", got {_shown(problem['input'])}"
+        messages.append(message)
+    if len(found) > _LISTED_PROBLEMS:
+        messages.append(f"and {len(found) - _LISTED_PROBLEMS} more")
+    return "; ".join(messages)
+
+
+def _where(location: tuple[int | str, ...]) -> str:
+    if len(location) >= 2 and location[0] == "steps" and isinstance(location[1], int):
+        rest = _path(location[2:])
+        return f"step {location[1] + 1}: {rest}" if rest else f"step {location[1] + 1}"
+    return _path(location) or "the document"
+
+
+def _path(location: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in location:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"

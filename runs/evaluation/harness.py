@@ -318,7 +318,7 @@ class AttemptTry:
             input_tokens=header.input_tokens,
             output_tokens=header.output_tokens,
             cost=None if header.cost_unknown else header.cost,
-            trajectory=json_safe(agent_result.trajectory.to_dict()),
+            trajectory=json_safe(agent_result.trajectory.model_dump()),
             agent_seconds=self.timings["agent"],
         )
 

@@ -49,7 +49,7 @@ def trajectory_file_read(path: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        return json_safe(load_trajectory(path).to_dict())
+        return json_safe(load_trajectory(path).model_dump())
     except Exception:
         logger.exception("trajectory %s could not be read", path)
         return None

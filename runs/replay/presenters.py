@@ -38,7 +38,7 @@ from typing import Any
 from django.core.paginator import InvalidPage, Paginator
 from django.urls import NoReverseMatch, reverse
 
-from runs.agents.trajectory import FileChange, FinalAnswer, Header, Trajectory, TrajectoryFormatError
+from runs.agents.trajectory import FileChange, FinalAnswer, Header, Trajectory, TrajectoryFormatError, trajectory_from_stored
 from runs.analysis.gold_text import NOTHING, GoldRedaction, gold_redaction_for
 from runs.analysis.links import step_page
 from runs.analysis.public import GOLD_CODE_AGENTS, OUTPUT_HIDDEN
@@ -234,7 +234,7 @@ def _trajectory(attempt: Attempt, window: TrajectoryPage, bounds: ReplayBounds) 
             steps.append(step)
         data = {**data, "steps": steps, "final_patch": None}
     try:
-        return Trajectory.from_dict(data), ""
+        return trajectory_from_stored(data), ""
     except TrajectoryFormatError as error:
         return None, f"The stored trajectory cannot be read: {error}"
 

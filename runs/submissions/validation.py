@@ -34,8 +34,7 @@ from typing import Any
 from django.conf import settings
 
 from runs.agents import foreign
-from runs.agents.trajectory import FORMAT as TRAJECTORY_FORMAT
-from runs.agents.trajectory import Trajectory, TrajectoryFormatError
+from runs.agents.trajectory import TrajectoryFormatError, is_our_format, trajectory_from_json
 from runs.benchmark.json_objects import read_object
 from runs.benchmark.patches import PatchError, parse_patch
 from runs.benchmark.text import json_type
@@ -542,20 +541,16 @@ def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | Non
         report(step_count_problem(len(steps), limits))
         return None
     try:
-        trajectory = Trajectory.from_dict(value)
-        data = trajectory.to_dict()
+        trajectory = trajectory_from_json(value)
     except TrajectoryFormatError as error:
         report(f"not a valid trajectory: {error}")
         return None
-    except (TypeError, AttributeError, ValueError, RecursionError) as error:
+    except RecursionError as error:
         report(f"not a valid trajectory: {type(error).__name__}: {error}")
         return None
     header_sample = trajectory.header.sample_id
     if sample_id is not None and header_sample and header_sample != sample_id:
         report(f"belongs to sample {header_sample!r} (its header's sample_id), not to {sample_id!r}")
-        return None
-    if not isinstance(trajectory.steps, list):
-        report("not a valid trajectory: steps must be a list")
         return None
     over = trajectory_problems(trajectory, limits)
     for message in over:
@@ -563,13 +558,13 @@ def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | Non
     if over:
         return None
     if sample_id is not None and not header_sample:
-        data["header"]["sample_id"] = sample_id  # it is the record's: stored and shown as such
-    return data
+        trajectory.header.sample_id = sample_id  # it is the record's: stored and shown as such
+    return trajectory.model_dump()
 
 
 def _is_foreign_json(value: Any) -> bool:
     """Whether a parsed JSON trajectory is another tool's (converted by check_trajectory), not ours."""
-    return isinstance(value, dict) and value.get("format") != TRAJECTORY_FORMAT and foreign.detect(b"", value) is not None
+    return isinstance(value, dict) and not is_our_format(value) and foreign.detect(b"", value) is not None
 
 
 def parse_jsonl(

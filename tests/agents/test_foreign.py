@@ -14,7 +14,7 @@ import zstandard
 
 from runs.agents.foreign import ForeignTrajectoryError, detect_and_convert
 from runs.agents.foreign.base import list_at, object_at, text_at
-from runs.agents.trajectory import FORMAT, Trajectory
+from runs.agents.trajectory import FORMAT, trajectory_from_json
 
 FIXTURES = Path(__file__).parent / "foreign_fixtures"
 
@@ -66,7 +66,7 @@ def test_autoexperiment_text_log_becomes_exact_steps():
     header = converted.trajectory["header"]
     assert (header["input_tokens"], header["output_tokens"], header["cost"]) == (1500, 210, 0.0125)
     assert header["versions"]["source_format"] == "autoexperiment-text-log"
-    assert Trajectory.from_dict(converted.trajectory).format == FORMAT
+    assert trajectory_from_json(converted.trajectory).format == FORMAT
 
 
 def test_mini_swe_agent_1_becomes_exact_steps():
@@ -189,7 +189,7 @@ def test_odd_shapes_convert_or_are_refused_naming_the_format(data):
     except ForeignTrajectoryError as error:
         assert error.format_name in ("mini-swe-agent", "swe-agent", "inspect-json")
     else:
-        assert Trajectory.from_dict(converted.trajectory).steps
+        assert trajectory_from_json(converted.trajectory).steps
 
 
 def test_an_optional_field_of_another_json_type_reads_as_absent():

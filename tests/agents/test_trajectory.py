@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,13 +16,18 @@ from runs.agents.recorder import MAX_DIFF_FILE_BYTES, MAX_STEP_FILE_CHANGES, Tra
 from runs.agents.tools import ToolContext
 from runs.agents.trajectory import (
     FORMAT,
+    MIGRATIONS,
+    RUNNING,
     FileChange,
     FinalAnswer,
     Header,
     Step,
     Trajectory,
     TrajectoryFormatError,
+    is_our_format,
     load_trajectory,
+    trajectory_from_json,
+    trajectory_from_stored,
 )
 from runs.benchmark.masking import replace_function_body
 from runs.benchmark.scoring import parse_answer
@@ -61,7 +67,7 @@ def full_trajectory() -> Trajectory:
         truncated=True,
         error=True,
         traceback="Traceback ...",
-        files_changed=[FileChange("code/a.py", "added", "--- /dev/null\n+++ b/code/a.py\n"), FileChange("d.bin", "modified", None, "binary file")],
+        files_changed=[FileChange(path="code/a.py", change="added", diff="--- /dev/null\n+++ b/code/a.py\n"), FileChange(path="d.bin", change="modified", diff=None, note="binary file")],
         input_tokens=30,
         output_tokens=12,
         cost=0.25,
@@ -90,7 +96,7 @@ def test_non_finite_numbers_in_an_answer_survive(tmp_path):
 
 
 def test_unknown_future_fields_are_kept(tmp_path):
-    data = full_trajectory().to_dict()
+    data = full_trajectory().model_dump()
     data["reviewer"] = "someone"
     data["header"]["gpu"] = "A100"
     data["steps"][0]["screenshot"] = "s.png"
@@ -99,7 +105,7 @@ def test_unknown_future_fields_are_kept(tmp_path):
     loaded = load_trajectory(path)
     assert loaded.extra == {"reviewer": "someone"} and loaded.header.extra == {"gpu": "A100"}
     assert loaded.steps[0].extra == {"screenshot": "s.png"}
-    assert loaded.to_dict() == data
+    assert loaded.model_dump() == data
 
 
 @pytest.mark.parametrize(
@@ -108,7 +114,7 @@ def test_unknown_future_fields_are_kept(tmp_path):
         ({"format": "autoexperiment.trajectory/2", "header": {}}, "format 'autoexperiment.trajectory/2' is not supported"),
         ({"header": {}}, "not an AutoExperiment trajectory"),
         ([1, 2], "a trajectory is a JSON object"),
-        ({"format": FORMAT, "header": {"sample_id": "x"}}, "Header"),
+        ({"format": FORMAT, "header": {"sample_id": "x"}}, "^header.agent is missing; header.model is missing$"),
     ],
 )
 def test_wrong_versions_and_shapes_are_clear_errors(tmp_path, content, message):
@@ -118,10 +124,132 @@ def test_wrong_versions_and_shapes_are_clear_errors(tmp_path, content, message):
         load_trajectory(path)
 
 
+# --- stored examples of every version, and their migration --------------------------------------------
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "trajectories"
+# Written by the writer of their version, read back and written again unchanged.
+AS_WRITTEN = ["v1-finished.json", "v1-non-finite-answer.json", "v1-running.json"]
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in FIXTURES.glob("*.json")))
+def test_every_stored_example_loads_as_the_current_version_and_round_trips(name, tmp_path):
+    stored = json.loads((FIXTURES / name).read_text())
+    trajectory = load_trajectory(FIXTURES / name)
+    assert trajectory.format == FORMAT and trajectory.steps
+    (tmp_path / name).write_text(trajectory.to_json())
+    again = load_trajectory(tmp_path / name)
+    assert again == trajectory
+    assert _as_stored(again.model_dump(), stored) == _as_stored(stored, stored)  # nothing the file held is lost
+    if name in AS_WRITTEN:
+        assert trajectory.to_json() == (FIXTURES / name).read_text()
+
+
+def _as_stored(value, stored):
+    """`value` with only the keys `stored` has (a migration may add some), NaN as text (it is not
+    equal to itself)."""
+    if isinstance(value, dict) and isinstance(stored, dict):
+        return {key: _as_stored(value.get(key), stored[key]) for key in stored}
+    if isinstance(value, list) and isinstance(stored, list):
+        return [_as_stored(item, old) for item, old in zip(value, stored, strict=True)]
+    return "NaN" if isinstance(value, float) and math.isnan(value) else value
+
+
+def test_a_step_stored_before_the_command_outcome_fields_reads_as_no_outcome():
+    trajectory = load_trajectory(FIXTURES / "v1-before-command-outcome.json")
+    assert all((step.exit_code, step.timed_out) == (None, False) for step in trajectory.steps)
+    assert "[exit code 0" in trajectory.steps[2].observation  # not read from the text
+
+
+def test_non_finite_numbers_of_a_stored_answer_read_back():
+    parsed = load_trajectory(FIXTURES / "v1-non-finite-answer.json").final_answer.parsed["Experiment 1"]
+    assert math.isnan(parsed["loss"]) and parsed["grad_norm"] == math.inf and parsed["min"] == -math.inf
+
+
+def test_an_unfinished_trajectory_says_it_is_running():
+    trajectory = load_trajectory(FIXTURES / "v1-running.json")
+    assert trajectory.header.exit_status == RUNNING and trajectory.header.ended_at is None
+    assert trajectory.final_answer is None and trajectory.final_patch is None
+
+
+def test_an_uploaders_own_keys_are_kept():
+    trajectory = load_trajectory(FIXTURES / "v1-upload-with-own-keys.json")
+    assert trajectory.extra == {"reviewer": {"name": "someone", "verdict": "plausible"}}
+    assert trajectory.header.extra == {"gpu": "A100"} and trajectory.steps[0].extra == {"screenshot": "s.png"}
+
+
+def test_an_older_version_is_migrated_one_version_at_a_time(monkeypatch):
+    """How a new version will be read: each older one's migration to the next, applied in turn."""
+    older, oldest = "autoexperiment.trajectory/0.2", "autoexperiment.trajectory/0.1"
+
+    def rename_steps(data):
+        return {**{key: value for key, value in data.items() if key != "actions"}, "format": older, "steps": data["actions"]}
+
+    def name_the_header(data):
+        return {**data, "format": FORMAT, "header": {"agent": "react", "model": "m", **data["header"]}}
+
+    monkeypatch.setitem(MIGRATIONS, oldest, (older, rename_steps))
+    monkeypatch.setitem(MIGRATIONS, older, (FORMAT, name_the_header))
+    document = {"format": oldest, "header": {"sample_id": "s"}, "actions": [{"index": 1, "started_at": ""}]}
+    trajectory = trajectory_from_json(document)
+    assert (trajectory.format, trajectory.header.agent, len(trajectory.steps)) == (FORMAT, "react", 1)
+    assert is_our_format(document) and not is_our_format({"format": "autoexperiment.trajectory/9"})
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda data: data["steps"][1].update(thought=5), "step 2: thought must be a string, got 5"),
+        (lambda data: data["steps"][1]["files_changed"][0].pop("path"), "step 2: files_changed[0].path is missing"),
+        (lambda data: data["steps"][1].update(files_changed={"a": 1}), 'step 2: files_changed must be a list, got {"a": 1}'),
+        (lambda data: data["steps"][0].update(input_tokens="many"), 'step 1: input_tokens must be an integer, got "many"'),
+        (lambda data: data["header"].update(cost=[1]), "header.cost must be a number, got [1]"),
+        (lambda data: data.update(steps="all of them"), 'steps must be a list, got "all of them"'),
+        (lambda data: data["steps"].append(7), "step 4 must be an object, got 7"),
+        (lambda data: data.update(final_answer={"parsed": None}), "final_answer.raw is missing"),
+        (lambda data: data["steps"][2].update(observation="x" * 100), None),  # long, but a string: fine
+    ],
+)
+def test_a_malformed_document_names_the_field_and_where(change, message):
+    data = json.loads((FIXTURES / "v1-finished.json").read_text())
+    change(data)
+    if message is None:
+        trajectory_from_json(data)
+        return
+    with pytest.raises(TrajectoryFormatError, match=f"^{re.escape(message)}$"):
+        trajectory_from_json(data)
+
+
+def test_a_stored_document_reads_values_of_other_types_as_the_replay_showed_them():
+    data = json.loads((FIXTURES / "v1-finished.json").read_text())
+    data["header"]["cost"] = "free"
+    data["steps"][0].update(thought={"a": 1}, arguments=["ls"], notes="a note", timed_out="yes", exit_code=1.5, error="x")
+    data["steps"][1]["files_changed"][1] = 7
+    data["steps"][2]["files_changed"] = "many"
+    with pytest.raises(TrajectoryFormatError):
+        trajectory_from_json(data)  # an upload is refused
+    trajectory = trajectory_from_stored(data)
+    step = trajectory.steps[0]
+    assert trajectory.header.cost == 0 and step.thought == "{'a': 1}" and step.arguments == {"input": ["ls"]}
+    assert (step.notes, step.timed_out, step.exit_code, step.error) == (["a note"], True, None, True)
+    assert trajectory.steps[1].files_changed[1] == FileChange(path="7", change="changed")
+    assert trajectory.steps[2].files_changed == []
+    del data["steps"][0]["index"]
+    with pytest.raises(TrajectoryFormatError, match="^step 1: index is missing$"):
+        trajectory_from_stored(data)
+
+
+def test_many_problems_are_counted_past_the_first_few():
+    data = json.loads((FIXTURES / "v1-finished.json").read_text())
+    data["steps"] = [{"index": "first"}] * 4
+    with pytest.raises(TrajectoryFormatError, match=r"^step 1: index must be an integer, got \"first\"; step 1: started_at is missing; "
+                                                    r".*; and 3 more$"):
+        trajectory_from_json(data)
+
+
 def test_steps_written_before_the_command_outcome_fields_still_load(tmp_path):
-    data = full_trajectory().to_dict()
+    data = full_trajectory().model_dump()
     del data["steps"][0]["exit_code"], data["steps"][0]["timed_out"]
-    step = Trajectory.from_dict(data).steps[0]
+    step = trajectory_from_json(data).steps[0]
     assert (step.exit_code, step.timed_out) == (None, False)  # no exit status, not one read from the text
 
 
@@ -137,13 +265,13 @@ def test_steps_written_before_the_command_outcome_fields_still_load(tmp_path):
     ],
 )
 def test_command_outcome_fields_must_hold_what_they_say(fields, message):
-    data = full_trajectory().to_dict()
+    data = full_trajectory().model_dump()
     data["steps"].append({**data["steps"][0], "index": 2, **fields})
     with pytest.raises(TrajectoryFormatError, match=re.escape(message)):
-        Trajectory.from_dict(data)
+        trajectory_from_json(data)
     for code in (None, 0, -9, 2**31 - 1, -(2**31)):
         data["steps"][1] = {**data["steps"][0], "index": 2, "exit_code": code, "timed_out": False}
-        assert Trajectory.from_dict(data).steps[1].exit_code == code
+        assert trajectory_from_json(data).steps[1].exit_code == code
 
 
 def test_a_file_that_is_not_json_is_a_format_error(tmp_path):

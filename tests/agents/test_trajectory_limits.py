@@ -33,8 +33,8 @@ def test_the_writer_cuts_each_step_to_the_limits_and_says_so(tmp_path, small_lim
     writer = TrajectoryWriter(tmp_path / "t.json", Header(sample_id="s", agent="react", model="m"))
     writer.add_step(step(1, thought="é" * 1500, observation="o" * 10_000 + "[exit code 1; 0.1 s; cwd code]",
                          arguments={"path": "code/m.py", "content": "c" * 5000}, notes=["n" * 900] * 10))
-    writer.add_step(step(2, files_changed=[FileChange(f"code/f{i}.py", "modified", diff(5, f"code/f{i}.py")) for i in range(6)]))
-    writer.add_step(step(3, files_changed=[FileChange("code/a.py", "modified", diff(25)), FileChange("code/b.py", "modified", diff(25))]))
+    writer.add_step(step(2, files_changed=[FileChange(path=f"code/f{i}.py", change="modified", diff=diff(5, f"code/f{i}.py")) for i in range(6)]))
+    writer.add_step(step(3, files_changed=[FileChange(path="code/a.py", change="modified", diff=diff(25)), FileChange(path="code/b.py", change="modified", diff=diff(25))]))
     writer.add_step(step(4, thought="past the step limit"))
     writer.add_step(step(5, thought="and another"))
     trajectory = load_trajectory(tmp_path / "t.json")
@@ -59,7 +59,7 @@ def test_the_attempts_diff_lines_are_capped_across_steps(tmp_path, small_limits)
     small_limits.TRAJECTORY_MAX_STEPS = 10
     writer = TrajectoryWriter(tmp_path / "t.json", Header(sample_id="s", agent="react", model="m"))
     for index in range(1, 4):
-        writer.add_step(step(index, files_changed=[FileChange("code/m.py", "modified", diff(20))]))
+        writer.add_step(step(index, files_changed=[FileChange(path="code/m.py", change="modified", diff=diff(20))]))
     trajectory = load_trajectory(tmp_path / "t.json")
     assert trajectory_problems(trajectory) == []
     kept = [change.diff is not None for s in trajectory.steps for change in s.files_changed]
@@ -73,7 +73,7 @@ def test_a_step_over_the_step_limit_loses_its_longest_diffs_then_text(tmp_path, 
     small_limits.TRAJECTORY_MAX_DIFF_LINES = 1000
     writer = TrajectoryWriter(tmp_path / "t.json", Header(sample_id="s", agent="react", model="m"))
     writer.add_step(step(1, thought="t" * 2000, observation="o" * 2000,
-                         files_changed=[FileChange("code/a.py", "modified", diff(200, width=40)), FileChange("code/b.py", "modified", diff(10))]))
+                         files_changed=[FileChange(path="code/a.py", change="modified", diff=diff(200, width=40)), FileChange(path="code/b.py", change="modified", diff=diff(10))]))
     writer.add_step(step(2, thought="t" * 2000, observation="o" * 2000, traceback="x" * 2000, summary="s" * 2000))
     trajectory = load_trajectory(tmp_path / "t.json")
     assert trajectory_problems(trajectory) == []
@@ -93,7 +93,7 @@ def test_steps_past_the_trajectorys_byte_limit_keep_only_a_little_text(tmp_path,
     writer = TrajectoryWriter(tmp_path / "t.json", Header(sample_id="s", agent="react", model="m"))
     for index in range(1, 21):
         writer.add_step(step(index, thought="t" * 2000, observation="o" * 2000, traceback="x" * 2000, summary="s" * 2000,
-                             files_changed=[FileChange("code/m.py", "modified", diff(200, width=25))]))
+                             files_changed=[FileChange(path="code/m.py", change="modified", diff=diff(200, width=25))]))
     trajectory = load_trajectory(tmp_path / "t.json")
     assert trajectory_problems(trajectory) == [] and len(trajectory.steps) == 20
     assert len(trajectory.to_json().encode()) <= 250_000 - 4096

@@ -137,7 +137,7 @@ def make_step(
         truncated=truncated,
         error=error,
         traceback=traceback,
-        files_changed=[FileChange(path, change, diff) for path, change, diff in files or []],
+        files_changed=[FileChange(path=path, change=change, diff=diff) for path, change, diff in files or []],
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cost=cost,
@@ -185,7 +185,7 @@ def make_trajectory(
     if answer is not None:
         trajectory.final_answer = FinalAnswer.from_parsed(answer, parse_answer(answer))
     trajectory.final_patch = final_patch
-    return json_safe(trajectory.to_dict())
+    return json_safe(trajectory.model_dump())
 
 
 def make_score(sample: Sample, answer: Any) -> dict:
@@ -281,7 +281,7 @@ def synthetic_trajectory(*, steps: int = 500, diff_lines_per_step: int = 30, obs
         step = Step(index=index, started_at="2025-01-01T00:00:00+00:00", duration=1.5, model_seconds=1.0,
                     thought=f"Step {index}: implement part {index} of the method.", tool="command_line",
                     arguments={"command": f"python run.py --step {index}"}, observation=observation,
-                    exit_code=1 if crashed else 0, files_changed=[FileChange(f"code/model_{index % 5}.py", "modified", diff)],
+                    exit_code=1 if crashed else 0, files_changed=[FileChange(path=f"code/model_{index % 5}.py", change="modified", diff=diff)],
                     input_tokens=1000 + index, output_tokens=100, cost=0.001)
         trajectory.steps.append(step)
         header.input_tokens += step.input_tokens
@@ -289,7 +289,7 @@ def synthetic_trajectory(*, steps: int = 500, diff_lines_per_step: int = 30, obs
         header.cost += step.cost
     trajectory.final_answer = FinalAnswer(raw='{"Experiment 1": {"loss": 0.5}}', parsed={"Experiment 1": {"loss": 0.5}}, parse_method="json")
     trajectory.final_patch = "".join(step.files_changed[0].diff for step in trajectory.steps[:20])
-    return trajectory.to_dict()
+    return trajectory.model_dump()
 
 
 def make_long_attempt(*, steps: int = 500, **fields: Any) -> Attempt:

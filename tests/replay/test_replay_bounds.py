@@ -29,8 +29,8 @@ def huge_attempt(**fields):
         for index in range(1, STEPS + 1)
     ]
     steps[0].observation = "x" * 1_000_000 + "\n[exit code 0; 0.1 s; cwd code]"
-    steps[1].files_changed = [FileChange("code/big.py", "modified", BIG_DIFF)]
-    steps[2].files_changed = [FileChange(f"code/f{i}.bin", "added", None, "binary file") for i in range(1000)]
+    steps[1].files_changed = [FileChange(path="code/big.py", change="modified", diff=BIG_DIFF)]
+    steps[2].files_changed = [FileChange(path=f"code/f{i}.bin", change="added", diff=None, note="binary file") for i in range(1000)]
     steps[3].notes = ["a note"] * 5000
     trajectory = make_trajectory(steps=steps, sample_id=sample.sample_id, final_patch=None)
     return make_attempt(sample=sample, trajectory=trajectory, final_patch=BIG_PATCH, **fields)
@@ -129,20 +129,26 @@ def test_the_database_window_is_the_python_window(django_assert_num_queries):
         make_step(6, observation="[exit code 0; 1 s; cwd code]"),
         make_step(7, observation="fine " * 200 + "[exit code 2; 0.1 s; cwd code]", exit_code=2),
         make_step(8, traceback=""),
-        make_step(9, error=0),
-        make_step(10, observation={"out": "Traceback (most recent call last):"}),
-        make_step(11, error="yes"),
+        make_step(9),
+        make_step(10),
+        make_step(11),
         make_step(12, observation='{"mean": 2.6}\n[exit code 0; 0.1 s; cwd code]', exit_code=1),
         make_step(13, observation="[exit code 0; 0.1 s; cwd code]\n[exit code 3; 0.1 s; cwd code]", exit_code=0),
         make_step(14, observation="boom\n[exit code 1; 0.1 s; cwd code]", exit_code=None),
         make_step(15, observation="slow\n[timed out after 60 s; cwd code]", exit_code=None),
-        make_step(16, exit_code="1"),
-        make_step(17, exit_code=1.5),
-        make_step(18, exit_code=True),
-        make_step(19, exit_code=None, timed_out="yes"),
+        make_step(16),
+        make_step(17),
+        make_step(18),
+        make_step(19, exit_code=None),
     ]
+    # Values of other types, as uploads stored before the trajectory's fields were typed may hold.
+    odd = {9: {"error": 0}, 10: {"observation": {"out": "Traceback (most recent call last):"}}, 11: {"error": "yes"},
+           16: {"exit_code": "1"}, 17: {"exit_code": 1.5}, 18: {"exit_code": True}, 19: {"timed_out": "yes"}}
     sample = make_sample()
-    attempt = make_attempt(sample=sample, trajectory=make_trajectory(steps=steps, sample_id=sample.sample_id), final_patch="")
+    stored = make_trajectory(steps=steps, sample_id=sample.sample_id)
+    for number, values in odd.items():
+        stored["steps"][number - 1].update(values)
+    attempt = make_attempt(sample=sample, trajectory=stored, final_patch="")
     for first, count, errors_limit in ((1, 5, 100), (4, 4, 100), (9, 10, 100), (12, 5, 100), (1, 11, 6), (1, 19, 100)):
         window = trajectory_page(attempt_id=attempt.pk, first=first, count=count, errors_limit=errors_limit, patch_chars=40)
         reference = trajectory_page_in_python(attempt_id=attempt.pk, first=first, count=count, errors_limit=errors_limit,

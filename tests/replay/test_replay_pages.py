@@ -12,6 +12,7 @@ from tests.replay.factories import (
     make_attempt,
     make_long_attempt,
     make_step,
+    make_trajectory,
     make_user,
     make_xss_attempt,
     text_of,
@@ -139,6 +140,19 @@ def test_every_piece_of_trajectory_content_is_escaped(client):
     assert "ValueError: &lt;script&gt;" in step
     final = html[html.index('id="final-answer"') :]
     assert "&lt;img src=x onerror=alert(1)&gt;" in final  # answer key and patch
+
+
+def test_a_stored_upload_with_values_of_other_types_still_shows(client):
+    # Uploads were checked only for their required fields and command outcome until the fields were typed.
+    stored = make_trajectory()
+    stored["header"]["exit_message"] = 5
+    stored["steps"][0].update(thought=["a", "list"], arguments="ls -l", notes="one note", cost=None, exit_code="0")
+    stored["steps"][1]["files_changed"].append("code/x.py")
+    html = page(client, make_attempt(trajectory=stored))
+    assert "cannot be read" not in html
+    assert "[&#x27;a&#x27;, &#x27;list&#x27;]" in html and "ls -l" in html and "one note" in html
+    stored["steps"][0].pop("index")  # a required field: never accepted
+    assert "The stored trajectory cannot be read: step 1: index is missing" in page(client, make_attempt(trajectory=stored))
 
 
 def test_the_comparison_page_escapes_too(client):

@@ -236,10 +236,10 @@ def test_a_pager_refuses_a_page_the_trajectory_does_not_have():
 
 
 def test_the_long_trajectory_factory_is_in_the_stored_format():
-    from runs.agents.trajectory import Trajectory
+    from runs.agents.trajectory import trajectory_from_json
 
     data = synthetic_trajectory(steps=20)
-    trajectory = Trajectory.from_dict(data)
+    trajectory = trajectory_from_json(data)
     assert len(trajectory.steps) == 20
     assert isinstance(trajectory.steps[0].files_changed[0], FileChange)
     assert sum(1 for step in trajectory.steps if step_error_kind(step)) == 2

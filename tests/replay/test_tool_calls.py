@@ -8,12 +8,13 @@ import json
 import pytest
 from django.urls import reverse
 
+from runs.agents.trajectory import trajectory_from_stored
 from runs.analysis.gold_text import WITHHELD_LINE, GoldRedaction
 from runs.limits import replay_bounds
 from runs.replay.calls import CODE_OPEN_LINES, MAX_CODE_LINES, call_view
 from runs.replay.diffs import HighlightBudget
 from runs.replay.steps import THOUGHT_FOLD_CHARS, step_view
-from tests.replay.factories import FUNCTION_DIFF, make_attempt, make_step, make_user, text_of
+from tests.replay.factories import FUNCTION_DIFF, make_attempt, make_step, make_trajectory, make_user, text_of
 
 MODULE = '''"""Weighted statistics."""
 import math
@@ -142,13 +143,21 @@ def test_an_unknown_tool_falls_back_to_formatted_json():
     ("edit_file", {"path": "a.py", "instruction": None}),
     ("move", {"source": "a.py"}),
     ("final_answer", {"text": "0.9"}),
-    ("command_line", ["ls"]),  # arguments that are no object
-    ("write_file", "x = 1"),
 ])
 def test_arguments_not_in_the_tools_form_fall_back_to_json_and_lose_nothing(tool, arguments):
     step = view(tool, arguments)
     assert (step.call.kind, step.call.title) == ("json", "Arguments")
     assert json.loads(step.call.json) == arguments  # everything recorded is there
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [("command_line", ["ls"]), ("write_file", "x = 1")])
+def test_stored_arguments_that_are_no_object_are_shown_under_input(tool, arguments):
+    # Uploads stored before the trajectory's fields were typed may hold them.
+    stored = make_trajectory(steps=[make_step(1, tool=tool)])
+    stored["steps"][0]["arguments"] = arguments
+    step = step_view(trajectory_from_stored(stored).steps[0], 1, hide_gold_code=False)
+    assert (step.call.kind, step.call.title) == ("json", "Arguments")
+    assert json.loads(step.call.json) == {"input": arguments}
 
 
 def test_a_step_without_arguments_shows_no_call():

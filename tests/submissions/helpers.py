@@ -115,4 +115,4 @@ def trajectory(sample_id: str = SAMPLE, **header) -> dict:
     return Trajectory(
         header=Header(sample_id=sample_id, agent="external-react", model="test-model-1", exit_status="submitted", **header),
         steps=[Step(index=1, started_at="2025-01-01T00:00:00+00:00", thought="look around", tool="list_files", observation="code/")],
-    ).to_dict()
+    ).model_dump()

@@ -38,12 +38,12 @@ def diff(lines: int, name: str = "code/m.py") -> str:
 
 def trajectory(*steps: Step, final_patch: str | None = None) -> dict:
     header = Header(sample_id=SAMPLE, agent="external-react", model="test-model-1", exit_status="submitted")
-    return Trajectory(header=header, steps=list(steps), final_patch=final_patch).to_dict()
+    return Trajectory(header=header, steps=list(steps), final_patch=final_patch).model_dump()
 
 
 def step(index: int, *, files: list[str] | None = None, **fields) -> Step:
     fields.setdefault("observation", f"output of step {index}")
-    changes = [FileChange(f"code/f{n}.py", "modified", text) for n, text in enumerate(files or [])]
+    changes = [FileChange(path=f"code/f{n}.py", change="modified", diff=text) for n, text in enumerate(files or [])]
     return Step(index=index, started_at="2025-01-01T00:00:00+00:00", tool="command_line", files_changed=changes, **fields)
 
 

@@ -54,7 +54,7 @@ def build(
         cost_unknown=cost is None and not any(step.cost for step in steps),
     )
     trajectory = Trajectory(header=header, steps=steps, final_patch=final_patch or None)
-    return ConvertedTrajectory(trajectory.to_dict(), format_name, version)
+    return ConvertedTrajectory(trajectory.model_dump(), format_name, version)
 
 
 def as_text(value: Any) -> str:
