@@ -16,7 +16,8 @@ register their class with `register_agent`; they reuse `tools.run_tool` /
   `baselines`: the agents;
 - `tools`: the tools an agent calls, run through the sandbox against the workspace;
   `tool_arguments`: their arguments as pydantic models, which give the schemas the model is shown;
-- `trajectory`: the trajectory document format (no tools, no sandbox); `recorder`: writing one
+- `trajectory`: the trajectory document format, its pydantic model and the migrations of its older
+  versions (no tools, no sandbox); `recorder`: writing one
   while an agent runs; `foreign`: other tools' trajectories converted to ours (uploads,
   import_trajectory);
 - `retrieval`, `verifier`: retrieval for agentless, and choosing one of k candidates;

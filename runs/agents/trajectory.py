@@ -225,11 +225,6 @@ def migrated(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def is_our_format(value: Any) -> bool:
-    """Whether a parsed JSON value claims to be one of our trajectories (of any version read)."""
-    return isinstance(value, dict) and (value.get("format") == FORMAT or value.get("format") in MIGRATIONS)
-
-
 def trajectory_from_json(data: Any) -> Trajectory:
     """The trajectory a parsed JSON document holds, migrated from its version to `FORMAT`. Raises
     TrajectoryFormatError naming the version, or each field that is wrong and where."""
@@ -270,7 +265,7 @@ def _with_values_as_shown(document: dict[str, Any], error: ValidationError) -> d
             holder = holder[key]
         value = problem["input"]
         kind = problem["type"]
-        if kind in ("string_type",):
+        if kind == "string_type":
             holder[name] = str(value)
         elif kind in ("int_type", "int_parsing", "int_from_float", "float_type", "float_parsing"):
             holder[name] = 0

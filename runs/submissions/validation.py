@@ -34,7 +34,8 @@ from typing import Any
 from django.conf import settings
 
 from runs.agents import foreign
-from runs.agents.trajectory import TrajectoryFormatError, is_our_format, trajectory_from_json
+from runs.agents.trajectory import FORMAT as TRAJECTORY_FORMAT
+from runs.agents.trajectory import TrajectoryFormatError, trajectory_from_json
 from runs.benchmark.json_objects import read_object
 from runs.benchmark.patches import PatchError, parse_patch
 from runs.benchmark.text import json_type
@@ -564,7 +565,7 @@ def check_trajectory(value: Any, sample_id: str | None, *, report) -> dict | Non
 
 def _is_foreign_json(value: Any) -> bool:
     """Whether a parsed JSON trajectory is another tool's (converted by check_trajectory), not ours."""
-    return isinstance(value, dict) and not is_our_format(value) and foreign.detect(b"", value) is not None
+    return isinstance(value, dict) and value.get("format") != TRAJECTORY_FORMAT and foreign.detect(b"", value) is not None
 
 
 def parse_jsonl(
