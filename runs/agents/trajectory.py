@@ -26,7 +26,9 @@ function that turns a document of it into the next version (as Inspect AI migrat
 `trajectory_from_json` applies them in turn before validating. Version 1 is the only one so far: the
 documents written before `exit_code` and `timed_out` existed are version 1 too, read by those
 fields' defaults. A change that an older reader could not read gets a new version, a migration
-from the one before, and a stored example in tests/fixtures/trajectories.
+from the one before, and a stored example in tests/fixtures/trajectories. The replay reads what the
+database holds with `trajectory_from_stored`, which also reads uploads stored before the fields were
+typed.
 
 Unknown keys of the document, its header and its steps (a newer writer's, or an uploader's own) are
 kept and written back out (`extra`); unknown keys of a file change or a final answer are dropped.
