@@ -6,8 +6,8 @@ Validation reads every line into these models and hands them on as they are: ser
 Validation (runs.submissions.validation) reads every line through `SubmissionHeader` and
 `AttemptRecord`, and the upload page renders its format section from them (`format_fields`), so
 the page cannot document a field the validator does not accept, or the reverse. What needs more
-than one line, the database, or the limits of runs.limits (patch and trajectory sizes) stays in
-validation.py.
+than one line or the database (runs.submissions.cross_checks), or the limits of runs.limits (patch
+and trajectory sizes, runs.submissions.validation), is checked outside the models.
 
 `field_problems` words pydantic's errors for people who edit JSONL: `(field, message)`, the message
 naming what was expected and the JSON value that was given ("must be an integer, got a string

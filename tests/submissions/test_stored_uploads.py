@@ -1,8 +1,8 @@
 """Stored uploads of every version of the format still validate, and score as they did.
 
-tests/fixtures/uploads/submission-<version>/ holds example uploads (a JSONL file and a zip with
-trajectory members, ours and another tool's) as a client of that version wrote them, and
-expected.json what storing each gave when the version was current. A new version of the format
+tests/fixtures/uploads/ holds a directory per version (submission-1, ...) of example uploads (a
+JSONL file and a zip with trajectory members, ours and another tool's) as a client of that version
+wrote them, and expected.json, what storing each gave when the version was current. A new version of the format
 adds its directory; the older ones stay, read through `schema.UPGRADES`.
 """
 from __future__ import annotations
