@@ -30,7 +30,8 @@ from runs.agents.base import ExitStatus
 from runs.analysis.outcomes import REFUSED_KEY, outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
 from runs.benchmark.gold_literals import Implementation, enclosing_definition, gold_literals_in, gold_numbers_of
-from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
+from runs.benchmark.patch_parsing import parse_patch
+from runs.benchmark.patches import PatchError, apply_file_patch
 from runs.benchmark.scope import OutOfScopeEdit, ScopedCode, restrict_to_scope
 from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_experiment, score_sample
 from runs.benchmark.text import json_safe, storable_text
