@@ -76,18 +76,10 @@ from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from runs.benchmark.masking import (
-    NEWLINE,
-    MaskingError,
-    SourceLines,
-    accessor_kind,
-    function_body_source,
-    functions_by_name,
-    locate_function,
-    parsed,
-    replace_function_body,
-)
+from runs.benchmark.locating import MaskingError, accessor_kind, functions_by_name, locate_function, parsed
+from runs.benchmark.masking import function_body_source, replace_function_body
 from runs.benchmark.patches import unified_diff
+from runs.benchmark.source_lines import NEWLINE, SourceLines
 
 __all__ = ["MAX_FILE_CHARS", "MAX_BLOCK_STATEMENTS", "MAX_REASONS", "OutOfScopeEdit", "ScopedCode", "restrict_to_scope"]
 
