@@ -424,6 +424,11 @@ class _Search:
     def unmatched(self) -> str:
         return "" if self.line_hint is None else f" (line hint {self.line_hint} matches none of them)"
 
+    def chosen(self, function: _Function, rule: LocationRule, which: str) -> _Choice:
+        """`function` chosen by `rule`, noted as `which` one of all the candidates it is."""
+        note = f"chose `{function.qualified_name}` at line {function.def_line}: of the {self.everyone}, {which}"
+        return _Choice(function, self.status, rule, note)
+
 
 def _by_hint(analysis: SourceAnalysis, search: _Search) -> _Choice | None:
     """Rules 2 and 3: the hint on a candidate, or on the statement of a class defining some."""
@@ -453,11 +458,8 @@ def _by_hint(analysis: SourceAnalysis, search: _Search) -> _Choice | None:
         function = _main_definition(in_class)
         class_name = ".".join(in_class[0].scope)
         if function is not None:
-            note = (
-                f"chose `{function.qualified_name}` at line {function.def_line}: of the {search.everyone}, the "
-                f"method of class `{class_name}`, on whose statement line hint {line_hint} falls"
-            )
-            return _Choice(function, search.status, LocationRule.CLASS_LINE, note)
+            which = f"the method of class `{class_name}`, on whose statement line hint {line_hint} falls"
+            return search.chosen(function, LocationRule.CLASS_LINE, which)
         search.tried.append(f"line hint {line_hint} is on class `{class_name}`, which defines {len(in_class)} of them")
         search.candidates = in_class
     elif owner is not None:
@@ -475,11 +477,7 @@ def _by_span(search: _Search, span: tuple[int, int] | None) -> _Choice | None:
     spanned = _in_span(search.candidates, span)
     function = _main_definition(spanned)
     if function is not None:
-        note = (
-            f"chose `{function.qualified_name}` at line {function.def_line}: of the {search.everyone}, the one in "
-            f"the span {span[0]}-{span[1]}{search.unmatched}"
-        )
-        return _Choice(function, search.status, LocationRule.SPAN, note)
+        return search.chosen(function, LocationRule.SPAN, f"the one in the span {span[0]}-{span[1]}{search.unmatched}")
     search.tried.append(f"the span {span[0]}-{span[1]} overlaps {len(spanned) or 'none'} of them")
     search.candidates = spanned or search.candidates
     return None
@@ -491,11 +489,9 @@ def _by_main_definition(search: _Search) -> _Choice | None:
     function = _main_definition(search.candidates)
     if function is None:
         return None
-    note = "" if search.line_hint is None else (
-        f"chose `{function.qualified_name}` at line {function.def_line}: of the {search.everyone}, the definition "
-        f"the name means{search.unmatched}"
-    )
-    return _Choice(function, search.status, LocationRule.MAIN_DEFINITION, note)
+    if search.line_hint is None:
+        return _Choice(function, search.status, LocationRule.MAIN_DEFINITION)
+    return search.chosen(function, LocationRule.MAIN_DEFINITION, f"the definition the name means{search.unmatched}")
 
 
 def _header_colon(lines: SourceLines, node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int]:
