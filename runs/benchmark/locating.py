@@ -108,8 +108,6 @@ class FunctionLocation:
     scope: tuple[str, ...] = ()
 
 
-
-
 @dataclass(frozen=True)
 class _Function:
     qualified_name: str  # canonical: unique except for genuine redefinitions

@@ -62,7 +62,6 @@ def parse_patch(text: str) -> list[FilePatch]:
     return _Parser(text).parse()
 
 
-
 class _Parser:
     """One pass over the lines of a patch; `self.index` is the next line to read."""
 

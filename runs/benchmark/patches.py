@@ -99,7 +99,6 @@ class FilePatch:
     text: str
 
 
-
 def apply_file_patch(original: str | None, file_patch: FilePatch) -> str | None:
     """The file's text after `file_patch`, computed in memory (None: the file does not exist,
     before or after).

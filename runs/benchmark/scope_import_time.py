@@ -49,8 +49,8 @@ def symbols(table: symtable.SymbolTable) -> Iterator[tuple[symtable.SymbolTable,
 
 
 def binds(symbol: symtable.Symbol) -> bool:
+    """Whether a symbol is bound in its scope: assigned, imported, or a definition's name."""
     return symbol.is_assigned() or symbol.is_imported() or symbol.is_namespace()
-
 
 
 def is_dunder(name: str) -> bool:
@@ -124,7 +124,6 @@ _KINDS = {
 
 def _kind(node: ast.expr) -> str:
     return _KINDS.get(type(node), "an operation")
-
 
 
 def plain_targets(node: ast.stmt) -> bool:

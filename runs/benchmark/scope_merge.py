@@ -148,7 +148,6 @@ class _Insertion:
     text: str
 
 
-
 class FileMerge:
     """Merges the agent's version of one file with masked functions into its masked text."""
 
