@@ -30,10 +30,12 @@ from runs.agents.base import ExitStatus
 from runs.analysis.outcomes import REFUSED_KEY, outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
 from runs.benchmark.gold_literals import Implementation, enclosing_definition, gold_literals_in, gold_numbers_of
-from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
+from runs.benchmark.patch_parsing import parse_patch
+from runs.benchmark.patches import PatchError, apply_file_patch
 from runs.benchmark.scope import OutOfScopeEdit, ScopedCode, restrict_to_scope
-from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_experiment, score_sample
+from runs.benchmark.scoring import SampleScore, score_experiment, score_sample
 from runs.benchmark.text import json_safe, storable_text
+from runs.benchmark.tolerance_ratios import attempt_tolerance_ratio
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError, experiment_label
 from runs.evaluation.claims import InfrastructureFailure
 from runs.evaluation.workdirs import remove_tree
@@ -138,7 +140,7 @@ _VERDICT_FIELDS = ("status", "reported_score", "reported_passed", "reexecution_s
 
 def with_tolerance_ratio(fields: dict, attempt: Attempt | None = None) -> dict:
     """`fields`, an attempt's verdict fields about to be written, with the `tolerance_ratio` and
-    the `outcome` they imply (runs.benchmark.scoring.attempt_tolerance_ratio,
+    the `outcome` they imply (runs.benchmark.tolerance_ratios.attempt_tolerance_ratio,
     runs.analysis.outcomes.attempt_outcome); a field that is not being written is read from
     `attempt`. Every write of a verdict goes through here, so neither ever goes stale."""
     values = {name: fields[name] if name in fields else getattr(attempt, name, None) for name in _VERDICT_FIELDS}
