@@ -24,8 +24,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from runs.benchmark.answers import MAX_ANSWER_CHARS
 from runs.benchmark.json_objects import refused_as
-from runs.benchmark.scoring import MAX_ANSWER_CHARS
 from runs.benchmark.text import json_type
 
 FORMAT = "autoexperiment.submission/1"

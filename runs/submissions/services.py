@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from runs.agents.base import ExitStatus
 from runs.analysis.services import attempt_analysis_record_quietly
-from runs.benchmark.scoring import parse_answer
+from runs.benchmark.answers import parse_answer
 from runs.benchmark.text import json_safe
 from runs.evaluation.claims import ClaimOutcome, max_infra_retries
 from runs.evaluation.kinds import IN_PROCESS

@@ -33,7 +33,8 @@ from runs.agents import foreign
 from runs.agents.trajectory import FORMAT as TRAJECTORY_FORMAT
 from runs.agents.trajectory import Trajectory, TrajectoryFormatError
 from runs.benchmark.json_objects import read_object
-from runs.benchmark.patches import PatchError, parse_patch
+from runs.benchmark.patch_parsing import parse_patch
+from runs.benchmark.patches import PatchError
 from runs.benchmark.text import json_type
 from runs.limits import human_bytes, patch_problem, step_count_problem, trajectory_limits, trajectory_problems
 from runs.submissions.archive import RESULTS_MEMBER, is_zip, read_zip

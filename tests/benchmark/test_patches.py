@@ -1,4 +1,4 @@
-"""runs.benchmark.patches: the one unified-diff parser and in-memory applier.
+"""runs.benchmark.patch_parsing and patches: the one unified-diff parser and in-memory applier.
 
 Real `git diff`, `git format-patch` and GNU `diff -ruN` output (made by running the tools in temp
 directories) is parsed, accepted or refused at the right line; what is accepted applies in memory
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runs.benchmark.patches import FilePatch, Hunk, PatchError, apply_file_patch, parse_patch, unified_diff
+from runs.benchmark.patch_parsing import parse_patch
+from runs.benchmark.patches import FilePatch, Hunk, PatchError, apply_file_patch, unified_diff
 
 # --- helpers -------------------------------------------------------------------------------------
 
