@@ -233,8 +233,6 @@ def _is_foreign_json(value: Any) -> bool:
     return isinstance(value, dict) and value.get("format") != TRAJECTORY_FORMAT and foreign.detect(b"", value) is not None
 
 
-
-
 def parse_jsonl(data: bytes, problems: Problems, *, member: str | None, in_zip: bool) -> ParsedLines:
     """The header and the records of a JSONL file: every line checked, every problem reported."""
     parsed = ParsedLines()
