@@ -37,7 +37,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from runs.benchmark.scoring import ParsedAnswer
+from runs.benchmark.answers import ParsedAnswer
 from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from sandbox import Sandbox
 

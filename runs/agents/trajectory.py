@@ -49,7 +49,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-from runs.benchmark.scoring import ParsedAnswer
+from runs.benchmark.answers import ParsedAnswer
 
 from .llm import Usage
 
@@ -164,7 +164,7 @@ class Step(_KeepsUnknownKeys):
 
 
 class FinalAnswer(BaseModel):
-    """The submitted answer as given (`raw`) and as parsed by runs.benchmark.scoring.parse_answer."""
+    """The submitted answer as given (`raw`) and as parsed by runs.benchmark.answers.parse_answer."""
 
     raw: str | None
     parsed: dict[str, Any] | None

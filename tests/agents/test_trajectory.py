@@ -28,8 +28,8 @@ from runs.agents.trajectory import (
     trajectory_from_json,
     trajectory_from_stored,
 )
+from runs.benchmark.answers import parse_answer
 from runs.benchmark.masking import replace_function_body
-from runs.benchmark.scoring import parse_answer
 from tests.agents.helpers import GOLD_BODY, build_toy_workspace
 from tests.support import require_patch
 
