@@ -99,7 +99,7 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ["agent", "model", "description"]
     # Hidden is set by the actions alone (runs_set_hidden): saved from the form, the change would
     # announce nothing, and the leaderboard's numbers would not follow it.
-    readonly_fields = ["created_at", "cancelled_at", "finished_at", "hidden"]
+    readonly_fields = ["agent_config_version", "created_at", "cancelled_at", "finished_at", "hidden"]
     raw_id_fields = ["created_by"]
     actions = ["hide", "unhide"]
 
