@@ -104,7 +104,9 @@ class RunAdminForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        if {"agent", "agent_config"} & set(self.changed_data) and not self.errors:
+        before = (self.instance.agent, self.instance.agent_config)
+        edited = self.instance.pk is None or (data.get("agent"), data.get("agent_config")) != before
+        if edited and not self.errors:
             for problem in agent_config_problems(agent=data["agent"], agent_config=data["agent_config"],
                                                  max_steps=data["max_steps"], max_seconds=data["max_seconds"],
                                                  max_cost=data["max_cost"]):

@@ -244,7 +244,8 @@ def test_the_admin_checks_an_edited_agent_config_as_the_run_form_does(tiny_suite
     unbound = RunAdminForm(instance=run)
     data = {name: "" if (value := unbound[name].value()) is None else value for name in unbound.fields}
     data.pop("hidden", None)
-    assert RunAdminForm(data, instance=run).is_valid()
+    unchanged = RunAdminForm(data, instance=run)
+    assert unchanged.is_valid(), unchanged.errors
     form = RunAdminForm({**data, "agent_config": '{"colour": "blue"}'}, instance=run)
     assert not form.is_valid()
     assert "no setting 'colour'" in form.errors["agent_config"][0]
