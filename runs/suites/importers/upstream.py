@@ -277,7 +277,7 @@ def _plan_functions(rows: list[Row], *, stale: dict, details: dict, plan: _Plan,
         paper_id, func_id = key
         stale_row = stale.get(key)
         compare_with_stale(row, stale_row, [("file", "file"), ("name", "name"), ("header_line", "header_line"),
-                                  ("relevant_paper", "relevant_paper")], report=report)
+                                            ("relevant_paper", "relevant_paper")], report=report)
         paper = plan.papers[paper_id]
         if not paper.code_dir:
             plan.function_skipped[key] = "its paper has no code"
@@ -335,8 +335,8 @@ def _plan_experiments(rows: list[Row], *, stale: dict, plan: _Plan, report: Impo
         stale_row = stale.get(key)
         if stale_row is not None:
             compare_with_stale(row, stale_row, [("description", "description"), ("solution", "solution"),
-                                      ("func_dependencies", "func_dependencies"), ("result", "result")],
-                     report=report, note=renumbered(key, stale_row))
+                                                ("func_dependencies", "func_dependencies"), ("result", "result")],
+                               report=report, note=renumbered(key, stale_row))
         if not plan.papers[paper_id].code_dir:
             report.skip(row.at("row"), f"paper {paper_id} has no code directory")
             continue

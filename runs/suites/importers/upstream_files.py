@@ -17,8 +17,6 @@ from runs.suites.importers.common import ImportReport, reject_json_constant
 from runs.suites.importers.schema import MAX_ID
 
 MAIN, FUNCS, EXPS = "mlrc_main.csv", "mlrc_funcs.csv", "mlrc_exps.csv"
-
-
 REQUIRED_COLUMNS = {
     MAIN: ("paper_id", "Title"),
     FUNCS: ("paper_id", "func_id", "file", "name", "header_line"),
@@ -28,6 +26,8 @@ REQUIRED_COLUMNS = {
 
 @dataclass
 class Row:
+    """One row of a CSV or JSON-lines file and where it is (`at` names a field of it for reports)."""
+
     file: str
     line: int
     values: dict
@@ -179,13 +179,14 @@ def _to_json(value):
 
 
 def text_of(value) -> str:
+    """A cell or a JSON value as stripped text ("" for None)."""
     if value is None:
         return ""
     return value.strip() if isinstance(value, str) else str(value)
 
 
 def compare_with_stale(row: Row, stale: Row | None, columns: list[tuple[str, str]], *, report: ImportReport,
-             note: str = "") -> None:
+                       note: str = "") -> None:
     """Report every field where a stale jsonl copy disagrees with the CSV row (the CSV is kept)."""
     if stale is None:
         return
