@@ -26,7 +26,9 @@ from leaderboard.metrics import PassRates, SystemRow
 from leaderboard.models import SystemStanding
 from leaderboard.rules import ENDED_STATUSES, LeaderboardFilters, counted_q, passes_q, runs_frame, system_case, system_name_order
 from leaderboard.selectors import standings_shown_runs
-from runs.benchmark.masking import NEWLINE, MaskingError, MaskTarget, function_body_source, mask_source
+from runs.benchmark.locating import MaskingError
+from runs.benchmark.masking import MaskTarget, function_body_source, mask_source
+from runs.benchmark.source_lines import NEWLINE
 from runs.benchmark.workspace import EXCLUDED_DIRS, EXCLUDED_SUFFIXES
 from runs.models import Attempt, Experiment, Function, Paper, Run, Sample, Suite
 from runs.suites.selectors import SuiteGoldStability, suites_gold_stability

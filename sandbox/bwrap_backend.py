@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from .base import (
     DATA_MOUNT,
@@ -66,6 +67,16 @@ def _check(result: int) -> None:
     if result != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, os.strerror(errno))
+
+
+@dataclass(frozen=True)
+class _CommandEnd:
+    """How one command under bwrap ended, as BubblewrapSandbox._wait_for_command saw it."""
+
+    timed_out: bool
+    over_quota: str  # why the workspace went over its limits, or ""
+    status: bytes  # what bwrap wrote on its JSON status pipe
+    command_started: bool  # the command's shell announced itself (see _execute)
 
 
 class BubblewrapSandbox(Sandbox):
@@ -140,31 +151,67 @@ class BubblewrapSandbox(Sandbox):
 
     def _execute(self, command: str, *, timeout: float, inner_cwd: str) -> ExecResult:
         output = BoundedOutput(self.limits.output_bytes)
-        data_fds: list[int] = []
         status_read, status_write = os.pipe()
         started_read, started_write = os.pipe()
         started = time.monotonic()
         try:
-            argv = self._argv(command, timeout, inner_cwd, data_fds, status_write, started_write)
-            process = subprocess.Popen(
+            process = self._start_bwrap(command, timeout, inner_cwd, status_fd=status_write, started_fd=started_write)
+        except SandboxError:
+            os.close(status_read)
+            os.close(started_read)
+            raise
+        ended = self._wait_for_command(
+            process, output, status_read=status_read, started_read=started_read, started=started, timeout=timeout
+        )
+        exit_code = _exit_code(ended.status, process.returncode)
+        # bwrap sets the sandbox up in its child and reports nothing when that fails but its own
+        # message on stderr, which a command could print too. So the command's shell announces
+        # itself on a pipe only the harness reads, before any of the command runs: without that
+        # word, the sandbox never came up; with it, all that follows is the command's doing.
+        if not ended.command_started:
+            raise SandboxError(
+                f"bubblewrap could not create the sandbox: {output.text().strip()[:2000]} ({INSTALL_HINT})"
+            )
+        return self._result(
+            output=output,
+            exit_code=exit_code,
+            timed_out=ended.timed_out,
+            over_quota=ended.over_quota,
+            started=started,
+        )
+
+    def _start_bwrap(
+        self, command: str, timeout: float, inner_cwd: str, *, status_fd: int, started_fd: int
+    ) -> subprocess.Popen:
+        """bwrap started on the command, its output on a pipe; the write ends of the status and start
+        pipes, and the pipes the command line opened, are closed here whatever happens."""
+        data_fds: list[int] = []
+        try:
+            argv = self._argv(command, timeout, inner_cwd, data_fds, status_fd, started_fd)
+            return subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env={"PATH": "/usr/bin:/bin"},
-                pass_fds=[status_write, started_write, *data_fds],
+                pass_fds=[status_fd, started_fd, *data_fds],
                 start_new_session=True,
                 # Only os-level calls run between fork and exec (see _drop_privileges).
                 preexec_fn=self._drop_privileges if self._root else None,  # noqa: PLW1509
             )
         except (OSError, subprocess.SubprocessError) as error:
-            os.close(status_read)
-            os.close(started_read)
             raise SandboxError(f"cannot start bwrap: {error}") from error
         finally:
-            for fd in (status_write, started_write, *data_fds):
+            for fd in (status_fd, started_fd, *data_fds):
                 os.close(fd)
 
+    def _wait_for_command(
+        self, process: subprocess.Popen, output: BoundedOutput, *, status_read: int, started_read: int,
+        started: float, timeout: float,
+    ) -> _CommandEnd:
+        """Copies the command's output while it runs and supervises it to its end (its deadline, the
+        disk cap); then, whatever happened, kills what is left of the sandbox and reads and closes
+        both pipes."""
         stdout = process.stdout
         assert stdout is not None  # stdout=PIPE
         stop_reading = threading.Event()
@@ -191,22 +238,8 @@ class BubblewrapSandbox(Sandbox):
             os.close(status_read)
             command_started = _read_all(started_read) == _STARTED
             os.close(started_read)
-
-        exit_code = _exit_code(status, process.returncode)
-        # bwrap sets the sandbox up in its child and reports nothing when that fails but its own
-        # message on stderr, which a command could print too. So the command's shell announces
-        # itself on a pipe only the harness reads, before any of the command runs: without that
-        # word, the sandbox never came up; with it, all that follows is the command's doing.
-        if not command_started:
-            raise SandboxError(
-                f"bubblewrap could not create the sandbox: {output.text().strip()[:2000]} ({INSTALL_HINT})"
-            )
-        return self._result(
-            output=output,
-            exit_code=exit_code,
-            timed_out=timed_out,
-            over_quota=over_quota,
-            started=started,
+        return _CommandEnd(
+            timed_out=timed_out, over_quota=over_quota, status=status, command_started=command_started
         )
 
     def _kill(self, process: subprocess.Popen) -> None:
@@ -239,41 +272,26 @@ class BubblewrapSandbox(Sandbox):
     def _argv(
         self, command: str, timeout: float, inner_cwd: str, data_fds: list[int], status_fd: int, started_fd: int
     ) -> list[str]:
+        """bwrap's command line, in the order bwrap applies it: the namespaces, the syscall filter
+        and the environment, then the mounts (each later one over the earlier ones, the root made
+        read-only last), then the limits and the command. `data_fds` collects the pipes it opens."""
+        return [
+            self._bwrap,
+            *_namespace_options(status_fd),
+            *_seccomp_option(data_fds),
+            *_environment_options(self.env),
+            *_host_system_mounts(data_fds),
+            *self._private_mounts(),
+            *self._paper_mounts(),
+            *_workspace_mount(self._bind_source, inner_cwd),
+            *self._prlimit_args(timeout),
+            *_announced_command(command, started_fd),
+        ]
+
+    def _private_mounts(self) -> list[str]:
+        """/proc, /dev and the sandbox's own tmpfs, with the GPUs it was given; /dev read-only."""
         limits = self.limits
         argv = [
-            self._bwrap,
-            "--unshare-all",  # user, pid, network, ipc, uts, cgroup namespaces
-            "--unshare-user",
-            # No nested user namespaces: they would give the command capabilities over new
-            # namespaces of its own, kernel attack surface the experiments never need.
-            "--disable-userns",
-            "--uid", str(SANDBOX_UID),
-            "--gid", str(SANDBOX_UID),
-            "--hostname", "sandbox",
-            "--die-with-parent",
-            "--new-session",
-            "--json-status-fd", str(status_fd),
-            "--clearenv",
-        ]
-        program = _seccomp_program()
-        if program:
-            argv += ["--seccomp", str(_data_fd(program, data_fds))]
-        for key, value in self.env.items():
-            argv += ["--setenv", key, value]
-        argv += ["--ro-bind", "/usr", "/usr"]
-        for name in _SYSTEM_DIRECTORIES:
-            host = f"/{name}"
-            if os.path.islink(host):
-                argv += ["--symlink", os.readlink(host), host]
-            elif os.path.isdir(host):
-                argv += ["--ro-bind", host, host]
-        for name in _ETC_ALLOWED:
-            argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        for path in sorted(glob.glob("/etc/python3*")):
-            argv += ["--ro-bind", path, path]
-        for path, content in _generated_etc().items():
-            argv += ["--ro-bind-data", str(_data_fd(content, data_fds)), path]
-        argv += [
             "--proc", "/proc",
             # PID 1 is bwrap's init, of the command's own uid: through /proc/1/mem (ptrace and
             # process_vm_writev are refused by seccomp) a command could write code into it and
@@ -288,24 +306,16 @@ class BubblewrapSandbox(Sandbox):
             argv += ["--dev-bind-try", device, device]
         # /dev is an unbounded tmpfs; read-only, its devices still work and /dev/shm stays writable.
         argv += ["--remount-ro", "/dev"]
-        # The paper's environment at its own path (its venv names that path) and its data files, both
-        # read-only: binds over the read-only root, which the agent cannot change or add to.
+        return argv
+
+    def _paper_mounts(self) -> list[str]:
+        """The paper's environment at its own path (its venv names that path) and its data files, both
+        read-only: binds over the read-only root, which the agent cannot change or add to."""
+        argv: list[str] = []
         if self.environment is not None:
             argv += ["--ro-bind", str(self.environment), str(self.environment)]
         for name, data_file in sorted(self.data.items()):
             argv += ["--ro-bind", str(data_file), f"{DATA_MOUNT}/{name}"]
-        argv += [
-            "--bind", self._bind_source, WORKSPACE_MOUNT,
-            # Last: everything outside the mounts above (the sandbox's own root) becomes read-only.
-            "--remount-ro", "/",
-            "--chdir", inner_cwd,
-            "--",
-        ]
-        argv += self._prlimit_args(timeout)
-        # The shell writes the start word and closes the pipe before the command's first line runs
-        # (bash executes a -c script line by line), so nothing the command starts can write to it.
-        announce = f"printf {_STARTED.decode()} >&{started_fd}; exec {started_fd}>&-\n"
-        argv += [_shell(), "-c", announce + command]
         return argv
 
     def _prlimit_args(self, timeout: float) -> list[str]:
@@ -330,6 +340,74 @@ class BubblewrapSandbox(Sandbox):
         if self._gpus:
             return "RLIMIT_DATA per process (a GPU sandbox without a cgroup: see $SANDBOX_CGROUP_PARENT)"
         return "RLIMIT_AS per process (no cgroup could be made)"
+
+
+def _namespace_options(status_fd: int) -> list[str]:
+    """New namespaces of every kind for the command, as the sandbox uid, with no environment."""
+    return [
+        "--unshare-all",  # user, pid, network, ipc, uts, cgroup namespaces
+        "--unshare-user",
+        # No nested user namespaces: they would give the command capabilities over new
+        # namespaces of its own, kernel attack surface the experiments never need.
+        "--disable-userns",
+        "--uid", str(SANDBOX_UID),
+        "--gid", str(SANDBOX_UID),
+        "--hostname", "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--json-status-fd", str(status_fd),
+        "--clearenv",
+    ]
+
+
+def _seccomp_option(data_fds: list[int]) -> list[str]:
+    """The syscall filter (_seccomp_program), where this machine's architecture has one."""
+    program = _seccomp_program()
+    return ["--seccomp", str(_data_fd(program, data_fds))] if program else []
+
+
+def _environment_options(env: Mapping[str, str]) -> list[str]:
+    argv: list[str] = []
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    return argv
+
+
+def _host_system_mounts(data_fds: list[int]) -> list[str]:
+    """The host's /usr, its /bin, /lib... (links or directories), the allowed part of /etc, read-only,
+    and the generated /etc files."""
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for name in _SYSTEM_DIRECTORIES:
+        host = f"/{name}"
+        if os.path.islink(host):
+            argv += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            argv += ["--ro-bind", host, host]
+    for name in _ETC_ALLOWED:
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    for path in sorted(glob.glob("/etc/python3*")):
+        argv += ["--ro-bind", path, path]
+    for path, content in _generated_etc().items():
+        argv += ["--ro-bind-data", str(_data_fd(content, data_fds)), path]
+    return argv
+
+
+def _workspace_mount(bind_source: str, inner_cwd: str) -> list[str]:
+    """The workspace, the one writable host directory; then the rest of the root made read-only."""
+    return [
+        "--bind", bind_source, WORKSPACE_MOUNT,
+        # Last: everything outside the mounts above (the sandbox's own root) becomes read-only.
+        "--remount-ro", "/",
+        "--chdir", inner_cwd,
+        "--",
+    ]
+
+
+def _announced_command(command: str, started_fd: int) -> list[str]:
+    # The shell writes the start word and closes the pipe before the command's first line runs
+    # (bash executes a -c script line by line), so nothing the command starts can write to it.
+    announce = f"printf {_STARTED.decode()} >&{started_fd}; exec {started_fd}>&-\n"
+    return [_shell(), "-c", announce + command]
 
 
 def _gpu_device_nodes(gpus: str | int | None) -> list[str]:

@@ -393,12 +393,8 @@ class Walk:
                     continue
                 name = names.pop()
                 path = f"{prefix}/{name}" if prefix else name
-                try:
-                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except PermissionError:
-                    self._cannot_read(path)
-                    continue
-                except OSError:
+                info = self._lstat(fd, name, path)
+                if info is None:
                     continue
                 if self.count >= self.limits.max_entries:
                     self.incomplete = f"stopped after {self.limits.max_entries:,} entries"
@@ -406,30 +402,47 @@ class Walk:
                 self.count += 1
                 entry = Entry(path, kind(info), info, depth + 1, fd, name)
                 yield entry
-                if entry.kind != FileKind.DIR or name in self.skip:
-                    continue
-                if depth + 1 >= self.limits.max_depth:
-                    self.incomplete = self.incomplete or f"directories deeper than {self.limits.max_depth} levels not entered ({display_name(path)})"
-                    continue
-                try:
-                    child = _open_directory_at(fd, name, path)
-                except PermissionError:
-                    self._cannot_read(path)
-                    continue
-                except OSError:
-                    continue  # swapped for a link or removed meanwhile: nothing to follow
-                try:
-                    listing = _sorted_names(child)
-                except OSError as error:
-                    os.close(child)
-                    if isinstance(error, PermissionError):
-                        self._cannot_read(path)
-                    continue
-                stack.append((child, path, depth + 1, listing))
+                level = self._level_below(entry)
+                if level is not None:
+                    stack.append(level)
         finally:
             for fd, *_ in stack[1:]:
                 os.close(fd)
             context.__exit__(None, None, None)
+
+    def _lstat(self, fd: int, name: str, path: str) -> os.stat_result | None:
+        """The entry `name` of the directory `fd` itself; None when it is gone or cannot be read."""
+        try:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except PermissionError:
+            self._cannot_read(path)
+            return None
+        except OSError:
+            return None
+
+    def _level_below(self, entry: Entry) -> tuple[int, str, int, list[str]] | None:
+        """The open level of the directory `entry` for the walk's stack, its names listed; None when
+        the walk does not enter it (not a directory, skipped, too deep, gone or unreadable)."""
+        if entry.kind != FileKind.DIR or entry.name in self.skip:
+            return None
+        if entry.depth >= self.limits.max_depth:
+            self.incomplete = self.incomplete or f"directories deeper than {self.limits.max_depth} levels not entered ({display_name(entry.path)})"
+            return None
+        try:
+            child = _open_directory_at(entry.dir_fd, entry.name, entry.path)
+        except PermissionError:
+            self._cannot_read(entry.path)
+            return None
+        except OSError:
+            return None  # swapped for a link or removed meanwhile: nothing to follow
+        try:
+            listing = _sorted_names(child)
+        except OSError as error:
+            os.close(child)
+            if isinstance(error, PermissionError):
+                self._cannot_read(entry.path)
+            return None
+        return child, entry.path, entry.depth, listing
 
 
 def _sorted_names(fd: int) -> list[str]:

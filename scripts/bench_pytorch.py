@@ -4,7 +4,7 @@ environment's python3 in a copy of the gold code) and in an open sandbox of each
 environment and data bound), interleaved, median of --runs each; and what their environment costs to
 build, cold (a fresh root, `--cold`: a minute or more) and warm (built already).
 
-    .venv/bin/python scripts/bench_pytorch.py [--runs 5] [--experiments 2] [--backend bubblewrap] [--cold]
+    .venv/bin/python scripts/bench_pytorch.py [--runs 5] [--experiments 2] [--paper ID] [--backend bubblewrap] [--cold]
 
 Targets (issue 32): the sandbox adds at most 5% (bubblewrap) and 10% (Docker) to an experiment's time.
 No Django: the environment is built under --environments-root (the project's default, var/environments,
@@ -41,10 +41,14 @@ def timed(action) -> float:
     return time.perf_counter() - started
 
 
-def _experiments(limit: int) -> list[tuple[str, Path, dict, dict]]:
+def _papers() -> list[str]:
+    return json.loads((SUITE / "suite.json").read_text())["papers"]
+
+
+def _experiments(limit: int, papers: list[str]) -> list[tuple[str, Path, dict, dict]]:
     """(paper id, its directory, its data files by name, the experiment) of each paper's first `limit`."""
     chosen = []
-    for name in json.loads((SUITE / "suite.json").read_text())["papers"]:
+    for name in papers:
         paper = json.loads((SUITE / name / "paper.json").read_text())
         data = {entry["name"]: SUITE / name / entry["source"] for entry in paper.get("data", [])}
         chosen += [(name, SUITE / name, data, experiment) for experiment in paper["experiments"][:limit]]
@@ -55,6 +59,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--experiments", type=int, default=2, help="experiments of each paper")
+    parser.add_argument("--paper", action="append", choices=_papers(), default=None, help="only this paper (repeatable)")
+    parser.add_argument("--warm-up-rounds", type=int, default=1,
+                        help="untimed rounds before the timed ones (0 in the test suite's smoke run)")
     parser.add_argument("--backend", action="append", choices=BACKENDS, default=None)
     parser.add_argument("--cold", action="store_true", help="also build the environment in a fresh root")
     parser.add_argument("--environments-root", type=Path, default=REPOSITORY / "var" / "environments")
@@ -78,7 +85,7 @@ def main() -> None:
     os.chmod(scratch, 0o755)
     totals = {"bare": 0.0, **dict.fromkeys(backends, 0.0)}
     try:
-        for paper_id, directory, data, experiment in _experiments(arguments.experiments):
+        for paper_id, directory, data, experiment in _experiments(arguments.experiments, arguments.paper or _papers()):
             code = scratch / f"{paper_id}-bare"
             if not code.exists():
                 shutil.copytree(directory / "code", code)
@@ -96,18 +103,19 @@ def main() -> None:
                                                   name=f"bench-pytorch-{backend}")
             times: dict[str, list[float]] = {"bare": [], **{backend: [] for backend in backends}}
             try:
-                # One untimed round first (the page cache, the environment's byte code), then the timed
+                # Untimed rounds first (the page cache, the environment's byte code), then the timed
                 # rounds, interleaved: a slow moment of the machine hits every variant alike.
-                for round_number in range(arguments.runs + 1):
+                for round_number in range(arguments.warm_up_rounds + arguments.runs):
+                    timed_round = round_number >= arguments.warm_up_rounds
                     bare = timed(lambda: subprocess.run(
                         experiment["command"], shell=True, cwd=code, env=bare_env, check=True, capture_output=True))
-                    if round_number:
+                    if timed_round:
                         times["bare"].append(bare)
                     for backend, box in sandboxes.items():
                         result = box.execute(experiment["command"], timeout=600, cwd="code")
                         if result.exit_code != 0:
                             raise SystemExit(f"{paper_id} experiment {experiment['id']} failed in {backend}: {result.output[-2000:]}")
-                        if round_number:
+                        if timed_round:
                             times[backend].append(result.duration)
             finally:
                 for box in sandboxes.values():

@@ -130,7 +130,7 @@ def check_within_limits(data: dict, sample_id: str) -> None:
 
 
 def make_attempts(limits, per_page: int):
-    from runs.benchmark.scoring import MAX_ANSWER_CHARS
+    from runs.benchmark.answers import MAX_ANSWER_CHARS
     from runs.benchmark.text import json_safe
     from runs.limits import DEFAULT_MAX_PATCH_BYTES
     from runs.models import Attempt, Experiment, Function, Paper, Run, Sample, Suite

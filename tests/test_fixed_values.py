@@ -11,8 +11,8 @@ from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.state import ProjectState
 
 from runs.agents.base import ExitStatus
-from runs.benchmark.masking import SourceLines
 from runs.benchmark.patches import ChangeKind
+from runs.benchmark.source_lines import SourceLines
 from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from runs.evaluation.claims import ClaimOutcome
 from runs.models import Attempt, Run, Transplant

@@ -31,7 +31,8 @@ from typing import Any
 from pydantic import Field
 
 from runs.benchmark import python_ast
-from runs.benchmark.masking import MaskingError, function_body_source, locate_function, replace_function_body
+from runs.benchmark.locating import MaskingError, locate_function
+from runs.benchmark.masking import function_body_source, replace_function_body
 from sandbox import Sandbox
 
 from .base import Agent, AgentExit, AgentResult, ModelFailed

@@ -18,7 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from runs.benchmark.scoring import ParsedAnswer
+from runs.benchmark.answers import ParsedAnswer
 
 from .settings import AgentSettings
 from .trajectory import Step, Trajectory

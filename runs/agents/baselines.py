@@ -33,10 +33,10 @@ from typing import Any
 
 from pydantic import Field
 
+from runs.benchmark.answers import ParsedAnswer
 from runs.benchmark.execution import printed_result
 from runs.benchmark.masking import function_body_source, replace_function_body
 from runs.benchmark.mutation import Mutant, function_mutants
-from runs.benchmark.scoring import ParsedAnswer
 from runs.benchmark.text import shorten_at_word
 from runs.benchmark.workspace import CODE_DIR
 from sandbox import Sandbox, SandboxError

@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from runs.benchmark.scoring import ParsedAnswer
+from runs.benchmark.answers import ParsedAnswer
 from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
 from sandbox import Sandbox
 

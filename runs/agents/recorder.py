@@ -28,8 +28,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from runs.benchmark.answers import ParsedAnswer, parse_answer
 from runs.benchmark.patches import ChangeKind, unified_diff
-from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from runs.benchmark.workspace import CODE_DIR, EXCLUDED_DIRS
 from runs.limits import cut_text, line_count, sized, step_bytes, text_bytes, trajectory_limits
 from sandbox import fs

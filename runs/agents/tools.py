@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from runs.benchmark.answers import ParsedAnswer, parse_answer
 from runs.benchmark.patches import unified_diff
-from runs.benchmark.scoring import ParsedAnswer, parse_answer
 from sandbox import Sandbox, SandboxError, fs
 from sandbox.base import WORKSPACE_MOUNT
 from sandbox.fs import FileKind

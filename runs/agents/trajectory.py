@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runs.benchmark.scoring import ParsedAnswer
+from runs.benchmark.answers import ParsedAnswer
 
 from .llm import Usage
 
@@ -111,7 +111,7 @@ class Step:
 
 @dataclass
 class FinalAnswer:
-    """The submitted answer as given (`raw`) and as parsed by runs.benchmark.scoring.parse_answer."""
+    """The submitted answer as given (`raw`) and as parsed by runs.benchmark.answers.parse_answer."""
 
     raw: str | None
     parsed: dict | None

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runs.benchmark.masking import MaskingError, MaskTarget, function_body_source, mask_source
+from runs.benchmark.locating import MaskingError
+from runs.benchmark.masking import MaskTarget, function_body_source, mask_source
 from runs.benchmark.scoring import flatten_numbers
 from runs.models import Experiment, Function, Paper, Suite
 from runs.visibility import GoldAccess

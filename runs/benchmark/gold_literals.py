@@ -40,7 +40,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
-from runs.benchmark.masking import MaskingError, function_body_source, locate_function
+from runs.benchmark.locating import MaskingError, locate_function
+from runs.benchmark.masking import function_body_source
 from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, as_number, flatten_numbers, within_tolerance
 
 __all__ = [

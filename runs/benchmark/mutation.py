@@ -15,7 +15,9 @@ import random
 from dataclasses import dataclass
 
 from runs.benchmark import python_ast
-from runs.benchmark.masking import SourceLines, function_body_source, locate_function
+from runs.benchmark.locating import locate_function
+from runs.benchmark.masking import function_body_source
+from runs.benchmark.source_lines import SourceLines
 
 __all__ = ["Mutant", "function_mutants"]
 

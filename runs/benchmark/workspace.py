@@ -25,15 +25,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from runs.benchmark import python_ast
-from runs.benchmark.masking import (
-    MaskingError,
-    MaskTarget,
-    function_body_source,
-    list_functions,
-    locate_function,
-    mask_source,
-    normalise_code,
-)
+from runs.benchmark.locating import MaskingError, list_functions, locate_function
+from runs.benchmark.masking import MaskTarget, function_body_source, mask_source, normalise_code
 from runs.benchmark.scoring import flatten_numbers
 
 

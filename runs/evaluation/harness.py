@@ -53,7 +53,8 @@ from runs.agents import (
 from runs.agents.base import ExitStatus
 from runs.agents.llm import ModelError, model_from_name
 from runs.agents.recorder import FINAL_PATCH_OVER_LIMITS
-from runs.benchmark.scoring import ParsedAnswer, SampleScore, parse_answer
+from runs.benchmark.answers import ParsedAnswer, parse_answer
+from runs.benchmark.scoring import SampleScore
 from runs.benchmark.text import json_safe, storable_text
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError
 from runs.evaluation.claims import ClaimLost, ClaimOutcome, Heartbeat, InfrastructureFailure, ModelProviderFailure, execute

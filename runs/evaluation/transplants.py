@@ -53,7 +53,8 @@ from django.utils import timezone
 
 from runs.agents import gold_bodies_for
 from runs.analysis.outcomes import patch_refused_as_too_large
-from runs.benchmark.masking import MaskingError, list_functions, replace_function_body
+from runs.benchmark.locating import MaskingError, list_functions
+from runs.benchmark.masking import replace_function_body
 from runs.benchmark.text import storable_text
 from runs.benchmark.workspace import CODE_DIR, experiment_label
 from runs.evaluation.claims import ClaimOutcome, Heartbeat, execute

@@ -30,10 +30,12 @@ from runs.agents.base import ExitStatus
 from runs.analysis.outcomes import REFUSED_KEY, outcome_from
 from runs.benchmark.execution import ExperimentOutcome, run_experiment
 from runs.benchmark.gold_literals import Implementation, enclosing_definition, gold_literals_in, gold_numbers_of
-from runs.benchmark.patches import PatchError, apply_file_patch, parse_patch
+from runs.benchmark.patch_parsing import parse_patch
+from runs.benchmark.patches import PatchError, apply_file_patch
 from runs.benchmark.scope import OutOfScopeEdit, ScopedCode, restrict_to_scope
-from runs.benchmark.scoring import SampleScore, attempt_tolerance_ratio, score_experiment, score_sample
+from runs.benchmark.scoring import SampleScore, score_experiment, score_sample
 from runs.benchmark.text import json_safe, storable_text
+from runs.benchmark.tolerance_ratios import attempt_tolerance_ratio
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError, experiment_label
 from runs.evaluation.claims import InfrastructureFailure
 from runs.evaluation.workdirs import remove_tree
@@ -43,7 +45,7 @@ from runs.suites.environments import NotPrepared, paper_sandbox
 from runs.suites.gold import scoring_tolerances
 from runs.suites.selectors import SampleTask, experiment_spec, held_out_spec, sample_held_out_checks, sample_task
 from runs.suites.services import workspace_build
-from sandbox import Backend, SandboxError, fs
+from sandbox import Backend, Sandbox, SandboxError, fs
 
 LIMIT_EXITS = (ExitStatus.STEP_LIMIT, ExitStatus.TIME_LIMIT, ExitStatus.COST_LIMIT)
 INFRASTRUCTURE_EXITS = (ExitStatus.SANDBOX_ERROR, ExitStatus.HARNESS_ERROR)
@@ -138,7 +140,7 @@ _VERDICT_FIELDS = ("status", "reported_score", "reported_passed", "reexecution_s
 
 def with_tolerance_ratio(fields: dict, attempt: Attempt | None = None) -> dict:
     """`fields`, an attempt's verdict fields about to be written, with the `tolerance_ratio` and
-    the `outcome` they imply (runs.benchmark.scoring.attempt_tolerance_ratio,
+    the `outcome` they imply (runs.benchmark.tolerance_ratios.attempt_tolerance_ratio,
     runs.analysis.outcomes.attempt_outcome); a field that is not being written is read from
     `attempt`. Every write of a verdict goes through here, so neither ever goes stale."""
     values = {name: fields[name] if name in fields else getattr(attempt, name, None) for name in _VERDICT_FIELDS}
@@ -388,6 +390,33 @@ def reexecute(
     timings["workspace"] = time.monotonic() - started  # what the re-execution waited for it
 
     started = time.monotonic()
+    code = _final_code_in_workspace(patch=patch, dest=dest, task=task, variants=variants, literals=literals, adjust=adjust)
+    timings["patch"] = time.monotonic() - started
+    if code.error:
+        score = score_answer(experiments=experiments, answer={})
+        return Reexecution(score=score_dict(score, experiments), passed=False, error=code.error, timings=timings, applied=False)
+
+    ran = _experiments_run(sample=sample, backend=backend, dest=dest, name=name, experiments=experiments,
+                           variants=variants, timings=timings)
+    return _reexecution_verdict(ran=ran, code=code, experiments=experiments, timings=timings)
+
+
+@dataclass(frozen=True)
+class _FinalCode:
+    """What `_final_code_in_workspace` made of a final patch."""
+
+    error: str | None  # why the code is refused (nothing runs), or None
+    out_of_scope_edits: list  # as JSON
+    gold_literals: list  # the gold numbers hard-coded in it (`hard_coded_gold`), as JSON
+
+
+def _final_code_in_workspace(
+    *, patch: str, dest: Path, task: SampleTask, variants: list[HeldOutCheck], literals: bool,
+    adjust: Callable[[Path], None] | None,
+) -> _FinalCode:
+    """`reexecute`'s scoped final code written into the workspace `dest`, looked at for hard-coded
+    gold numbers, then changed by `adjust` (a ValueError it raises refuses the code)."""
+    experiments = task.experiments
     error, written = final_code_scope(patch=patch, workspace=dest)
     out_of_scope_edits = json_safe([dataclasses.asdict(edit) for edit in written.scoped.out_of_scope]) if written else []
     # A sample without hidden variants gets the next best check: no gold number written into the code.
@@ -402,24 +431,33 @@ def reexecute(
             adjust(dest)
         except ValueError as refused:
             error = str(refused)
-    timings["patch"] = time.monotonic() - started
-    if error:
-        score = score_answer(experiments=experiments, answer={})
-        return Reexecution(score=score_dict(score, experiments), passed=False, error=error, timings=timings, applied=False)
+    return _FinalCode(error=error, out_of_scope_edits=out_of_scope_edits, gold_literals=gold_literals)
 
-    outcomes: list[ExperimentOutcome] = []
+
+@dataclass(frozen=True)
+class _ExperimentsRun:
+    """What `_experiments_run` ran in the re-execution's sandbox, and how it scored."""
+
+    outcomes: list[ExperimentOutcome]
+    score: SampleScore
+    held_out_passed: bool | None
+    held_out_scores: dict | None
+    gpu_seconds: float
+
+
+def _experiments_run(
+    *, sample: Sample, backend: str, dest: Path, name: str, experiments: list[Experiment],
+    variants: list[HeldOutCheck], timings: dict[str, float],
+) -> _ExperimentsRun:
+    """`reexecute`'s experiments run in a fresh sandbox over `dest` and scored, then, when they pass,
+    the held-out `variants` in the same sandbox; the sandbox is closed whatever happens. Adds each
+    stage's seconds to `timings`."""
     held_out_passed = held_out_scores = None
     started = time.monotonic()
-    try:
-        sandbox = paper_sandbox(sample.paper, backend=backend, workspace=dest, name=name, image=sandbox_image(backend))
-    except (SandboxError, NotPrepared) as error:
-        # NotPrepared: an attempt's harness checked before its agent ran; a submission's re-execution
-        # or a transplant is retried after the back-off, time for the operator to prepare the paper.
-        raise InfrastructureFailure(f"re-execution sandbox could not be opened: {error}") from error
+    sandbox = _reexecution_sandbox(sample=sample, backend=backend, dest=dest, name=name)
     timings["sandbox_open"] = time.monotonic() - started
     try:
-        for experiment in experiments:
-            outcomes.append(run_experiment(sandbox, experiment_spec(experiment)))
+        outcomes = [run_experiment(sandbox, experiment_spec(experiment)) for experiment in experiments]
         timings["experiments"] = sum(outcome.duration for outcome in outcomes)
         started = time.monotonic()
         score = score_answer(experiments=experiments, answer={
@@ -439,23 +477,40 @@ def reexecute(
         closing = time.monotonic()
         sandbox.close()
         timings["sandbox_close"] = time.monotonic() - closing
+    return _ExperimentsRun(outcomes=outcomes, score=score, held_out_passed=held_out_passed,
+                           held_out_scores=held_out_scores, gpu_seconds=sandbox.gpu_seconds)
+
+
+def _reexecution_sandbox(*, sample: Sample, backend: str, dest: Path, name: str) -> Sandbox:
+    try:
+        return paper_sandbox(sample.paper, backend=backend, workspace=dest, name=name, image=sandbox_image(backend))
+    except (SandboxError, NotPrepared) as error:
+        # NotPrepared: an attempt's harness checked before its agent ran; a submission's re-execution
+        # or a transplant is retried after the back-off, time for the operator to prepare the paper.
+        raise InfrastructureFailure(f"re-execution sandbox could not be opened: {error}") from error
+
+
+def _reexecution_verdict(
+    *, ran: _ExperimentsRun, code: _FinalCode, experiments: list[Experiment], timings: dict[str, float]
+) -> Reexecution:
+    """The verdict on code that ran: its public score, the held-out check, no hard-coded gold."""
     failures = [
-        f"{experiment_label(number)}: {outcome.error}" for number, outcome in enumerate(outcomes, start=1) if outcome.error
+        f"{experiment_label(number)}: {outcome.error}" for number, outcome in enumerate(ran.outcomes, start=1) if outcome.error
     ]
     return Reexecution(
-        score=score_dict(score, experiments),
-        passed=score.passed and held_out_passed is not False and not gold_literals,
+        score=score_dict(ran.score, experiments),
+        passed=ran.score.passed and ran.held_out_passed is not False and not code.gold_literals,
         error="; ".join(failures),
-        output=_bounded_outputs(outcomes),
+        output=_bounded_outputs(ran.outcomes),
         # The variants' commands are experiments the harness ran too, not harness overhead.
         experiment_seconds=timings["experiments"] + timings.get("held_out_experiments", 0.0),
         timings=timings,
-        out_of_scope_edits=out_of_scope_edits,
-        outcomes=outcomes,
-        held_out_passed=held_out_passed,
-        held_out_scores=held_out_scores,
-        gold_literals=gold_literals,
-        gpu_seconds=sandbox.gpu_seconds,
+        out_of_scope_edits=code.out_of_scope_edits,
+        outcomes=ran.outcomes,
+        held_out_passed=ran.held_out_passed,
+        held_out_scores=ran.held_out_scores,
+        gold_literals=code.gold_literals,
+        gpu_seconds=ran.gpu_seconds,
     )
 
 

@@ -7,7 +7,7 @@ current schema. Reversing leaves the column to 0006 (which drops it).
 """
 from django.db import migrations
 
-from runs.benchmark.scoring import attempt_tolerance_ratio
+from runs.benchmark.tolerance_ratios import attempt_tolerance_ratio
 
 BATCH = 500
 _FIELDS = ("reported_score", "reported_passed", "reexecution_score", "reexecution_passed", "passed")

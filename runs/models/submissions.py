@@ -99,7 +99,7 @@ class ApiToken(models.Model):
 class TrajectorySource(models.Model):
     """The file another tool wrote (runs.agents.foreign), exactly as uploaded, kept for download
     beside the attempt's converted trajectory. Only converted trajectories have one; its size is
-    bounded by the upload's own limits (runs.submissions.validation), nothing more is refused here."""
+    bounded by the upload's own limits (runs.submissions.upload_limits), nothing more is refused here."""
 
     attempt = models.OneToOneField("runs.Attempt", on_delete=models.CASCADE, related_name="trajectory_source")
     filename = models.CharField(max_length=255)

@@ -17,7 +17,8 @@ from pygments.token import STANDARD_TYPES, _TokenType
 
 from runs.agents.trajectory import FileChange
 from runs.analysis.gold_text import NOTHING, GoldRedaction
-from runs.benchmark.patches import PatchError, parse_patch
+from runs.benchmark.patch_parsing import parse_patch
+from runs.benchmark.patches import PatchError
 from runs.replay.text import as_text
 
 # At most this many lines of one diff are put in the page (the harness already cuts diffs at
@@ -209,7 +210,7 @@ def patch_files(
     """A multi-file unified diff split per file, shown open; at most `max_lines` lines in all and
     `max_files` files (None: all), then one entry saying how many more files there are.
 
-    Sections come from `runs.benchmark.patches.parse_patch`, the parser re-execution uses. Stored patches
+    Sections come from `runs.benchmark.patch_parsing.parse_patch`, the parser re-execution uses. Stored patches
     predate it and may be malformed (or touch files outside code/), and a page must still show
     them: on PatchError the text is split leniently at each "--- a/" or "--- /dev/null" line.
     """

@@ -26,7 +26,8 @@ from pathlib import Path
 from django.db import connection
 
 from autoexperiment_site.caching import cache_quietly, cached
-from runs.benchmark.masking import MaskingError, function_body_source
+from runs.benchmark.locating import MaskingError
+from runs.benchmark.masking import function_body_source
 from runs.benchmark.text import format_seconds
 from runs.benchmark.workspace import CODE_DIR, WorkspaceError, mask_file
 from runs.evaluation.verdicts import code_modules, scoped_code

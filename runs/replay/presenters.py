@@ -303,10 +303,7 @@ def replay_page(*, attempt: Attempt, access: GoldAccess, page: int, prefix: str,
     its body, no lines. The caller checks the page (`pager.check()`)."""
     bounds = replay_bounds()
     per_page = per_page or bounds.steps_per_page
-    window = trajectory_page(
-        attempt_id=attempt.pk, first=(page - 1) * per_page + 1, count=per_page,
-        errors_limit=trajectory_limits().steps, patch_chars=bounds.patch_chars,
-    )
+    window = _page_window(attempt, page, per_page, bounds)
     trajectory, problem = _trajectory(attempt, window, bounds)
     header = trajectory.header if trajectory else None
     withheld = _withheld(attempt, access, header)
@@ -314,8 +311,7 @@ def replay_page(*, attempt: Attempt, access: GoldAccess, page: int, prefix: str,
     patch = _patch_view(attempt, window, withheld, budget, bounds)  # first: the final patch is highlighted first
     steps, lines = _step_views(trajectory, window, withheld, budget, bounds, first_screen)
     answer = _answer_view(attempt, trajectory, withheld, bounds)
-    reported = attempt.reported_score if isinstance(attempt.reported_score, dict) else {}
-    reexecuted = attempt.reexecution_score if isinstance(attempt.reexecution_score, dict) else {}
+    verdicts = _verdicts_view(attempt, access, withheld)
     text = withheld.redaction.text
     return AttemptReplay(
         attempt=attempt,
@@ -339,10 +335,9 @@ def replay_page(*, attempt: Attempt, access: GoldAccess, page: int, prefix: str,
         final_answer_raw=answer.raw,
         final_answer_parsed=answer.parsed,
         final_answer_error=answer.error,
-        experiments=score_table(reported, reexecuted, gold_numbers=access.numbers, values=not withheld.output,
-                                redaction=withheld.redaction),
-        reported_error=text(as_text(reported.get("error"))),
-        reexecuted_error=text(attempt.reexecution_error or as_text(reexecuted.get("error"))),
+        experiments=verdicts.experiments,
+        reported_error=verdicts.reported_error,
+        reexecuted_error=verdicts.reexecuted_error,
         final_patch=patch.files,
         out_of_scope=patch.out_of_scope,
         patch_hidden=withheld.code and window.patch_chars > 0,
@@ -354,8 +349,17 @@ def replay_page(*, attempt: Attempt, access: GoldAccess, page: int, prefix: str,
         trajectory_problem=problem,
         marks_note=_marks_note(window.step_count),
         lines=lines,
-        failure_detail=text(attempt.failure_detail),
-        reexecution_output=(OUTPUT_HIDDEN if withheld.output and attempt.reexecution_output else text(attempt.reexecution_output)),
+        failure_detail=verdicts.failure_detail,
+        reexecution_output=verdicts.reexecution_output,
+    )
+
+
+def _page_window(attempt: Attempt, page: int, per_page: int, bounds: ReplayBounds) -> TrajectoryPage:
+    """Page `page` of the attempt's stored trajectory, with the numbers of its steps marked as errors
+    (on any page) and the head of its final patch."""
+    return trajectory_page(
+        attempt_id=attempt.pk, first=(page - 1) * per_page + 1, count=per_page,
+        errors_limit=trajectory_limits().steps, patch_chars=bounds.patch_chars,
     )
 
 
@@ -430,6 +434,33 @@ def _answer_view(attempt: Attempt, trajectory: Trajectory | None, withheld: _Wit
         raw=text(cut_to_page(as_text(raw), bounds)) if raw is not None else None,
         parsed=text(cut_to_page(pretty_json(parsed), bounds)) if parsed is not None else "",
         error=text(as_text(answer.parse_error)) if answer and parsed is None and not withheld.output else "",
+    )
+
+
+@dataclass(frozen=True)
+class _VerdictsView:
+    """The scores, errors and re-executed output as this viewer may read them."""
+
+    experiments: list[ExperimentRows]
+    reported_error: str
+    reexecuted_error: str
+    failure_detail: str
+    reexecution_output: str
+
+
+def _verdicts_view(attempt: Attempt, access: GoldAccess, withheld: _Withheld) -> _VerdictsView:
+    """The reported and re-executed verdicts: one score table, their errors, why it failed and
+    what the re-executed experiments printed (none of a gold-bearing agent's output, `withheld.output`)."""
+    reported = attempt.reported_score if isinstance(attempt.reported_score, dict) else {}
+    reexecuted = attempt.reexecution_score if isinstance(attempt.reexecution_score, dict) else {}
+    text = withheld.redaction.text
+    return _VerdictsView(
+        experiments=score_table(reported, reexecuted, gold_numbers=access.numbers, values=not withheld.output,
+                                redaction=withheld.redaction),
+        reported_error=text(as_text(reported.get("error"))),
+        reexecuted_error=text(attempt.reexecution_error or as_text(reexecuted.get("error"))),
+        failure_detail=text(attempt.failure_detail),
+        reexecution_output=(OUTPUT_HIDDEN if withheld.output and attempt.reexecution_output else text(attempt.reexecution_output)),
     )
 
 

@@ -28,6 +28,8 @@ CSRF does not apply (no cookies are used: the token is the credential).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.core.exceptions import (
     RequestDataTooBig,
     TooManyFieldsSent,
@@ -41,14 +43,10 @@ from django.views.decorators.csrf import csrf_exempt
 from autoexperiment_site.abuse import rate_check, rate_count, rate_limit
 from runs.models import Submission
 from runs.submissions import api_models, uploads
+from runs.submissions.problems import SubmissionInvalid, SubmissionTooLarge, too_large_message
 from runs.submissions.selectors import submission_get, submission_summary
 from runs.submissions.services import TokenError, submission_create, token_authenticate
-from runs.submissions.validation import (
-    SubmissionInvalid,
-    SubmissionTooLarge,
-    max_upload_bytes,
-    too_large_message,
-)
+from runs.submissions.upload_limits import max_upload_bytes
 from runs.visibility import submission_can_view
 
 TRUE_VALUES = {"1", "true", "yes", "on"}
@@ -121,6 +119,42 @@ def _versioned(view):
     return wrapped
 
 
+class _Upload(NamedTuple):
+    data: bytes
+    filename: str
+    reexecute: bool
+    transplants: str  # as sent: "", or one of TRUE_VALUES, FALSE_VALUES, or wrong
+
+
+def _upload_read(request) -> _Upload | JsonResponse:
+    """The uploaded file and the switches sent with it (the query string's, or the multipart
+    form's), or the error response when the body is over the limit or cannot be read."""
+    limit = max_upload_bytes()
+    reexecute = request.GET.get("reexecute", "").lower() in TRUE_VALUES
+    transplants = request.GET.get("transplants", "")
+    if not request.META.get("CONTENT_TYPE", "").startswith("multipart/form-data"):
+        try:
+            data = uploads.read_body(request, limit=limit)
+        except uploads.BodyTooLarge as error:
+            return _too_large(error.size)
+        return _Upload(data, request.headers.get("X-Filename", "")[:255], reexecute, transplants)
+    handler = uploads.install(request, limit=limit)
+    try:
+        files, post = request.FILES, request.POST
+    except (MultiPartParserError, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent) as error:
+        return _error(400, f"the multipart body could not be read: {error}")
+    if handler.exceeded:
+        return _too_large(handler.content_length)
+    upload = files.get("file")
+    if upload is None:
+        return _error(400, "a multipart body needs the results file in a field named 'file'")
+    data = uploads.read_uploaded(upload, limit=limit)
+    if data is None:
+        return _too_large(upload.size)
+    reexecute = reexecute or post.get("reexecute", "").lower() in TRUE_VALUES
+    return _Upload(data, upload.name or "", reexecute, transplants or post.get("transplants", ""))
+
+
 @csrf_exempt
 @_versioned
 def submissions(request, *, detail_route: str):
@@ -136,33 +170,10 @@ def submissions(request, *, detail_route: str):
 
     if problem := uploads.chunked_body_problem(request):
         return _error(uploads.LENGTH_REQUIRED, problem)
-    limit = max_upload_bytes()
-    reexecute = request.GET.get("reexecute", "").lower() in TRUE_VALUES
-    transplants = request.GET.get("transplants", "")
-    content_type = request.META.get("CONTENT_TYPE", "")
-    if content_type.startswith("multipart/form-data"):
-        handler = uploads.install(request, limit=limit)
-        try:
-            files, post = request.FILES, request.POST
-        except (MultiPartParserError, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent) as error:
-            return _error(400, f"the multipart body could not be read: {error}")
-        if handler.exceeded:
-            return _too_large(handler.content_length)
-        upload = files.get("file")
-        if upload is None:
-            return _error(400, "a multipart body needs the results file in a field named 'file'")
-        data = uploads.read_uploaded(upload, limit=limit)
-        if data is None:
-            return _too_large(upload.size)
-        filename = upload.name or ""
-        reexecute = reexecute or post.get("reexecute", "").lower() in TRUE_VALUES
-        transplants = transplants or post.get("transplants", "")
-    else:
-        try:
-            data = uploads.read_body(request, limit=limit)
-        except uploads.BodyTooLarge as error:
-            return _too_large(error.size)
-        filename = request.headers.get("X-Filename", "")[:255]
+    upload = _upload_read(request)
+    if isinstance(upload, JsonResponse):
+        return upload
+    data, filename, reexecute, transplants = upload
     if transplants.lower() not in TRUE_VALUES | FALSE_VALUES | {""}:
         return _error(400, f"transplants must be 1 or 0 (true or false), got {transplants[:50]!r}")
     transplants_off = transplants.lower() in FALSE_VALUES

@@ -2,7 +2,7 @@
 from django import forms
 
 from runs.limits import human_bytes
-from runs.submissions.validation import max_upload_bytes
+from runs.submissions.upload_limits import max_upload_bytes
 
 
 class UploadForm(forms.Form):

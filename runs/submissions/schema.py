@@ -1,10 +1,13 @@
 """The upload format `autoexperiment.submission/1` as pydantic models: its one description.
 
+Validation reads every line into these models and hands them on as they are: services store a
+`SubmissionHeader` and its `AttemptRecord`s, so no second description of a line exists.
+
 Validation (runs.submissions.validation) reads every line through `SubmissionHeader` and
 `AttemptRecord`, and the upload page renders its format section from them (`format_fields`), so
 the page cannot document a field the validator does not accept, or the reverse. What needs more
-than one line, the database, or the limits of runs.limits (patch and trajectory sizes) stays in
-validation.py.
+than one line or the database (runs.submissions.cross_checks), or the limits of runs.limits (patch
+and trajectory sizes, runs.submissions.validation), is checked outside the models.
 
 `field_problems` words pydantic's errors for people who edit JSONL: `(field, message)`, the message
 naming what was expected and the JSON value that was given ("must be an integer, got a string
@@ -13,6 +16,7 @@ naming what was expected and the JSON value that was given ("must be an integer,
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -20,11 +24,18 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from runs.benchmark.answers import MAX_ANSWER_CHARS
 from runs.benchmark.json_objects import refused_as
-from runs.benchmark.scoring import MAX_ANSWER_CHARS
 from runs.benchmark.text import json_type
 
 FORMAT = "autoexperiment.submission/1"
+
+# The format's earlier versions, each with the next version and the step that turns one of its lines
+# (the header or a record) into a line of that version. A file whose header names an earlier version
+# is read through every step up to FORMAT before validation, as Inspect AI migrates its older logs;
+# the steps change shapes only, so what a line meant is what it still means. Version 1 is the first:
+# every upload this site has accepted is in it (its fields were only ever added to, never renamed).
+UPGRADES: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
 # Ours is .json; the others are trajectories of other tools, read by runs.agents.foreign.
 TRAJECTORY_MEMBER = re.compile(r"^trajectories/[^/]+\.(?:json|traj|eval|txt|log)$")
 
@@ -46,6 +57,23 @@ RECORD_EXAMPLE = {
     "final_patch": "--- a/code/metrics.py\n+++ b/code/metrics.py\n@@ ... @@\n...",
     "input_tokens": 18200, "output_tokens": 2400, "cost": 0.071, "seconds": 312.5,
 }
+
+
+def upgraded(line: dict[str, Any], *, version: str) -> dict[str, Any]:
+    """A line of a file in `version` as a line of FORMAT (its header naming FORMAT). A version
+    without a step is left as it is: FORMAT itself, or one the header's model refuses."""
+    while version in UPGRADES:
+        version, step = UPGRADES[version]
+        line = step(line)
+        if line.get("type") == "header":
+            line = {**line, "format": version}
+    return line
+
+
+def declared_version(header: dict[str, Any]) -> str:
+    """The version a header line names, FORMAT when it names none (or names it wrongly: the model says so)."""
+    version = header.get("format", FORMAT)
+    return version if isinstance(version, str) else FORMAT
 
 
 # --- field types ----------------------------------------------------------------------------------

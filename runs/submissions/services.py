@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from runs.agents.base import ExitStatus
 from runs.analysis.services import attempt_analysis_record_quietly
-from runs.benchmark.scoring import parse_answer
+from runs.benchmark.answers import parse_answer
 from runs.benchmark.text import json_safe
 from runs.evaluation.claims import ClaimOutcome, max_infra_retries
 from runs.evaluation.kinds import IN_PROCESS
@@ -33,7 +33,8 @@ from runs.evaluation.verdicts import failure_label, score_answer, score_dict, wi
 from runs.models import ApiToken, Attempt, Run, Submission, TrajectorySource
 from runs.signals import results_changed_send
 from runs.submissions.reexecution import REEXECUTION, attempt_reexecute, submission_refresh
-from runs.submissions.validation import OriginalTrajectory, Record, ValidatedSubmission, submission_validate
+from runs.submissions.schema import AttemptRecord
+from runs.submissions.validation import OriginalTrajectory, ValidatedSubmission, submission_validate
 
 logger = logging.getLogger(__name__)
 
@@ -66,64 +67,78 @@ def submission_create(
     re-execution (runs.evaluation.transplants).
     """
     validated = submission_validate(data=data, filename=filename)
-    header = validated.header
     now = timezone.now()
     with transaction.atomic():
-        run = Run.objects.create(
-            suite=validated.suite,
-            agent=header.agent,
-            agent_config={"submitted": True},
-            model=header.model,
-            context=header.context,
-            n_values=sorted({sample.n for sample in validated.samples.values()}),
-            attempts_per_sample=max(record.attempt_index for record in validated.records) + 1,
-            sandbox_backend="",
-            description=header.description,
-            created_by=uploader,
-            finished_at=now,
-            transplants=transplants,
-        )
-        submission = Submission.objects.create(
-            run=run,
-            uploader=uploader,
-            token=token,
-            channel=channel,
-            model=header.model,
-            agent=header.agent,
-            description=header.description,
-            contact=header.contact,
-            filename=(filename or "")[:255],
-            file_sha256=validated.sha256,
-            file_bytes=validated.size,
-            record_count=len(validated.records),
+        submission = _submission_store(
+            validated, uploader=uploader, token=token, channel=channel, transplants=transplants, now=now
         )
         attempts = Attempt.objects.bulk_create(
-            [_attempt(run, record, validated, now) for record in validated.records], batch_size=500
+            [_attempt(submission.run, item.record, validated, now) for item in validated.records], batch_size=500
         )
         # bulk_create keeps the order and sets the primary keys (PostgreSQL), so record i is attempt i.
         TrajectorySource.objects.bulk_create(
             [
-                _trajectory_source(attempt, record.original_trajectory, record.trajectory)
-                for record, attempt in zip(validated.records, attempts, strict=True)
-                if record.original_trajectory is not None
+                _trajectory_source(attempt, item.original_trajectory, item.record.trajectory)
+                for item, attempt in zip(validated.records, attempts, strict=True)
+                if item.original_trajectory is not None
             ],
             batch_size=20,  # a few files of up to the upload size each per INSERT
         )
         attempt_analysis_record_quietly([attempt.pk for attempt in attempts])
-        results_changed_send(run_ids=[run.pk])
+        results_changed_send(run_ids=[submission.run_id])
         if reexecute:
-            try:
-                if enqueue:  # in-process re-execution (enqueue=False) puts nothing on the queue
-                    reexecution_quota_check(submission=submission, requested_by=uploader, adding=len(attempts))
-                _request_reexecution(submission, attempts, enqueue=enqueue)
-            except ReexecutionRefused as refused:
-                # The upload itself is fine: keep it, scored, and say why nothing was queued.
-                submission.status_detail = f"re-execution was not queued: {refused}"
-                submission.save(update_fields=["status_detail"])
+            _reexecution_on_upload(submission, attempts, uploader=uploader, enqueue=enqueue)
     return submission
 
 
-def _attempt(run: Run, record: Record, validated: ValidatedSubmission, now) -> Attempt:
+def _submission_store(
+    validated: ValidatedSubmission, *, uploader, token: ApiToken | None, channel: str, transplants: bool, now
+) -> Submission:
+    """The submission's Run (finished: its attempts are done) and the Submission row."""
+    header = validated.header
+    run = Run.objects.create(
+        suite=validated.suite,
+        agent=header.agent,
+        agent_config={"submitted": True},
+        model=header.model,
+        context=header.context,
+        n_values=sorted({sample.n for sample in validated.samples.values()}),
+        attempts_per_sample=max(item.record.attempt_index for item in validated.records) + 1,
+        sandbox_backend="",
+        description=header.description,
+        created_by=uploader,
+        finished_at=now,
+        transplants=transplants,
+    )
+    return Submission.objects.create(
+        run=run,
+        uploader=uploader,
+        token=token,
+        channel=channel,
+        model=header.model,
+        agent=header.agent,
+        description=header.description,
+        contact=header.contact,
+        filename=(validated.filename or "")[:255],
+        file_sha256=validated.sha256,
+        file_bytes=validated.size,
+        record_count=len(validated.records),
+    )
+
+
+def _reexecution_on_upload(submission: Submission, attempts: list[Attempt], *, uploader, enqueue: bool) -> None:
+    """Request the re-execution of a new submission's attempts, within the uploader's quota."""
+    try:
+        if enqueue:  # in-process re-execution (enqueue=False) puts nothing on the queue
+            reexecution_quota_check(submission=submission, requested_by=uploader, adding=len(attempts))
+        _request_reexecution(submission, attempts, enqueue=enqueue)
+    except ReexecutionRefused as refused:
+        # The upload itself is fine: keep it, scored, and say why nothing was queued.
+        submission.status_detail = f"re-execution was not queued: {refused}"
+        submission.save(update_fields=["status_detail"])
+
+
+def _attempt(run: Run, record: AttemptRecord, validated: ValidatedSubmission, now) -> Attempt:
     sample = validated.samples[record.sample_id]
     experiments = validated.experiments[record.sample_id]
     answer = record.final_answer

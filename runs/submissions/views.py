@@ -24,6 +24,7 @@ from runs.limits import human_bytes, iter_limits
 from runs.models import ApiToken, Submission
 from runs.submissions import uploads
 from runs.submissions.forms import TokenCreateForm, UploadForm
+from runs.submissions.problems import SubmissionInvalid, SubmissionTooLarge, too_large_message
 from runs.submissions.schema import (
     FORMAT,
     HEADER_EXAMPLE,
@@ -46,15 +47,7 @@ from runs.submissions.services import (
     token_create,
     token_revoke,
 )
-from runs.submissions.validation import (
-    SubmissionInvalid,
-    SubmissionTooLarge,
-    max_patch_bytes,
-    max_records,
-    max_uncompressed_bytes,
-    max_upload_bytes,
-    too_large_message,
-)
+from runs.submissions.upload_limits import max_patch_bytes, max_records, max_uncompressed_bytes, max_upload_bytes
 from runs.visibility import submission_can_manage, submission_can_view
 
 NEW_TOKEN_SESSION_KEY = "submissions_new_api_token"

@@ -23,8 +23,8 @@ from runs.agents.trajectory import (
     TrajectoryFormatError,
     load_trajectory,
 )
+from runs.benchmark.answers import parse_answer
 from runs.benchmark.masking import replace_function_body
-from runs.benchmark.scoring import parse_answer
 from tests.agents.helpers import GOLD_BODY, build_toy_workspace
 from tests.support import require_patch
 

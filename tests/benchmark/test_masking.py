@@ -7,15 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runs.benchmark.locating import AmbiguousFunction, FunctionNotFound, MaskingError, list_functions, locate_function
 from runs.benchmark.masking import (
-    AmbiguousFunction,
-    FunctionNotFound,
     MaskedFile,
-    MaskingError,
     MaskTarget,
     function_body_source,
-    list_functions,
-    locate_function,
     mask_source,
     normalise_code,
     replace_function_body,

@@ -5,7 +5,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from runs.benchmark.masking import FunctionNotFound, function_body_source, locate_function
+from runs.benchmark.locating import FunctionNotFound, locate_function
+from runs.benchmark.masking import function_body_source
 from runs.benchmark.mutation import Mutant, function_mutants
 
 MODULE = textwrap.dedent(

@@ -1,4 +1,4 @@
-"""runs.benchmark.patches: the one unified-diff parser and in-memory applier.
+"""runs.benchmark.patch_parsing and patches: the one unified-diff parser and in-memory applier.
 
 Real `git diff`, `git format-patch` and GNU `diff -ruN` output (made by running the tools in temp
 directories) is parsed, accepted or refused at the right line; what is accepted applies in memory
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runs.benchmark.patches import FilePatch, Hunk, PatchError, apply_file_patch, parse_patch, unified_diff
+from runs.benchmark.patch_parsing import parse_patch
+from runs.benchmark.patches import FilePatch, Hunk, PatchError, apply_file_patch, unified_diff
 
 # --- helpers -------------------------------------------------------------------------------------
 
@@ -815,18 +816,19 @@ def test_replay_uses_the_parser_and_falls_back_on_malformed_stored_patches():
 def test_submission_validation_names_the_patch_line():
     import json
 
-    from runs.submissions.validation import Problems, parse_jsonl
+    from runs.submissions.problems import Problems
+    from runs.submissions.validation import parse_jsonl
     from tests.submissions.helpers import HEADER, record
 
     bad = git_section("similarity index 90%", "rename from code/x.py", "rename to code/y.py")
     data = "\n".join(json.dumps(value) for value in (HEADER, record(final_patch=bad), record(index=1, final_patch=SIMPLE)))
     problems = Problems()
-    _, records, _, _ = parse_jsonl(data.encode(), problems, member=None, in_zip=False)
+    parsed = parse_jsonl(data.encode(), problems, member=None, in_zip=False)
     assert [str(problem) for problem in problems.items] == [
         'line 2: final_patch: line 3: "rename from code/x.py": renames are not accepted (git diff --no-renames '
         "writes a deletion and an addition)"
     ]
-    assert [r.final_patch for r in records] == [SIMPLE]
+    assert [item.record.final_patch for item in parsed.records] == [SIMPLE]
 
 
 def test_a_path_component_longer_than_a_file_name_can_be_is_refused():

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runs.benchmark.masking import MaskTarget, function_body_source, list_functions, mask_source, replace_function_body
+from runs.benchmark.locating import list_functions
+from runs.benchmark.masking import MaskTarget, function_body_source, mask_source, replace_function_body
 from runs.benchmark.scope import MAX_FILE_CHARS, MAX_REASONS, OutOfScopeEdit, restrict_to_scope
 from tests.benchmark.forging import FORGING_FORMS, assert_every_form_dropped, with_every_form, with_form
 

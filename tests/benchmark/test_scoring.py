@@ -7,18 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runs.benchmark.scoring import (
-    DEFAULT_ATOL,
-    DEFAULT_RTOL,
-    ParsedAnswer,
-    as_number,
-    attempt_tolerance_ratio,
-    flatten_numbers,
-    parse_answer,
-    score_experiment,
-    score_sample,
-    tolerance_ratio,
-)
+from runs.benchmark.answers import ParsedAnswer, parse_answer
+from runs.benchmark.scoring import DEFAULT_ATOL, DEFAULT_RTOL, as_number, flatten_numbers, score_experiment, score_sample
+from runs.benchmark.tolerance_ratios import attempt_tolerance_ratio, tolerance_ratio
 
 
 def number(score, key):

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from runs.benchmark.scoring import score_experiment, score_sample, tolerance_ratio
+from runs.benchmark.scoring import score_experiment, score_sample
 from runs.benchmark.stability import (
     StabilityError,
     drift_rows,
@@ -13,6 +13,7 @@ from runs.benchmark.stability import (
     spread_in_tolerances,
     widened_tolerances,
 )
+from runs.benchmark.tolerance_ratios import tolerance_ratio
 
 
 def test_spreads_are_the_smallest_and_largest_value_of_every_flattened_number():

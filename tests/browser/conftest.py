@@ -11,7 +11,7 @@ Fixtures (use them from any test under tests/browser/):
   server, so `page.goto("/attempts/1/")` or `page.goto(reverse("replay:attempt", args=[1]))` work.
   Using it (or `page`) starts `live_server`, which makes the test transactional: rows a test
   creates are committed and visible to the server thread, and are flushed afterwards.
-- `page`: a page in that context, with a 10 s default timeout. Dialogs (alert/confirm/prompt)
+- `page`: a page in that context, with a 10 s default timeout (30 s for navigations). Dialogs (alert/confirm/prompt)
   are dismissed and recorded; uncaught JavaScript exceptions fail the test at teardown unless the
   test is marked `@pytest.mark.browser_allows_js_errors`.
 - `browser_events`: what happened in `page` so far: `.dialogs` (messages of alert/confirm/prompt),
@@ -56,6 +56,10 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 DEFAULT_TIMEOUT_MS = 10_000
+# A navigation waits for the page's "load" event, which on the leaderboard's pages includes parsing
+# plotly.js. On CI's two cores, shared with sandboxes and PyTorch runs of other workers, that alone
+# has passed 10 s; a navigation that never ends still fails, only later.
+NAVIGATION_TIMEOUT_MS = 30_000
 
 
 def pytest_configure(config):
@@ -108,6 +112,7 @@ def browser_context(browser, live_server):
     """A fresh browser context pointed at the live server (`base_url`)."""
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(DEFAULT_TIMEOUT_MS)
+    context.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
     yield context
     context.close()
 

@@ -45,7 +45,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.benchmark.patches import parse_patch
+from runs.benchmark.patch_parsing import parse_patch
 from runs.evaluation.claims import ClaimOutcome
 from runs.evaluation.harness import attempt_execute
 from runs.evaluation.recovery import SWEEP_CLOCK_MARGIN, attempt_deadline, attempts_recover

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from runs.benchmark.patches import parse_patch
+from runs.benchmark.patch_parsing import parse_patch
 from runs.models import Attempt
 from tests.evaluation.test_hostile_agents import (  # noqa: F401 - fixtures
     assert_no_gold,

@@ -21,7 +21,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from runs.agents.trajectory import FileChange, FinalAnswer, Header, Step, Trajectory
-from runs.benchmark.scoring import parse_answer, score_sample
+from runs.benchmark.answers import parse_answer
+from runs.benchmark.scoring import score_sample
 from runs.benchmark.text import json_safe
 from runs.benchmark.workspace import experiment_label
 from runs.evaluation.verdicts import score_dict

@@ -13,8 +13,8 @@ from django.test import Client
 
 from runs.benchmark.scoring import flatten_numbers
 from runs.submissions.json_limits import MAX_DEPTH, MAX_INT_DIGITS
+from runs.submissions.problems import SubmissionInvalid
 from runs.submissions.services import submission_create, token_create
-from runs.submissions.validation import SubmissionInvalid
 from tests.submissions.helpers import jsonl, record, zip_bytes
 
 API = "/api/submissions/"

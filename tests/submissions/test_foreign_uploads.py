@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
+from runs.submissions.problems import SubmissionInvalid
 from runs.submissions.services import submission_create
-from runs.submissions.validation import SubmissionInvalid
 from tests.agents.test_foreign import inspect_eval
 from tests.submissions.helpers import OTHER_SAMPLE, SAMPLE, jsonl, record, zip_bytes
 

@@ -20,9 +20,9 @@ from django.test import Client
 
 from runs.benchmark.patches import unified_diff
 from runs.models import Attempt, Sample
+from runs.submissions.problems import SubmissionInvalid
 from runs.submissions.selectors import submission_summary
 from runs.submissions.services import submission_create, submission_reexecute_sync, token_create
-from runs.submissions.validation import SubmissionInvalid
 from runs.suites.selectors import sample_experiments
 from runs.suites.services import workspace_build
 from sandbox import fs

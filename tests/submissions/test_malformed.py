@@ -13,8 +13,8 @@ from django.test import Client
 from django.utils.html import escape
 
 from runs.models import Experiment, Sample
+from runs.submissions.problems import SubmissionInvalid, SubmissionTooLarge
 from runs.submissions.services import submission_create, token_create
-from runs.submissions.validation import SubmissionInvalid, SubmissionTooLarge
 from tests.submissions import helpers
 from tests.submissions.helpers import HEADER, SAMPLE, jsonl, record, zip_bytes
 

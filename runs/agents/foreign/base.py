@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from runs.agents.trajectory import FORMAT, FileChange, Header, Step, Trajectory
-from runs.benchmark.patches import ChangeKind, PatchError, parse_patch
+from runs.benchmark.patch_parsing import parse_patch
+from runs.benchmark.patches import ChangeKind, PatchError
 
 
 class ForeignTrajectoryError(ValueError):

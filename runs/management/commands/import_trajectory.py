@@ -10,7 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 from runs.agents.foreign import ForeignTrajectoryError, detect_and_convert
 from runs.models import Attempt, Submission
 from runs.submissions.services import attempt_trajectory_import
-from runs.submissions.validation import OriginalTrajectory, check_trajectory, max_upload_bytes
+from runs.submissions.upload_limits import max_upload_bytes
+from runs.submissions.validation import OriginalTrajectory, check_trajectory
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@ from pathlib import Path, PurePosixPath
 from django.db import models
 from django.utils import timezone
 
-from runs.benchmark.masking import FunctionLocation, HintStatus, LocationRule
+from runs.benchmark.locating import FunctionLocation, HintStatus, LocationRule
 from runs.models import Paper, Sample, Suite
 
 

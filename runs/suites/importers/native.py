@@ -44,7 +44,7 @@ from pydantic import BaseModel, ValidationError
 
 from runs.benchmark.datafiles import file_sha256, is_url
 from runs.benchmark.json_objects import read_object
-from runs.benchmark.masking import MaskingError, locate_function
+from runs.benchmark.locating import MaskingError, locate_function
 from runs.benchmark.scoring import as_number, flatten_numbers
 from runs.benchmark.text import json_type
 from runs.models import Experiment, Function, HeldOutCheck, Paper, Suite

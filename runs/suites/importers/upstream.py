@@ -38,7 +38,7 @@ Bad rows never stop the import: each is skipped or repaired and reported as
 Function names are resolved in the code by AST and stored qualified. Upstream gives bare names such
 as `__call__`, a header_line that may be stale or point at the class statement, and the body's
 line_start..line_end: these are only evidence to choose among same-named defs (the rules of
-`runs.benchmark.masking.locate_function`), each repair reported with the rule that made it. A row
+`runs.benchmark.locating.locate_function`), each repair reported with the rule that made it. A row
 the evidence cannot resolve is skipped as ambiguous, never guessed.
 
 The reading of the files and the cross-check of the stale ones are in `upstream_files`; finding a

@@ -2,13 +2,13 @@
 
 Upstream gives bare names such as `__call__`, a header_line that may be stale or point at the class
 statement, and the body's line_start..line_end: these are only evidence to choose among same-named
-defs (the rules of `runs.benchmark.masking.locate_function`), each repair reported with the rule
+defs (the rules of `runs.benchmark.locating.locate_function`), each repair reported with the rule
 that made it. A row the evidence cannot resolve is skipped as ambiguous, never guessed.
 """
 
 from pathlib import Path
 
-from runs.benchmark.masking import FunctionNotFound, LocationRule, MaskingError, list_functions, locate_function
+from runs.benchmark.locating import FunctionNotFound, LocationRule, MaskingError, list_functions, locate_function
 from runs.models import Function
 from runs.suites.importers.common import ImportReport, hint_repair, resolve_code_file
 from runs.suites.importers.upstream_files import Row, parse_id
