@@ -2,13 +2,13 @@
 /api/v1/openapi.json with a reference page at /api/v1/ (templates/api/reference.html, no script).
 
 Generated, not written by hand: response bodies are the JSON schemas of the pydantic models the
-views build their answers through (runs.submissions.api_models; leaderboard.api_models, typed down to
-every nested row, which the explorer's large export is only checked against), and the pages' query
-parameters are the fields of the Django forms that validate them. It holds no example drawn from the
-database: scripts/fuzz_api.py adds real objects to its own copy. tests/deploy/test_api_fuzz.py runs
-schemathesis over every operation against a real gunicorn; tests/test_openapi.py validates the
-document and checks that every URL under /api/v1/ is in it; tests/leaderboard/test_api_models.py
-checks every page's live JSON against it.
+views build their answers through (runs.submissions.api_models; leaderboard.api_models and
+.benchmark_api_models, typed down to every nested row, which the explorer's large export is only
+checked against), and the pages' query parameters are the fields of the Django forms that validate
+them. It holds no example drawn from the database: scripts/fuzz_api.py adds real objects to its own
+copy. tests/deploy/test_api_fuzz.py runs schemathesis over every operation against a real gunicorn;
+tests/test_openapi.py validates the document and checks that every URL under /api/v1/ is in it;
+tests/leaderboard/test_api_models.py checks every page's live JSON against it.
 
 Version 1: a change to a documented shape needs /api/v2/ (the old version kept, announced as
 deprecated the way the unversioned /api/submissions/ paths are).
@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from leaderboard import api_models as pages
+from leaderboard import benchmark_api_models as benchmark_pages
 from leaderboard.comparison_views import ComparisonForm
 from leaderboard.explorer_forms import ExplorerForm
 from leaderboard.forms import LeaderboardFilterForm
@@ -41,8 +42,9 @@ JSON = "application/json"
 SUBMISSION_MODELS = [submissions.Submission, submissions.Error, submissions.UploadRefused]
 PAGE_MODELS = [
     pages.PageError, pages.FormErrors, pages.Leaderboard, pages.FunctionDifficulty, pages.SystemPage,
-    pages.ExplorerExport, pages.BenchmarkSuite, pages.BenchmarkPaper, pages.BenchmarkSamples,
-    pages.BenchmarkFunction, pages.BenchmarkExperiment, pages.Comparison,
+    pages.ExplorerExport, benchmark_pages.BenchmarkSuite, benchmark_pages.BenchmarkPaper,
+    benchmark_pages.BenchmarkSamples, benchmark_pages.BenchmarkFunction, benchmark_pages.BenchmarkExperiment,
+    pages.Comparison,
 ]
 
 
@@ -208,21 +210,21 @@ def _page_paths() -> dict:
                            pages.ExplorerExport, parameters=_form_parameters(ExplorerForm, skip=("format", "page")),
                            tag="explorer", bad=(pages.FormErrors, pages.PageError), found=False),
         "/benchmark/{suite}/": {"parameters": [SUITE], **_page(
-            "A suite: papers, counts, samples by n, gold stability, task downloads", pages.BenchmarkSuite,
+            "A suite: papers, counts, samples by n, gold stability, task downloads", benchmark_pages.BenchmarkSuite,
             parameters=[], tag="benchmark")},
         "/benchmark/{suite}/samples/": {"parameters": [SUITE], **_page(
-            "The samples of one n, a page at a time, with the attempts' summary", pages.BenchmarkSamples,
+            "The samples of one n, a page at a time, with the attempts' summary", benchmark_pages.BenchmarkSamples,
             parameters=[_query("n", "masked functions (default: the smallest n)"), PAGE], tag="benchmark")},
         "/benchmark/{suite}/papers/{paper_id}/": {"parameters": [SUITE, PAPER], **_page(
-            "A paper: the start of its text, its code tree, functions and experiments", pages.BenchmarkPaper,
+            "A paper: the start of its text, its code tree, functions and experiments", benchmark_pages.BenchmarkPaper,
             parameters=[], tag="benchmark")},
         "/benchmark/{suite}/papers/{paper_id}/functions/{func_id}/": {
             "parameters": [SUITE, PAPER, _path_parameter("func_id", {"type": "integer", "minimum": 0}, "the function's id")],
-            **_page("A function: where it is, its stub, how often each system implements it", pages.BenchmarkFunction,
+            **_page("A function: where it is, its stub, how often each system implements it", benchmark_pages.BenchmarkFunction,
                     parameters=[PAGE], tag="benchmark")},
         "/benchmark/{suite}/papers/{paper_id}/experiments/{exp_id}/": {
             "parameters": [SUITE, PAPER, _path_parameter("exp_id", {"type": "integer", "minimum": 0}, "the experiment's id")],
-            **_page("An experiment: command, answer format, dependencies, pass rate by system", pages.BenchmarkExperiment,
+            **_page("An experiment: command, answer format, dependencies, pass rate by system", benchmark_pages.BenchmarkExperiment,
                     parameters=[PAGE], tag="benchmark")},
     }
 

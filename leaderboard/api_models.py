@@ -3,7 +3,7 @@
 tests that check live responses against them.
 
 Every object is described down to its leaves, its keys required (unless said to be optional) and
-no others allowed: the nested rows are the `as_dict` of the selectors' dataclasses (leaderboard
+no others allowed (the benchmark pages' models are in leaderboard.benchmark_api_models): the nested rows are the `as_dict` of the selectors' dataclasses (leaderboard
 .selectors, .benchmark, .explorer, .failure_analysis, .comparison, .curves, .pareto, .reference) plus
 the keys the views add (`url`). The views of small pages build their JSON through `page_json`, so a
 key added to an `as_dict` without being added here fails the page (and every test that reads it);
@@ -146,17 +146,27 @@ class DifficultyCurve(Strict):
     reason: str = Field(description="why n50 is what it is, in words")
 
 
-class SystemRow(Strict):
-    """A measured system: suite + agent + model + agent configuration + context, its runs pooled."""
-
-    reference: Literal[False] = Field(description="false: measured here (reference rows are the paper's)")
-    slug: str = Field(description="the system's id (/systems/<slug>/)")
+# What makes a system, and the runs pooled into it: the measured rows' and the comparison's.
+class SystemKey(Strict):
+    slug: str
     name: str
     suite: str
     agent: str
     model: str
     agent_config: dict[str, Any]
     context: str
+    runs: list[int]
+
+
+class _Measured(Strict):
+    reference: Literal[False] = Field(description="false: measured here (reference rows are the paper's)")
+
+
+# Its bases in this order put `reference` first, then the system's key (each model's field order is its JSON's).
+class SystemRow(SystemKey, _Measured):
+    """A measured system: suite + agent + model + agent configuration + context, its runs pooled."""
+
+    slug: str = Field(description="the system's id (/systems/<slug>/)")
     runs: list[int] = Field(description="its public runs' ids")
     k: int = Field(ge=1)
     verified: bool = Field(description="every counted attempt was re-executed")
@@ -509,201 +519,11 @@ class ExplorerExport(Strict):
     rows: list[ExplorerAttempt] | list[ExplorerHit] = Field(description="attempts; with q, matching steps")
 
 
-# --- the benchmark ------------------------------------------------------------------------------------
-
-
-class SuitePaper(Strict):
-    paper_id: str
-    title: str
-    functions: Count
-    experiments: Count
-    samples: Count
-    url: str
-
-
-class TaskDownload(Strict):
-    n: int = Field(ge=1)
-    context: str
-    url: str
-
-
-class BenchmarkSuite(Strict):
-    """`/benchmark/<suite>/?format=json`."""
-
-    suite: str
-    version: str
-    description: str
-    papers: list[SuitePaper]
-    functions: Count
-    experiments: Count
-    samples_by_n: dict[str, Count] = ByN
-    gold_stability: GoldStability | None
-    task_downloads: list[TaskDownload] = Field(description="empty for a viewer who may not see gold code")
-    dataset_url: str = Field(description="the suite's samples and public attempts as a Parquet dataset (zip)")
-
-
-class FunctionLink(Strict):
-    func_id: int
-    file: str
-    name: str
-    url: str
-
-
-class PaperExperiment(Strict):
-    exp_id: int
-    description: str
-    depends_on: list[int] = Field(description="the func_id of each function it depends on")
-    url: str
-
-
-class CodeFile(Strict):
-    path: str = Field(description="relative to the paper's code directory")
-    size: int | None = Field(description="bytes; null for a symbolic link (never followed)")
-    symlink: bool
-
-
-class CodeTree(Strict):
-    files: list[CodeFile]
-    truncated: bool
-    limit: int
-    problem: str = Field(description="empty, or why nothing could be listed")
-
-
-class BenchmarkPaper(Strict):
-    """`/benchmark/<suite>/papers/<paper_id>/?format=json`."""
-
-    suite: str
-    paper_id: str
-    title: str
-    source_url: str
-    text_start: str
-    text_truncated: bool
-    functions: list[FunctionLink]
-    experiments: list[PaperExperiment]
-    samples_by_n: dict[str, Count] = ByN
-    code_tree: CodeTree
-
-
-class SampleFunction(Strict):
-    func_id: int
-    name: str
-
-
-class BenchmarkSample(Strict):
-    """A sample and the attempts at it the viewer may see, summarised (every system's)."""
-
-    sample_id: str
-    paper: str
-    n: int = Field(ge=1)
-    functions: list[SampleFunction] = Field(description="its masked functions")
-    attempts: Count = Field(description="counted attempts (re-executed, the leaderboard's default rule)")
-    passes: Count
-    pass_rate: Rate | None
-    errors: Count
-    ended_attempts: Count
-    runs: Count
-    attempts_url: str | None
-
-
-class BenchmarkSamples(Strict):
-    """`/benchmark/<suite>/samples/?format=json`."""
-
-    suite: str
-    n: int | None
-    n_values: list[int]
-    page: int
-    pages: int
-    count: Count
-    previous: str | None
-    next: str | None
-    samples: list[BenchmarkSample]
-
-
-class SystemRate(Strict):
-    """One system's counted attempts at a function's or an experiment's samples."""
-
-    system: str = Field(description="the system's slug")
-    name: str
-    agent: str
-    model: str
-    context: str
-    agent_config: dict[str, Any]
-    attempts: Count
-    passes: Count
-    pass_rate: Rate | None
-    attempts_n1: Count
-    passes_n1: Count
-    pass_rate_n1: Rate | None
-    url: str = Field(description="the system's page")
-
-
-class ExperimentLink(Strict):
-    exp_id: int
-    url: str
-
-
-class BenchmarkFunction(Strict):
-    """`/benchmark/<suite>/papers/<paper_id>/functions/<func_id>/?format=json`; `gold_body` only for a
-    viewer who may see gold code (runs.visibility.gold_access)."""
-
-    suite: str
-    paper_id: str
-    func_id: int
-    file: str
-    name: str
-    description: str
-    relevant_paper: str
-    masked_stub: str
-    masked_stub_problem: str | None
-    experiments: list[ExperimentLink]
-    systems: list[SystemRate]
-    systems_page: ListPage
-    gold_body: str | None = Field(default=None, description="optional: only for a viewer who may see gold code")
-
-
-class GoldSpread(Strict):
-    """The smallest and largest value one number took over an experiment's repeated gold runs."""
-
-    min: float
-    max: float
-
-
-class BenchmarkExperiment(Strict):
-    """`/benchmark/<suite>/papers/<paper_id>/experiments/<exp_id>/?format=json`; gold numbers only for a
-    viewer who may see them."""
-
-    suite: str
-    paper_id: str
-    exp_id: int
-    description: str
-    command: str
-    answer_format: Any = Field(description="the JSON the agent's answer must have, with example values")
-    rtol: float | None
-    atol: float | None
-    timeout_seconds: int | None
-    gold_unstable: bool
-    gold_spread: float | None = Field(description="the largest relative difference between repeated gold runs")
-    gold_repeats: int | None
-    depends_on: list[FunctionLink]
-    systems: list[SystemRate]
-    systems_page: ListPage
-    gold_result: Any = Field(default=None, description="optional: only for a viewer who may see gold numbers")
-    gold_spreads: dict[str, GoldSpread] | None = Field(
-        default=None, description="optional, as gold_result: per number (its flattened key), its spread over the gold runs")
-
-
 # --- the comparison -----------------------------------------------------------------------------------
 
 
-class ComparedSystem(Strict):
-    slug: str
-    name: str
-    suite: str
-    agent: str
-    model: str
-    agent_config: dict[str, Any]
-    context: str
-    runs: list[int]
+class ComparedSystem(SystemKey):
+    pass  # one of the two systems compared
 
 
 class Outcomes(Strict):

@@ -21,6 +21,7 @@ from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce, Lower
 from django.urls import NoReverseMatch, reverse
 
+from leaderboard.benchmark_api_models import CodeFile, TaskDownload
 from leaderboard.metrics import PassRates, SystemRow
 from leaderboard.models import SystemStanding
 from leaderboard.rules import ENDED_STATUSES, LeaderboardFilters, counted_q, passes_q, runs_frame, system_case, system_name_order
@@ -59,13 +60,6 @@ class PaperSummary:
     def as_dict(self) -> dict:
         return {"paper_id": self.paper_id, "title": self.title, "functions": self.functions,
                 "experiments": self.experiments, "samples": self.samples}
-
-
-@dataclass
-class TaskDownload:
-    n: int
-    context: str
-    url: str
 
 
 @dataclass
@@ -227,16 +221,6 @@ class StoredFunctionRates:
 
 
 @dataclass
-class CodeFile:
-    path: str  # relative to the paper's code directory, with "/"
-    size: int | None  # None for a symbolic link (never followed)
-    symlink: bool = False
-
-    def as_dict(self) -> dict:
-        return {"path": self.path, "size": self.size, "symlink": self.symlink}
-
-
-@dataclass
 class CodeTree:
     files: list[CodeFile]
     truncated: bool
@@ -270,9 +254,9 @@ def code_tree(code_dir: str, *, limit: int = CODE_TREE_LIMIT) -> CodeTree:
             if len(files) == limit:
                 return CodeTree(files=files, truncated=True)
             if path.is_symlink():
-                files.append(CodeFile(relative, None, symlink=True))
+                files.append(CodeFile(path=relative, size=None, symlink=True))
             else:
-                files.append(CodeFile(relative, path.lstat().st_size))
+                files.append(CodeFile(path=relative, size=path.lstat().st_size, symlink=False))
     return CodeTree(files=files, truncated=False)
 
 

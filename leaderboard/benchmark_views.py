@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from autoexperiment_site.abuse import heavy_page
-from leaderboard import api_models
+from leaderboard import benchmark_api_models
 from leaderboard.benchmark import (
     CODE_TREE_LIMIT,
     PAPER_TEXT_CHARS,
@@ -82,10 +82,10 @@ def suite(request, suite: str):
                 "experiments": stability.experiments, "unstable": stability.unstable, "policy": stability.policy,
                 "held_out_checked": stability.held_out_checked,
             },
-            "task_downloads": [{"n": item.n, "context": item.context, "url": item.url} for item in overview.downloads],
+            "task_downloads": [item.model_dump() for item in overview.downloads],
             # Parquet files and a dataset card, no gold: for everybody (leaderboard.datasets)
             "dataset_url": reverse("leaderboard:suite_dataset", args=[suite]),
-        }, model=api_models.BenchmarkSuite)
+        }, model=benchmark_api_models.BenchmarkSuite)
     return render(request, "leaderboard/benchmark_suite.html", {
         "overview": overview,
         "suite": overview.suite,
@@ -120,9 +120,9 @@ def paper(request, suite: str, paper_id: str):
                 for e in detail.experiments
             ],
             "samples_by_n": {str(n): count for n, count in detail.samples_by_n.items()},
-            "code_tree": {"files": [entry.as_dict() for entry in detail.tree.files], "truncated": detail.tree.truncated,
+            "code_tree": {"files": [entry.model_dump() for entry in detail.tree.files], "truncated": detail.tree.truncated,
                           "limit": CODE_TREE_LIMIT, "problem": detail.tree.problem},
-        }, model=api_models.BenchmarkPaper)
+        }, model=benchmark_api_models.BenchmarkPaper)
     return render(request, "leaderboard/benchmark_paper.html", {
         "detail": detail,
         "paper": detail.paper,
@@ -179,7 +179,7 @@ def function(request, suite: str, paper_id: str, func_id: int):
         }
         if sees_gold:
             payload["gold_body"] = detail.gold_body
-        return _json(payload, model=api_models.BenchmarkFunction)
+        return _json(payload, model=benchmark_api_models.BenchmarkFunction)
     return render(request, "leaderboard/benchmark_function.html", {
         "detail": detail,
         "function": f,
@@ -225,7 +225,7 @@ def experiment(request, suite: str, paper_id: str, exp_id: int):
             "systems": _rates_payload(rates.object_list),
             "systems_page": _page_payload(request, rates, rate_urls),
             **(gold or {}),
-        }, model=api_models.BenchmarkExperiment)
+        }, model=benchmark_api_models.BenchmarkExperiment)
     return render(request, "leaderboard/benchmark_experiment.html", {
         "detail": detail,
         "experiment": e,
@@ -287,7 +287,7 @@ def samples(request, suite: str):
                  "functions": [{"func_id": f.func_id, "name": f.name} for f in row.functions], **row.summary()}
                 for row in listing.rows
             ],
-        }, model=api_models.BenchmarkSamples)
+        }, model=benchmark_api_models.BenchmarkSamples)
     return render(request, "leaderboard/benchmark_samples.html", {
         "suite": suite_object,
         "listing": listing,

@@ -292,6 +292,19 @@ def systems_compare(*, slug_a: str, slug_b: str, verified_only: bool = True, n: 
             entry = by_sample[sample_pk] = {"n": n_value, "sample_id": sample_id, "paper": paper}
         entry[system_no] = SampleScore(m, c, passing, failing)
 
+    per_n, differing = _tally_by_n(by_sample)
+    differing.sort(key=lambda item: (-abs(item[2].score - item[3].score), item[1]["n"], item[1]["paper"],
+                                     item[1]["sample_id"], item[0]))  # largest gap first, then by sample
+    differences = _differences(differing[:DIFFERENCES_LIMIT])
+    return Comparison(
+        a=system_a, b=system_b, verified_only=verified_only, n=n, by_n=[per_n[key] for key in sorted(per_n)],
+        differences=differences, differences_total=len(differing),
+    )
+
+
+def _tally_by_n(by_sample: dict[int, dict]) -> tuple[dict[int, NComparison], list[tuple]]:
+    """Per n, the outcome counts over the samples both systems tried and the paired bootstrap of
+    their scores; and the samples where their scores differ, as (sample pk, entry, score a, score b)."""
     per_n: dict[int, NComparison] = {}
     scores_by_n: dict[int, list[tuple[int, float, float]]] = {}
     differing: list[tuple] = []
@@ -319,12 +332,14 @@ def systems_compare(*, slug_a: str, slug_b: str, verified_only: bool = True, n: 
         row.pass1_a = sum(a for _, a, _ in scores) / len(scores)
         row.pass1_b = sum(b for _, _, b in scores) / len(scores)
         row.difference, row.low, row.high, row.p_value = _bootstrap(tuple(scores))
+    return per_n, differing
 
-    differing.sort(key=lambda item: (-abs(item[2].score - item[3].score), item[1]["n"], item[1]["paper"],
-                                     item[1]["sample_id"], item[0]))  # largest gap first, then by sample
+
+def _differences(differing: list[tuple]) -> list[SampleDifference]:
+    """The differing samples shown, each with an attempt of either system to replay side by side."""
     replay_url, attempt_url = _replay_url_maker(), attempt_url_maker()
     differences = []
-    for sample_pk, entry, score_a, score_b in differing[:DIFFERENCES_LIMIT]:
+    for sample_pk, entry, score_a, score_b in differing:
         # Scores differ, so the better system has a passing attempt and the other a failing one.
         if score_a.score > score_b.score:
             left, right = score_a.passing_attempt, score_b.failing_attempt
@@ -335,10 +350,7 @@ def systems_compare(*, slug_a: str, slug_b: str, verified_only: bool = True, n: 
             b=score_b, attempt_a=left, attempt_b=right, replay_url=replay_url(left, right),
             attempt_a_url=attempt_url(left), attempt_b_url=attempt_url(right),
         ))
-    return Comparison(
-        a=system_a, b=system_b, verified_only=verified_only, n=n, by_n=[per_n[key] for key in sorted(per_n)],
-        differences=differences, differences_total=len(differing),
-    )
+    return differences
 
 
 # The picking form offers the systems this many at a time (one account can add systems without end).

@@ -122,29 +122,39 @@ def compare(request):
                         a="" if error.parameter == "a" else slug_a, b="" if error.parameter == "b" else slug_b)
 
     if output == "json":
-        return HttpResponse(api_models.page_json(api_models.Comparison, {
-            "a": comparison.a.as_dict(),
-            "b": comparison.b.as_dict(),
-            "verified_only": comparison.verified_only,
-            "n": comparison.n,
-            "pass_share": float(PASS_SHARE),
-            "rules": RULES,
-            "by_n": [row.as_dict() for row in comparison.by_n],
-            "differing_samples": [difference.as_dict() for difference in comparison.differences],
-            "differing_samples_total": comparison.differences_total,
-            "differing_samples_limit": DIFFERENCES_LIMIT,
-        }), content_type="application/json")
-
+        return HttpResponse(api_models.page_json(api_models.Comparison, _comparison_payload(comparison)),
+                            content_type="application/json")
     here = {"a": slug_a, "b": slug_b, "n": data.get("n"), "unverified": "1" if unverified else None}
-    return render(request, "leaderboard/compare.html", {
+    return render(request, "leaderboard/compare.html", _comparison_context(comparison, here=here))
+
+
+def _comparison_payload(comparison) -> dict:
+    """The comparison's JSON."""
+    return {
+        "a": comparison.a.as_dict(),
+        "b": comparison.b.as_dict(),
+        "verified_only": comparison.verified_only,
+        "n": comparison.n,
+        "pass_share": float(PASS_SHARE),
+        "rules": RULES,
+        "by_n": [row.as_dict() for row in comparison.by_n],
+        "differing_samples": [difference.as_dict() for difference in comparison.differences],
+        "differing_samples_total": comparison.differences_total,
+        "differing_samples_limit": DIFFERENCES_LIMIT,
+    }
+
+
+def _comparison_context(comparison, *, here: dict) -> dict:
+    """The comparison page's context; `here` is the page's query (a, b, n, unverified), which its links vary."""
+    return {
         "comparison": comparison,
         "figure": comparison_figure_payload(comparison),
         "rules": RULES,
         "limit": DIFFERENCES_LIMIT,
         "json_url": _address(**here, format="json"),
-        "swap_url": _address(**{**here, "a": slug_b, "b": slug_a}),
-        "unverified_url": _address(**{**here, "unverified": None if unverified else "1"}),
-        "all_n_url": _address(**{**here, "n": None}) if data.get("n") else None,
+        "swap_url": _address(**{**here, "a": here["b"], "b": here["a"]}),
+        "unverified_url": _address(**{**here, "unverified": None if here["unverified"] else "1"}),
+        "all_n_url": _address(**{**here, "n": None}) if here["n"] else None,
         "by_n": [{"row": row, "url": _address(**{**here, "n": row.n})} for row in comparison.by_n],
-        "change_url": _address(**{"with": slug_a}),
-    })
+        "change_url": _address(**{"with": here["a"]}),
+    }

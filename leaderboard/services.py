@@ -9,7 +9,7 @@ from django.db import transaction
 from leaderboard.models import VerifierSelection
 from leaderboard.rules import attempt_verdict
 from runs.agents.llm import model_from_name
-from runs.agents.verifier import Candidate, select_oracle, select_with_model
+from runs.agents.verifier import Candidate, VerifierChoice, select_oracle, select_with_model
 from runs.benchmark.workspace import WorkspaceError, task_document
 from runs.models import Attempt, Run, Sample
 from runs.signals import results_changed_send
@@ -66,6 +66,27 @@ def run_select_with_verifier(*, run: Run, verifier: str, replace: bool = False) 
     existing = set(
         VerifierSelection.objects.filter(run=run, verifier=verifier).values_list("sample_id", flat=True)
     )
+    for sample_pk, candidates in _done_attempts_by_sample(run).items():
+        if len(candidates) < 2:
+            report.single += 1
+            continue
+        if sample_pk in existing and not replace:
+            report.existing += 1
+            continue
+        choice = _choose(run=run, candidates=candidates, model=model)
+        _selection_save(run=run, verifier=verifier, candidates=candidates, choice=choice)
+        report.selected += 1
+        report.fallbacks += int(choice.fallback)
+        if report.cost is not None:
+            report.cost = None if choice.cost is None else report.cost + choice.cost
+    if report.selected:
+        results_changed_send(run_ids=[run.pk])
+    logger.info("verifier %s on run %s: %s", verifier, run.pk, report)
+    return report
+
+
+def _done_attempts_by_sample(run: Run) -> dict[int, list[Attempt]]:
+    """The run's done attempts by sample (pk), each sample's in index order."""
     attempts = (
         Attempt.objects.filter(run=run, status=Attempt.DONE)
         .select_related("sample__paper")
@@ -75,45 +96,34 @@ def run_select_with_verifier(*, run: Run, verifier: str, replace: bool = False) 
     by_sample: dict[int, list[Attempt]] = {}
     for attempt in attempts:
         by_sample.setdefault(attempt.sample_id, []).append(attempt)
+    return by_sample
 
-    for sample_pk, candidates in by_sample.items():
-        if len(candidates) < 2:
-            report.single += 1
-            continue
-        if sample_pk in existing and not replace:
-            report.existing += 1
-            continue
-        sample = candidates[0].sample
-        if model is None:
-            # A re-executed pass first: the default leaderboard counts no other (an upload's reported
-            # pass is chosen only where no attempt passed re-executed, for the view that shows them).
-            reexecuted = [a.reexecution_passed is not None and bool(a.passed) for a in candidates]
-            passed = reexecuted if any(reexecuted) else [attempt_verdict(a) for a in candidates]
-            choice = select_oracle(candidates=[_candidate(a) for a in candidates], passed=passed)
-        else:
-            task, paper = _task(sample, run.context)
-            choice = select_with_model(model=model, task=task, candidates=[_candidate(a) for a in candidates], paper=paper)
-        chosen = candidates[choice.index]
-        with transaction.atomic():
-            VerifierSelection.objects.update_or_create(
-                run=run,
-                sample=sample,
-                verifier=verifier,
-                defaults={
-                    "attempt": chosen,
-                    "candidates": len(candidates),
-                    "reasoning": choice.reasoning,
-                    "fallback": choice.fallback,
-                    "input_tokens": choice.usage.input_tokens,
-                    "output_tokens": choice.usage.output_tokens,
-                    "cost": choice.cost,
-                },
-            )
-        report.selected += 1
-        report.fallbacks += int(choice.fallback)
-        if report.cost is not None:
-            report.cost = None if choice.cost is None else report.cost + choice.cost
-    if report.selected:
-        results_changed_send(run_ids=[run.pk])
-    logger.info("verifier %s on run %s: %s", verifier, run.pk, report)
-    return report
+
+def _choose(*, run: Run, candidates: list[Attempt], model) -> VerifierChoice:
+    """One sample's choice among `candidates`: by the oracle (`model` None) or by `model`."""
+    if model is None:
+        # A re-executed pass first: the default leaderboard counts no other (an upload's reported
+        # pass is chosen only where no attempt passed re-executed, for the view that shows them).
+        reexecuted = [a.reexecution_passed is not None and bool(a.passed) for a in candidates]
+        passed = reexecuted if any(reexecuted) else [attempt_verdict(a) for a in candidates]
+        return select_oracle(candidates=[_candidate(a) for a in candidates], passed=passed)
+    task, paper = _task(candidates[0].sample, run.context)
+    return select_with_model(model=model, task=task, candidates=[_candidate(a) for a in candidates], paper=paper)
+
+
+def _selection_save(*, run: Run, verifier: str, candidates: list[Attempt], choice: VerifierChoice) -> None:
+    with transaction.atomic():
+        VerifierSelection.objects.update_or_create(
+            run=run,
+            sample=candidates[0].sample,
+            verifier=verifier,
+            defaults={
+                "attempt": candidates[choice.index],
+                "candidates": len(candidates),
+                "reasoning": choice.reasoning,
+                "fallback": choice.fallback,
+                "input_tokens": choice.usage.input_tokens,
+                "output_tokens": choice.usage.output_tokens,
+                "cost": choice.cost,
+            },
+        )

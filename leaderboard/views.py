@@ -202,47 +202,69 @@ def home(request):
     # The board as this page shows it: its rows, and the charts placing them (the frontier is every system's).
     shown = leaderboard_page(board, list(page.object_list))
     page_urls = _page_urls(request, page, "page")
-
     if output == "json":
-        return _json({
-            "filters": {**_filters_payload(form, filters), "sort": board.sort},
-            "rules": RULES,
-            "n_values": board.n_values,
-            "computing": board.computing,  # systems with new results not computed yet (not in rows)
-            "cost_accuracy": [chart.as_dict() for chart in shown.cost_accuracy],  # the Pareto frontier by n
-            "rows": [row.as_dict() for row in shown.rows]
-            + [ref.as_dict() for ref in reference],
-            "page": _page_payload(request, page, page_urls),
-            "reference_findings": [{**finding, "reference": True} for finding in paper.FINDINGS],
-            "gold_stability": [
-                {"suite": item.name, "experiments": item.experiments, "unstable": item.unstable, "policy": item.policy,
-                 "held_out_checked": item.held_out_checked}
-                for item in suites_gold_stability(names={row.suite for row in board.rows})
-            ],
-        }, model=api_models.Leaderboard, status=status)
+        return _json(_home_payload(request, form=form, filters=filters, board=board, shown=shown, reference=reference,
+                                   page=page, page_urls=page_urls), model=api_models.Leaderboard, status=status)
+    context = {
+        "form": form,
+        "problems": form.problems() + ([problem] if problem else []),
+        "board": shown,
+        "page": page,
+        "page_urls": page_urls,
+        "figure": figure_payload(shown, reference) if shown.rows or reference else None,
+        "cost_figure": cost_figure_payload(shown) if shown.rows else None,
+        **_home_table(request, board=board, shown=shown, reference=reference, tolerance=filters.tolerance),
+        **_home_links(request),
+        "gold_stability": suites_gold_stability(names={row.suite for row in board.rows}),
+    }
+    return render(request, "leaderboard/home.html", context, status=400 if problem else status)
 
-    figure = figure_payload(shown, reference) if shown.rows or reference else None
 
-    def sort_link(key: str) -> dict:
-        active = board.sort.lstrip("-") == key
-        # A first click puts the best first (highest rate, lowest cost, newest, A to Z); a second reverses.
-        first = key if key in ASCENDING_FIRST else f"-{key}"
-        target = (key if board.sort.startswith("-") else f"-{key}") if active else first
-        return {"url": query_with(request, sort=target), "active": active, "descending": board.sort.startswith("-")}
+def _home_payload(request, *, form, filters, board, shown, reference, page, page_urls) -> dict:
+    """The leaderboard's JSON: this page's systems, then the paper's reference rows."""
+    return {
+        "filters": {**_filters_payload(form, filters), "sort": board.sort},
+        "rules": RULES,
+        "n_values": board.n_values,
+        "computing": board.computing,  # systems with new results not computed yet (not in rows)
+        "cost_accuracy": [chart.as_dict() for chart in shown.cost_accuracy],  # the Pareto frontier by n
+        "rows": [row.as_dict() for row in shown.rows]
+        + [ref.as_dict() for ref in reference],
+        "page": _page_payload(request, page, page_urls),
+        "reference_findings": [{**finding, "reference": True} for finding in paper.FINDINGS],
+        "gold_stability": [
+            {"suite": item.name, "experiments": item.experiments, "unstable": item.unstable, "policy": item.policy,
+             "held_out_checked": item.held_out_checked}
+            for item in suites_gold_stability(names={row.suite for row in board.rows})
+        ],
+    }
 
+
+def _sort_link(request, board, key: str) -> dict:
+    """The link that sorts the leaderboard by `key`. A first click puts the best first (highest
+    rate, lowest cost, newest, A to Z); a second reverses."""
+    active = board.sort.lstrip("-") == key
+    first = key if key in ASCENDING_FIRST else f"-{key}"
+    target = (key if board.sort.startswith("-") else f"-{key}") if active else first
+    return {"url": query_with(request, sort=target), "active": active, "descending": board.sort.startswith("-")}
+
+
+def _home_table(request, *, board, shown, reference, tolerance: float | None) -> dict:
+    """The leaderboard table's parts: its columns by n with their sort links, its rows, and the
+    paper's reference rows under them."""
     display_n = table_n_values(board, reference)
     columns_by_n = [
         {
             "n": n,
-            "pass1": sort_link(f"pass1_n{n}"),
-            "passk": sort_link(f"passk_n{n}"),
-            "verifier": sort_link(f"verifier_n{n}"),
-            "samples": sort_link(f"samples_n{n}"),
-            "pass1_tol": sort_link(f"pass1_tol_n{n}") if filters.tolerance is not None else None,
+            "pass1": _sort_link(request, board, f"pass1_n{n}"),
+            "passk": _sort_link(request, board, f"passk_n{n}"),
+            "verifier": _sort_link(request, board, f"verifier_n{n}"),
+            "samples": _sort_link(request, board, f"samples_n{n}"),
+            "pass1_tol": _sort_link(request, board, f"pass1_tol_n{n}") if tolerance is not None else None,
         }
         for n in display_n
     ]
-    per_n_columns = 4 if filters.tolerance is None else 5
+    per_n_columns = 4 if tolerance is None else 5
     reference_table = [
         {
             "row": ref,
@@ -256,34 +278,31 @@ def home(request):
         }
         for ref in reference
     ]
-    context = {
-        "form": form,
-        "problems": form.problems() + ([problem] if problem else []),
-        "board": shown,
-        "page": page,
-        "page_urls": page_urls,
+    return {
         "rows_html": leaderboard_rows_html(shown, display_n),
         "columns_by_n": columns_by_n,
-        "totals": {key: sort_link(key) for key in ("name", "cost", "seconds", "attempts", "errors", "date", "n50")},
+        "totals": {key: _sort_link(request, board, key) for key in ("name", "cost", "seconds", "attempts", "errors", "date", "n50")},
         "reference": reference_table,
+        "show_tolerance": True,
+        "tolerance_label": tolerance_label(tolerance) if tolerance is not None else None,
+        "per_n_columns": per_n_columns,
+        "column_count": 1 + per_n_columns * len(display_n) + 7,
+    }
+
+
+def _home_links(request) -> dict:
+    """The paper's findings and source, the rules, and the links to this board as JSON and CSV and to related pages."""
+    return {
         "findings": paper.FINDINGS,
         "source": paper.SOURCE,
         "source_url": paper.SOURCE_URL,
         "rules": RULES,
-        "figure": figure,
-        "cost_figure": cost_figure_payload(shown) if shown.rows else None,
         "shown_systems": SHOWN_SYSTEMS,
         "json_url": query_with(request, format="json"),
         "csv_url": query_with(request, format="csv"),
         "functions_url": reverse("leaderboard:functions") + query_with(request, sort=None, format=None),
-        "gold_stability": suites_gold_stability(names={row.suite for row in board.rows}),
-        "show_tolerance": True,
-        "tolerance_label": tolerance_label(filters.tolerance) if filters.tolerance is not None else None,
-        "per_n_columns": per_n_columns,
-        "column_count": 1 + per_n_columns * len(display_n) + 7,
         **_counting_urls(request),
     }
-    return render(request, "leaderboard/home.html", context, status=400 if problem else status)
 
 
 FUNCTION_COLUMNS = [
@@ -352,29 +371,9 @@ def system(request, slug: str):
     taxonomy = error_taxonomy(slug=slug, standing_pk=detail.standing_pk, run_ids=detail.run_ids, filters=filters)
     csv_urls = {table: query_with(request, format="csv", table=table, samples_page=None) for table in ("samples", "runs", "by_n")}
     if output == "json":
-        return _json({
-            "filters": _filters_payload(form, filters),
-            "system": detail.system.as_dict(),
-            "runs": [
-                {"id": run.pk, "created_at": run.created_at.isoformat(),
-                 "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-                 "n_values": run.n_values, "k": run.k, "attempts_by_status": run.counts, "verified": run.verified}
-                for run in detail.runs
-            ],
-            "runs_total": detail.runs_total,  # the newest SYSTEM_RUNS_SHOWN are listed; the runs CSV has them all
-            "runs_csv": request.path + csv_urls["runs"],
-            "dataset_url": reverse("leaderboard:system_dataset", args=[slug]),  # Parquet: every public attempt
-            "samples": [sample.as_dict() for sample in samples_page.object_list],
-            "samples_page": {**_page_payload(request, samples_page, page_urls),
-                             "all_samples_csv": request.path + csv_urls["samples"]},
-            "out_of_scope_attempts": detail.out_of_scope_attempts,
-            "not_reexecuted_attempts": detail.not_reexecuted,
-            "tolerances": list(TOLERANCES),
-            "near_misses": [miss.as_dict() for miss in detail.near_misses],
-            "near_miss_total": detail.near_miss_total,
-            "failure_analysis": analysis.as_dict(),
-            "error_taxonomy": taxonomy.as_dict(),
-        }, model=api_models.SystemPage, status=status)
+        return _json(_system_payload(request, slug=slug, form=form, filters=filters, detail=detail,
+                                     samples_page=samples_page, page_urls=page_urls, analysis=analysis, taxonomy=taxonomy,
+                                     csv_urls=csv_urls), model=api_models.SystemPage, status=status)
     tolerance_rows = detail.tolerance_rows
     problems = form.problems() + ([problem] if problem else [])
     return render(request, "leaderboard/system.html", {
@@ -398,6 +397,34 @@ def system(request, slug: str):
         "verified_only": filters.verified_only,
         **_counting_urls(request),
     }, status=400 if problem else status)
+
+
+def _system_payload(request, *, slug: str, form, filters, detail, samples_page, page_urls, analysis, taxonomy,
+                    csv_urls: dict) -> dict:
+    """The system page's JSON: its numbers, its newest runs, one page of its samples, its analyses."""
+    return {
+        "filters": _filters_payload(form, filters),
+        "system": detail.system.as_dict(),
+        "runs": [
+            {"id": run.pk, "created_at": run.created_at.isoformat(),
+             "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+             "n_values": run.n_values, "k": run.k, "attempts_by_status": run.counts, "verified": run.verified}
+            for run in detail.runs
+        ],
+        "runs_total": detail.runs_total,  # the newest SYSTEM_RUNS_SHOWN are listed; the runs CSV has them all
+        "runs_csv": request.path + csv_urls["runs"],
+        "dataset_url": reverse("leaderboard:system_dataset", args=[slug]),  # Parquet: every public attempt
+        "samples": [sample.as_dict() for sample in samples_page.object_list],
+        "samples_page": {**_page_payload(request, samples_page, page_urls),
+                         "all_samples_csv": request.path + csv_urls["samples"]},
+        "out_of_scope_attempts": detail.out_of_scope_attempts,
+        "not_reexecuted_attempts": detail.not_reexecuted,
+        "tolerances": list(TOLERANCES),
+        "near_misses": [miss.as_dict() for miss in detail.near_misses],
+        "near_miss_total": detail.near_miss_total,
+        "failure_analysis": analysis.as_dict(),
+        "error_taxonomy": taxonomy.as_dict(),
+    }
 
 
 def _system_csv(request, slug: str, detail, filters):

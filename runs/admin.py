@@ -1,8 +1,9 @@
+from django import forms
 from django.contrib import admin
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from runs.evaluation.services import runs_set_hidden
+from runs.evaluation.services import agent_config_problems, runs_set_hidden
 from runs.models import (
     ApiToken,
     Attempt,
@@ -92,14 +93,36 @@ class SampleAdmin(admin.ModelAdmin):
 
 
 
+class RunAdminForm(forms.ModelForm):
+    """An edited agent_config is checked as the run form checks one: a setting the agent refuses
+    would otherwise fail every attempt at the worker. Left as it was, it is not checked again (a
+    submission's run holds no settings, an older run may hold what the run form now refuses)."""
+
+    class Meta:
+        model = Run
+        fields = "__all__"
+
+    def clean(self):
+        data = super().clean()
+        before = (self.instance.agent, self.instance.agent_config)
+        edited = self.instance.pk is None or (data.get("agent"), data.get("agent_config")) != before
+        if edited and not self.errors:
+            for problem in agent_config_problems(agent=data["agent"], agent_config=data["agent_config"],
+                                                 max_steps=data["max_steps"], max_seconds=data["max_seconds"],
+                                                 max_cost=data["max_cost"]):
+                self.add_error("agent_config", problem)
+        return data
+
+
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
+    form = RunAdminForm
     list_display = ["id", "agent", "model", "suite", "n_values", "attempts_per_sample", "created_by", "created_at", "cancelled_at", "finished_at", "hidden"]
     list_filter = ["hidden", "agent", "suite", "context"]
     search_fields = ["agent", "model", "description"]
     # Hidden is set by the actions alone (runs_set_hidden): saved from the form, the change would
     # announce nothing, and the leaderboard's numbers would not follow it.
-    readonly_fields = ["created_at", "cancelled_at", "finished_at", "hidden"]
+    readonly_fields = ["agent_config_version", "created_at", "cancelled_at", "finished_at", "hidden"]
     raw_id_fields = ["created_by"]
     actions = ["hide", "unhide"]
 

@@ -6,14 +6,15 @@ Create an agent by name, then run it on a built workspace in a sandbox::
     result = agent.run(model=model, sandbox=sandbox, workspace=workspace, trajectory_path=path)
     result.exit_status, result.final_answer, result.trajectory
 
-Every agent is a `base.Agent`: a `name`, the dataclass of its settings, what it needs (a model,
+Every agent is a `base.Agent`: a `name`, the pydantic model of its settings (`settings`), what it needs (a model,
 gold bodies, a seed per attempt) and `run(*, model, sandbox, workspace, trajectory_path,
 clock=..., on_step=None) -> AgentResult`. Agents added later (agentless, gold, noop, mutant)
 register their class with `register_agent`; they reuse `tools.run_tool` /
 `TrajectoryWriter.tool_step` for their actions and `base.Budget` for their limits.
 
 - `base`: the Agent base class, exit statuses, budgets and the result; `react`, `agentless`,
-  `baselines`: the agents;
+  `baselines`: the agents; `settings`: the model their settings share, the messages that name a
+  refused setting, and the versions of the settings a run stores;
 - `tools`: the tools an agent calls, run through the sandbox against the workspace;
   `tool_arguments`: their arguments as pydantic models, which give the schemas the model is shown;
 - `trajectory`: the trajectory document format, its pydantic model and the migrations of its older
@@ -43,15 +44,18 @@ from .baselines import (
 )
 from .react import AgentConfig, ReActAgent
 from .recorder import TrajectoryWriter
+from .settings import AGENT_CONFIG_VERSION, AgentSettings, SettingsInvalid, stored_settings_current
 from .trajectory import FORMAT as TRAJECTORY_FORMAT
 from .trajectory import Trajectory, TrajectoryFormatError, load_trajectory, trajectory_from_json
 
 __all__ = [
     "AGENTS",
+    "AGENT_CONFIG_VERSION",
     "TRAJECTORY_FORMAT",
     "Agent",
     "AgentConfig",
     "AgentResult",
+    "AgentSettings",
     "AgentlessAgent",
     "AgentlessConfig",
     "BaselineConfig",
@@ -61,6 +65,7 @@ __all__ = [
     "MutantAgent",
     "NoopAgent",
     "ReActAgent",
+    "SettingsInvalid",
     "Trajectory",
     "TrajectoryFormatError",
     "TrajectoryWriter",
@@ -69,6 +74,7 @@ __all__ = [
     "load_trajectory",
     "trajectory_from_json",
     "register_agent",
+    "stored_settings_current",
 ]
 
 

@@ -20,7 +20,6 @@ submitted.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import re
 import textwrap
 import time
@@ -28,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import Field
 
 from runs.benchmark import python_ast
 from runs.benchmark.locating import MaskingError, locate_function
@@ -49,6 +50,7 @@ from .retrieval import (
     function_query,
     paper_chunks,
 )
+from .settings import AgentSettings
 from .tools import DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OBSERVATION_CHARS, truncate
 from .trajectory import Step
 
@@ -57,8 +59,7 @@ __all__ = ["AgentlessAgent", "AgentlessConfig", "extract_body", "infill_prompt"]
 RETRIEVE = "retrieve"  # the pseudo-tool name of retrieval steps in the trajectory
 
 
-@dataclass
-class AgentlessConfig:
+class AgentlessConfig(AgentSettings):
     """Settings of one agentless run (recorded in the trajectory header).
 
     `paper_k` / `code_k` are how many paper paragraphs and code chunks are retrieved per function;
@@ -68,26 +69,18 @@ class AgentlessConfig:
     `openai-compatible:<model>@<base_url>`); None retrieves lexically (BM25).
     """
 
-    max_seconds: float = 1800.0
-    max_cost: float = 1.0
-    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
-    max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS
+    max_seconds: float = Field(default=1800.0, gt=0)
+    max_cost: float = Field(default=1.0, gt=0)
+    command_timeout: float = Field(default=DEFAULT_COMMAND_TIMEOUT, gt=0)
+    max_observation_chars: int = Field(default=DEFAULT_MAX_OBSERVATION_CHARS, gt=0)
     temperature: float = 0.0
-    max_tokens: int = 4096
-    paper_k: int = 4
-    code_k: int = 4
-    max_paper_chars: int = 8_000
-    max_code_chars: int = 8_000
-    max_file_chars: int = 12_000
+    max_tokens: int = Field(default=4096, gt=0)
+    paper_k: int = Field(default=4, ge=0)
+    code_k: int = Field(default=4, ge=0)
+    max_paper_chars: int = Field(default=8_000, ge=0)
+    max_code_chars: int = Field(default=8_000, ge=0)
+    max_file_chars: int = Field(default=12_000, gt=0)
     embedding_model: str | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("max_seconds", "max_cost", "command_timeout", "max_observation_chars", "max_tokens", "max_file_chars"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive")
-        for name in ("paper_k", "code_k", "max_paper_chars", "max_code_chars"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
 
 
 SYSTEM_PROMPT = """\
@@ -248,7 +241,7 @@ class AgentlessAgent(Agent):
     config_class = AgentlessConfig
 
     def __init__(self, config: AgentlessConfig | None = None, *, embedder: Embedder | None = None, **settings: Any) -> None:
-        self.config = dataclasses.replace(config or AgentlessConfig(), **settings)
+        self.config = (config or AgentlessConfig()).replaced(**settings)
         if embedder is None and self.config.embedding_model:
             # Built now, so a missing key or bad spec fails when the run is configured.
             embedder = embedder_from_name(self.config.embedding_model)
@@ -266,7 +259,7 @@ class AgentlessAgent(Agent):
     ) -> AgentResult:
         """Run the pipeline on a freshly built workspace (see the module docstring)."""
         model = self.required_model(model)
-        config = dataclasses.asdict(self.config)
+        config = self.config.as_dict()
         if self.embedder is not None:
             config["embedding_model"] = self.embedder.name
         run = PipelineRun(

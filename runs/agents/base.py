@@ -9,7 +9,6 @@ loop (agentless, gold, noop) reuse the same pieces.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import time
 from abc import ABC, abstractmethod
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from runs.benchmark.answers import ParsedAnswer
 
+from .settings import AgentSettings
 from .trajectory import Step, Trajectory
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class Agent(ABC):
     """
 
     name: ClassVar[str]
-    config_class: ClassVar[type]  # the dataclass of its settings (recorded in the trajectory header)
+    config_class: ClassVar[type[AgentSettings]]  # the model of its settings (recorded in the trajectory header)
     needs_model: ClassVar[bool] = True
     needs_gold_bodies: ClassVar[bool] = False
     seeded_per_attempt: ClassVar[bool] = False
@@ -163,7 +163,7 @@ class Agent(ABC):
         """The settings it may be built with: the fields of its `config_class` and the named
         parameters of its constructors (a subclass's, and those it hands the rest of its settings
         to: `gold_bodies`, `seed`, `config`, ...)."""
-        names = {item.name for item in dataclasses.fields(cls.config_class)}
+        names = set(cls.config_class.model_fields)
         for klass in cls.__mro__:
             constructor = vars(klass).get("__init__")
             if constructor is None or klass is object:

@@ -23,15 +23,15 @@ place where an `AgentExit` becomes the run's exit status.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import Field
 
 from runs.benchmark.answers import ParsedAnswer
 from runs.benchmark.execution import printed_result
@@ -52,6 +52,7 @@ from .base import (
 )
 from .llm import ChatModel
 from .recorder import TrajectoryWriter
+from .settings import AgentSettings
 from .tools import (
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_MAX_OBSERVATION_CHARS,
@@ -132,18 +133,12 @@ def command_result(result: ToolResult) -> dict | None:
     return printed_result(result.observation)
 
 
-@dataclass
-class BaselineConfig:
+class BaselineConfig(AgentSettings):
     """Settings of a model-free baseline (recorded in the trajectory header)."""
 
-    max_seconds: float = 1800.0
-    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
-    max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS
-
-    def __post_init__(self) -> None:
-        for name in ("max_seconds", "command_timeout", "max_observation_chars"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive")
+    max_seconds: float = Field(default=1800.0, gt=0)
+    command_timeout: float = Field(default=DEFAULT_COMMAND_TIMEOUT, gt=0)
+    max_observation_chars: int = Field(default=DEFAULT_MAX_OBSERVATION_CHARS, gt=0)
 
 
 class PipelineRun:
@@ -316,10 +311,10 @@ class NoopAgent(Agent):
     needs_model = False
 
     def __init__(self, config: BaselineConfig | None = None, **settings: Any) -> None:
-        self.config = dataclasses.replace(config or BaselineConfig(), **settings)
+        self.config = (config or BaselineConfig()).replaced(**settings)
 
     def header_config(self) -> dict[str, Any]:
-        return dataclasses.asdict(self.config)
+        return self.config.as_dict()
 
     def run(
         self,

@@ -27,15 +27,15 @@ runs once a limit is passed, and the step that crossed it is recorded with its t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from pydantic import Field, field_validator
 
 from runs.benchmark.answers import ParsedAnswer
 from runs.benchmark.workspace import CONTEXT_CONDITIONS, Context
@@ -52,6 +52,7 @@ from .base import (
 )
 from .llm import ChatModel, Completion, Message, ModelError, ToolSpec
 from .recorder import TrajectoryWriter
+from .settings import AgentSettings
 from .tools import (
     DEFAULT_COMMAND_TIMEOUT,
     DEFAULT_MAX_OBSERVATION_CHARS,
@@ -82,8 +83,7 @@ DEFAULT_MAX_PAPER_CHARS = 120_000
 _LOW_BUDGET_FRACTION = 0.1
 
 
-@dataclass
-class AgentConfig:
+class AgentConfig(AgentSettings):
     """Settings of one ReAct run (recorded in the trajectory header).
 
     `context` is the context condition; None takes it from the workspace's task.json, and a value
@@ -92,28 +92,30 @@ class AgentConfig:
     """
 
     history: str = History.FULL
-    window: int = 5
-    max_steps: int = 50
-    max_seconds: float = 1800.0
-    max_cost: float = 1.0
+    window: int = Field(default=5, ge=1)
+    max_steps: int = Field(default=50, ge=1)
+    max_seconds: float = Field(default=1800.0, gt=0)
+    max_cost: float = Field(default=1.0, gt=0)
     context: str | None = None
-    max_observation_chars: int = DEFAULT_MAX_OBSERVATION_CHARS
-    max_paper_chars: int = DEFAULT_MAX_PAPER_CHARS
-    command_timeout: float = DEFAULT_COMMAND_TIMEOUT
+    max_observation_chars: int = Field(default=DEFAULT_MAX_OBSERVATION_CHARS, ge=1)
+    max_paper_chars: int = Field(default=DEFAULT_MAX_PAPER_CHARS, ge=1)
+    command_timeout: float = Field(default=DEFAULT_COMMAND_TIMEOUT, gt=0)
     temperature: float = 0.0
-    max_tokens: int = 4096
+    max_tokens: int = Field(default=4096, ge=1)
 
-    def __post_init__(self) -> None:
-        if self.history not in HISTORY_STRATEGIES:
-            raise ValueError(f"history must be one of {', '.join(HISTORY_STRATEGIES)}; got {self.history!r}")
-        if self.context is not None and self.context not in CONTEXT_CONDITIONS:
-            raise ValueError(f"context must be one of {', '.join(CONTEXT_CONDITIONS)}; got {self.context!r}")
-        for name in ("window", "max_steps", "max_observation_chars", "max_paper_chars", "max_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        for name in ("max_seconds", "max_cost", "command_timeout"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive")
+    @field_validator("history")
+    @classmethod
+    def _known_history(cls, history: str) -> str:
+        if history not in HISTORY_STRATEGIES:
+            raise ValueError(f"must be one of {', '.join(HISTORY_STRATEGIES)}; got {history!r}")
+        return history
+
+    @field_validator("context")
+    @classmethod
+    def _known_context(cls, context: str | None) -> str | None:
+        if context is not None and context not in CONTEXT_CONDITIONS:
+            raise ValueError(f"must be one of {', '.join(CONTEXT_CONDITIONS)}; got {context!r}")
+        return context
 
 
 SYSTEM_PROMPT = """\
@@ -165,7 +167,7 @@ class ReActAgent(Agent):
     config_class = AgentConfig
 
     def __init__(self, config: AgentConfig | None = None, **settings: Any) -> None:
-        self.config = dataclasses.replace(config or AgentConfig(), **settings)
+        self.config = (config or AgentConfig()).replaced(**settings)
 
     def run(
         self,
@@ -217,7 +219,7 @@ class _Run:
             sample_id=str(task.get("sample_id", "")),
             agent=agent.name,
             model=model.name,
-            config={**dataclasses.asdict(self.config), "context": context},
+            config={**self.config.as_dict(), "context": context},
         )
         self.writer = TrajectoryWriter(trajectory_path, header, workspace=workspace)
         self.prefix = [Message.system(self._system_prompt()), Message.user(self._task_prompt(workspace))]

@@ -41,7 +41,15 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from runs.agents import AGENTS, Agent, AgentResult, agent_from_name, gold_bodies_for
+from runs.agents import (
+    AGENTS,
+    Agent,
+    AgentResult,
+    SettingsInvalid,
+    agent_from_name,
+    gold_bodies_for,
+    stored_settings_current,
+)
 from runs.agents.base import ExitStatus
 from runs.agents.llm import ModelError, model_from_name
 from runs.agents.recorder import FINAL_PATCH_OVER_LIMITS
@@ -395,14 +403,17 @@ class AttemptTry:
 
 def attempt_agent(attempt: Attempt, task: SampleTask, task_json: dict) -> Agent:
     """The run's agent, configured for `attempt`: the run's budgets it has settings for, the run's
-    agent_config, and what the agent declares it needs (runs.agents.base.Agent): gold bodies (their
+    agent_config (migrated from the version it was stored in), and what the agent declares it needs (runs.agents.base.Agent): gold bodies (their
     line hints from the sample as `task` read it already), a seed of the attempt's own."""
     run = attempt.run
     factory = AGENTS.get(run.agent)
     if factory is None:
         raise InfrastructureFailure(f"agent {run.agent!r} is not registered in this worker (known: {', '.join(sorted(AGENTS))})")
     agent_settings = {"max_steps": run.max_steps, "max_seconds": run.max_seconds, "max_cost": run.max_cost}
-    agent_settings.update(run.agent_config or {})
+    try:
+        agent_settings.update(stored_settings_current(run.agent_config, version=run.agent_config_version))
+    except SettingsInvalid as error:
+        raise InfrastructureFailure(f"agent {run.agent!r} could not be configured: {error}") from error
     if factory.needs_gold_bodies:
         hints = {(f"{CODE_DIR}/{function.file}", function.name): function.line_hint for function in task.spec.masked}
         try:

@@ -268,6 +268,16 @@ def _check_budgets(add: AddProblem, *, max_steps: int, max_seconds: float, max_c
     return budgets_ok
 
 
+def agent_config_problems(*, agent: str, agent_config, max_steps: int, max_seconds: float, max_cost: float) -> list[str]:
+    """What is wrong with a registered agent's settings beside a run's budgets, as the run form
+    and run_eval say it (the admin's run form checks an edited agent_config with it)."""
+    problems: list[str] = []
+    budgets = {"max_steps": max_steps, "max_seconds": max_seconds, "max_cost": max_cost}
+    _check_agent_config(lambda option, message: problems.append(message), agent=agent, agent_config=agent_config,
+                        buildable=agent in AGENTS, budgets=budgets)
+    return problems
+
+
 def _check_agent_config(add: AddProblem, *, agent: str, agent_config: dict | None, buildable: bool, budgets: dict) -> None:
     """The agent settings: a JSON object, none of the run's own options, and (when the agent is
     known and the budgets valid: `buildable`) settings the agent accepts."""

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import models
 
+from runs.agents.settings import AGENT_CONFIG_VERSION
 from runs.benchmark import workspace
 from runs.models.suites import Sample, Suite
 
@@ -33,6 +34,11 @@ class Run(models.Model):
     suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
     agent = models.CharField(max_length=100, help_text="Registered agent name: react, agentless, gold, noop, mutant.")
     agent_config = models.JSONField(default=dict, blank=True, help_text="Keyword settings for agent_from_name.")
+    # The shape agent_config was stored in: the worker migrates an older one on reading it
+    # (runs.agents.settings). Runs stored before the version was recorded hold version 1.
+    agent_config_version = models.PositiveSmallIntegerField(
+        default=AGENT_CONFIG_VERSION, help_text="Version of agent_config's shape (runs.agents.settings)."
+    )
     model = models.CharField(max_length=500, blank=True, help_text="Model spec (provider:model); blank for baselines.")
     context = models.CharField(max_length=10, choices=Context, default=Context.FULL)
     n_values = models.JSONField(default=list, help_text="Numbers of masked functions, e.g. [1, 2].")

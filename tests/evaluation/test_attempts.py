@@ -19,7 +19,7 @@ from runs.evaluation.selectors import run_progress
 from runs.evaluation.services import run_create, run_execute_sync, run_retry_failed
 from runs.evaluation.verdicts import failure_label, scoped_final_code
 from runs.evaluation.workdirs import attempt_reexecution_dir, attempt_workspace_dir
-from runs.models import Attempt, Sample, Suite
+from runs.models import Attempt, Run, Sample, Suite
 from runs.suites.environments import NotPrepared
 from runs.suites.selectors import sample_experiments, sample_task
 from tests.evaluation.agents import GATE_ENV
@@ -378,6 +378,24 @@ def test_the_harness_gives_an_agent_what_it_declares(tiny_suite, monkeypatch):
     assert all(agent.config.max_seconds == 60 for agent in agents)
     with pytest.raises(InfrastructureFailure, match=r"^agent 'noop' could not be configured: no setting 'colour'; the settings "):
         construct_agent("noop", {"max_steps": 5, "colour": "blue"}, optional=BUDGET_SETTINGS)
+
+
+def test_the_harness_reads_a_runs_settings_in_the_version_they_were_stored_in(tiny_suite, monkeypatch):
+    from runs.agents import settings as agent_settings
+
+    run = run_create(suite=tiny_suite, agent="noop", n_values=[1], agent_config={"command_timeout": 30}, enqueue=False)
+    assert run.agent_config_version == agent_settings.AGENT_CONFIG_VERSION
+    attempt = run.attempts.first()
+    task = sample_task(sample=attempt.sample, context=run.context)
+    # A made-up version 2 that renamed the setting: the run stored at version 1 still builds its agent.
+    monkeypatch.setattr(agent_settings, "AGENT_CONFIG_VERSION", 2)
+    monkeypatch.setattr(agent_settings, "_MIGRATIONS", {1: lambda old: {"command_timeout": old["command_timeout"] * 2}})
+    assert attempt_agent(attempt, task, {"missing_functions": []}).config.command_timeout == 60
+    # Settings stored by a newer version than the worker's are an infrastructure failure that says so.
+    Run.objects.filter(pk=run.pk).update(agent_config_version=3)
+    attempt = Attempt.objects.select_related("run").get(pk=attempt.pk)
+    with pytest.raises(InfrastructureFailure, match=r"^agent 'noop' could not be configured: agent settings of version 3"):
+        attempt_agent(attempt, task, {"missing_functions": []})
 
 
 def test_a_try_that_ended_before_its_agent_ran_leaves_what_an_earlier_try_wrote():

@@ -143,6 +143,7 @@ def test_the_estimate_uses_the_cap_and_the_mean_of_earlier_runs(staff_client, ti
         ({"agent_config": '{"max_cost": 100}'}, "agent_config", "max_cost is an option of the run itself"),
         ({"agent_config": "[1]"}, "agent_config", "must be a JSON object"),
         ({"agent_config": '{"colour": "blue"}'}, "agent_config", "could not be configured"),
+        ({"agent_config": '{"command_timeout": 0}'}, "agent_config", "command_timeout must be positive, got 0"),
         ({"cap": str(2**40)}, "cap", "the sample cap must be between 1 and 2,147,483,647"),
         ({"k": "5000"}, "k", "the run would hold 15,000 attempts (3 samples x k=5000)"),
     ],
@@ -232,3 +233,22 @@ def test_run_create_lists_every_problem(tiny_suite):
         run_create(suite=tiny_suite, agent="react", n_values=[0], attempts_per_sample=0, max_cost=float("nan"), enqueue=False)
     assert [problem.field for problem in raised.value.problems] == ["model", "n", "k", "max_cost"]
     assert not Run.objects.exists()
+
+
+def test_the_admin_checks_an_edited_agent_config_as_the_run_form_does(tiny_suite):
+    from runs.admin import RunAdminForm
+
+    # A submission's run: its agent_config is a marker, not settings, and is left alone.
+    run = Run.objects.create(suite=tiny_suite, agent="noop", n_values=[1], sandbox_backend="bubblewrap",
+                             agent_config={"submitted": True})
+    unbound = RunAdminForm(instance=run)
+    data = {name: "" if (value := unbound[name].value()) is None else value for name in unbound.fields}
+    data.pop("hidden", None)
+    unchanged = RunAdminForm(data, instance=run)
+    assert unchanged.is_valid(), unchanged.errors
+    form = RunAdminForm({**data, "agent_config": '{"colour": "blue"}'}, instance=run)
+    assert not form.is_valid()
+    assert "no setting 'colour'" in form.errors["agent_config"][0]
+    form = RunAdminForm({**data, "agent_config": '{"max_seconds": 5}'}, instance=run)
+    assert form.errors["agent_config"] == ["max_seconds is an option of the run itself: set it there, not among the agent settings"]
+    assert RunAdminForm({**data, "agent_config": '{"command_timeout": 30}'}, instance=run).is_valid()

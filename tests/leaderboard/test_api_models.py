@@ -14,7 +14,7 @@ from jsonschema.exceptions import best_match
 from pydantic import BaseModel
 
 from autoexperiment_site.openapi import openapi_document
-from leaderboard import api_models
+from leaderboard import api_models, benchmark_api_models
 from tests.leaderboard.api_data import SEARCH_WORD, ApiData, seed_api_data
 
 pytestmark = pytest.mark.django_db
@@ -69,7 +69,7 @@ def _deepest(error):
 def _model(document: dict, template: str, status: int) -> list[type[BaseModel]]:
     schema = document["paths"][template]["get"]["responses"][str(status)]["content"]["application/json"]["schema"]
     names = [item["$ref"].rsplit("/", 1)[1] for item in schema.get("anyOf", [schema])]
-    return [getattr(api_models, name) for name in names]
+    return [getattr(api_models, name, None) or getattr(benchmark_api_models, name) for name in names]
 
 
 def _seen(value, seen: set[tuple[str, str]]) -> None:
@@ -117,7 +117,8 @@ def test_every_page_answers_as_described_and_uses_every_key(data):
 
     pages = {path for path, item in document["paths"].items() if PAGE_TAGS & set(item.get("get", {}).get("tags", ()))}
     assert pages <= requested, f"page operations this test does not request: {sorted(pages - requested)}"
-    described = {(name, field) for name, model in inspect.getmembers(api_models, inspect.isclass)
+    described = {(name, field) for module in (api_models, benchmark_api_models)
+                 for name, model in inspect.getmembers(module, inspect.isclass)
                  if issubclass(model, api_models.Strict) and model is not api_models.Strict
                  for field in model.model_fields}
     unseen = sorted(described - seen)

@@ -223,7 +223,8 @@ def test_a_run_moved_to_another_system_in_the_admin_marks_both_systems_changed(b
     run = board_data.run_c
     url = reverse("admin:runs_run_change", args=[run.pk])
     form = admin_client.get(url).context["adminform"].form
-    data = {name: field.field.prepare_value(field.value()) for name, field in ((name, form[name]) for name in form.fields)}
+    # value() is what the page shows: a JSON field's text already (preparing it again would post a JSON string).
+    data = {name: form[name].value() for name in form.fields}
     data = {name: value for name, value in data.items() if value is not None} | {"model": "anthropic:claude-renamed"}
     response = admin_client.post(url, data)
     assert response.status_code == 302, response.content.decode()[:2000]

@@ -11,7 +11,8 @@ from django.core.management.base import CommandError
 from runs.benchmark.masking import MaskTarget, mask_source
 from runs.models import Experiment, Function, Paper, Sample, Suite
 from runs.suites.importers.common import SuiteFormatError
-from runs.suites.importers.upstream import _renamed_at_hint, import_upstream
+from runs.suites.importers.upstream import import_upstream
+from runs.suites.importers.upstream_functions import renamed_at_hint
 
 pytestmark = pytest.mark.django_db
 
@@ -315,10 +316,10 @@ def test_upstream_layout_paper_folders_and_line_hints_resolved_by_evidence(tmp_p
 def test_a_renamed_function_keeps_the_qualifier_the_csv_gives():
     # LOSSES defines ImgDataset.prepare_data_list at line 29: the CSV's other spelling resolves to it
     # only if its class (when given) is that one too.
-    assert _renamed_at_hint(LOSSES, "prepare_datalist", 29) == "ImgDataset.prepare_data_list"
-    assert _renamed_at_hint(LOSSES, "imgdataset.PrepareDataList", 29) == "ImgDataset.prepare_data_list"
-    assert _renamed_at_hint(LOSSES, "TextDataset.prepare_datalist", 29) is None
-    assert _renamed_at_hint(LOSSES, "Outer.ImgDataset.prepare_datalist", 29) is None
+    assert renamed_at_hint(LOSSES, "prepare_datalist", 29) == "ImgDataset.prepare_data_list"
+    assert renamed_at_hint(LOSSES, "imgdataset.PrepareDataList", 29) == "ImgDataset.prepare_data_list"
+    assert renamed_at_hint(LOSSES, "TextDataset.prepare_datalist", 29) is None
+    assert renamed_at_hint(LOSSES, "Outer.ImgDataset.prepare_datalist", 29) is None
 
 
 def test_corrupted_rows_are_skipped_or_repaired_and_the_rest_imported(tmp_path, upstream_metadata, upstream_code):

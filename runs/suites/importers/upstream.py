@@ -40,19 +40,16 @@ as `__call__`, a header_line that may be stale or point at the class statement, 
 line_start..line_end: these are only evidence to choose among same-named defs (the rules of
 `runs.benchmark.locating.locate_function`), each repair reported with the rule that made it. A row
 the evidence cannot resolve is skipped as ambiguous, never guessed.
+
+The reading of the files and the cross-check of the stale ones are in `upstream_files`; finding a
+functions row's function in the code is `upstream_functions`.
 """
-import ast
-import csv
-import io
-import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.db import transaction
 
-from runs.benchmark.locating import FunctionNotFound, LocationRule, MaskingError, list_functions, locate_function
 from runs.benchmark.sampling import sample_id
 from runs.models import Experiment, Function, Paper, Sample, Suite
 from runs.suites.importers.common import (
@@ -62,45 +59,36 @@ from runs.suites.importers.common import (
     delete_gone_experiments,
     delete_gone_functions,
     delete_gone_papers,
-    hint_repair,
     mark_suite_changed,
-    reject_json_constant,
     relation_sync,
-    resolve_code_file,
     upsert,
     upsert_tracked,
 )
 from runs.suites.importers.environments import from_environment_yml, from_requirements_txt
-from runs.suites.importers.schema import MAX_ID, PAPER_ID, SLUG
+from runs.suites.importers.schema import PAPER_ID, SLUG
+from runs.suites.importers.upstream_files import (
+    EXPS,
+    FUNCS,
+    MAIN,
+    REQUIRED_COLUMNS,
+    Row,
+    compare_with_stale,
+    parse_id,
+    parse_result,
+    read_csv,
+    read_jsonl,
+    stale_rows,
+    text_of,
+)
+from runs.suites.importers.upstream_functions import locate_row_function
 
-MAIN, FUNCS, EXPS = "mlrc_main.csv", "mlrc_funcs.csv", "mlrc_exps.csv"
-REQUIRED_COLUMNS = {
-    MAIN: ("paper_id", "Title"),
-    FUNCS: ("paper_id", "func_id", "file", "name", "header_line"),
-    EXPS: ("paper_id", "exp_id", "description", "result", "func_dependencies", "solution"),
-}
 SAMPLE_FILE = re.compile(r"^mlrc_n=(\d+).*\.jsonl$")
 # Where a paper's text may be, in order of precedence: our own papers/ files override upstream's.
 PAPER_TEXT_PLACES = ("papers/{}.md", "papers/{}.txt", "{}/paper.md", "{}/paper.txt")
 URL = re.compile(r"^https?://\S+$")
-FIELD_LENGTH = {name: Function._meta.get_field(name).max_length for name in ("file", "name")}
 TITLE_LENGTH = Paper._meta.get_field("title").max_length
 URL_LENGTH = Paper._meta.get_field("source_url").max_length
 SAMPLE_ID_LENGTH = Sample._meta.get_field("sample_id").max_length
-
-
-@dataclass
-class _Row:
-    file: str
-    line: int
-    values: dict
-
-    def at(self, column: str) -> str:
-        return f"{self.file}:{self.line}: {column}"
-
-    def get(self, column: str) -> str:
-        value = self.values.get(column)
-        return value.strip() if isinstance(value, str) else ""
 
 
 @dataclass
@@ -153,145 +141,7 @@ class _Plan:
     function_skipped: dict[tuple[str, int], str] = field(default_factory=dict)
 
 
-def _parse_id(text) -> int | None:
-    """A non-negative id from an all-string field ("3", " 3 "), or None."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text if 0 <= text <= MAX_ID else None
-    if isinstance(text, str) and re.fullmatch(r"\s*\d+\s*", text) and int(text) <= MAX_ID:
-        return int(text)
-    return None
-
-
-def _read_csv(path: Path, *, report: ImportReport, problems: list[str]) -> list[_Row]:
-    """The rows of one required CSV file, blank and ragged rows reported and left out."""
-    name = path.name
-    try:
-        # utf-8-sig: spreadsheet exports start with a byte-order mark that would rename the first column.
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        problems.append(f"{name}: file not found in {path.parent}")
-        return []
-    except (OSError, UnicodeDecodeError) as error:
-        problems.append(f"{name}: cannot be read: {error}")
-        return []
-    reader = csv.reader(io.StringIO(text, newline=""))
-    rows: list[_Row] = []
-    try:
-        header = next(reader, None)
-        if header is None:
-            problems.append(f"{name}: empty file (expected a header row)")
-            return []
-        columns = [column.strip() for column in header]
-        missing = [column for column in REQUIRED_COLUMNS[name] if column not in columns]
-        for column in missing:
-            problems.append(f"{name}: line 1: missing required column {column!r} (columns: {', '.join(columns)})")
-        duplicated = sorted({column for column in columns if column and columns.count(column) > 1})
-        for column in duplicated:
-            problems.append(f"{name}: line 1: column {column!r} appears more than once")
-        if missing or duplicated:
-            return []
-        start = reader.line_num + 1
-        for record in reader:
-            line, start = start, reader.line_num + 1
-            if not any(cell.strip() for cell in record):
-                report.skip(f"{name}:{line}: row", "blank row")
-            elif len(record) != len(columns):
-                report.skip(f"{name}:{line}: row", f"has {len(record)} fields but the header has {len(columns)}")
-            else:
-                rows.append(_Row(name, line, dict(zip(columns, record))))
-    except csv.Error as error:
-        problems.append(f"{name}: line {reader.line_num}: not valid CSV: {error}")
-    return rows
-
-
-def _read_jsonl(path: Path, *, report: ImportReport, name: str | None = None) -> list[_Row]:
-    """The objects of an optional JSON-lines file; unreadable lines are reported and left out.
-
-    `name` is the file as reports name it (default: its file name).
-    """
-    name = name or path.name
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        report.skip(f"{name}:0: file", f"cannot be read, ignored: {error}")
-        return []
-    rows = []
-    # Split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings.
-    lines = text.split("\n")
-    if lines and not lines[-1].strip():
-        lines.pop()
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            report.skip(f"{name}:{number}: row", "blank line")
-            continue
-        try:
-            # NaN is tolerated here: nothing parsed from a jsonl file is stored as JSON (results
-            # there are only compared with the CSV's, never used as gold).
-            value = json.loads(raw)
-        except ValueError as error:
-            report.skip(f"{name}:{number}: row", f"not valid JSON: {error}")
-            continue
-        if not isinstance(value, dict):
-            report.skip(f"{name}:{number}: row", f"expected a JSON object, got {type(value).__name__}")
-            continue
-        rows.append(_Row(name, number, value))
-    return rows
-
-
-def _parse_result(text: str) -> tuple[dict | None, str | None, bool]:
-    """(result, error, was a Python literal). Upstream wrote results with json.dumps or with str(dict)."""
-    if not text:
-        return None, "empty", False
-    literal = False
-    try:
-        value = json.loads(text, parse_constant=reject_json_constant)
-    except ValueError as json_error:
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            return None, f"neither JSON ({json_error}) nor a Python literal", False
-        literal = True
-    if not isinstance(value, dict) or not value:
-        return None, f"expected a non-empty object of numbers, got {type(value).__name__} {str(value)[:60]!r}", literal
-    problem = _non_numeric(value, path="")
-    if problem:
-        return None, problem, literal
-    return _to_json(value), None, literal
-
-
-def _non_numeric(value, *, path: str) -> str | None:
-    """Why `value` is not a tree of finite numbers, or None. Gold values are compared numerically."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"key {key!r} is not a string"
-            problem = _non_numeric(item, path=f"{path}.{key}" if path else key)
-            if problem:
-                return problem
-        return None
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            problem = _non_numeric(item, path=f"{path}[{index}]")
-            if problem:
-                return problem
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return f"value at {path!r} is {value!r}, not a number"
-    if not math.isfinite(value):
-        return f"value at {path!r} is {value!r}, not a finite number"
-    return None
-
-
-def _to_json(value):
-    """Tuples from a Python literal become lists, as they would come back from the database."""
-    if isinstance(value, dict):
-        return {key: _to_json(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_to_json(item) for item in value]
-    return value
-
-
-def _read_paper_text(metadata_dir: Path, paper_id: str, *, row: _Row, report: ImportReport) -> str:
+def _read_paper_text(metadata_dir: Path, paper_id: str, *, row: Row, report: ImportReport) -> str:
     """The paper's text from the first of PAPER_TEXT_PLACES that has it, or "" after reporting it."""
     places = [place.format(paper_id) for place in PAPER_TEXT_PLACES]
     for place in places:
@@ -328,7 +178,7 @@ def _paper_code_dir(metadata_dir: Path, code_dir: Path, paper_id: str) -> Path |
     return shipped if shipped.is_dir() else None
 
 
-def _plan_papers(rows: list[_Row], *, metadata_dir: Path, code_dir: Path, plan: _Plan, report: ImportReport):
+def _plan_papers(rows: list[Row], *, metadata_dir: Path, code_dir: Path, plan: _Plan, report: ImportReport):
     first_line: dict[str, int] = {}
     for row in rows:
         paper_id = row.get("paper_id")
@@ -395,13 +245,13 @@ def _paper_environment(code_dir: Path, paper_id: str, *, report: ImportReport) -
     return None
 
 
-def _row_key(row: _Row, id_column: str, *, plan: _Plan, seen: dict, report: ImportReport):
+def _row_key(row: Row, id_column: str, *, plan: _Plan, seen: dict, report: ImportReport):
     """(paper_id, id) of a functions/experiments row, or None after reporting why the row is skipped."""
     paper_id = row.get("paper_id")
     if paper_id not in plan.papers:
         report.skip(row.at("paper_id"), f"paper {paper_id!r} is not in {MAIN}")
         return None
-    number = _parse_id(row.values.get(id_column))
+    number = parse_id(row.values.get(id_column))
     if number is None:
         report.skip(row.at(id_column), f"{row.values.get(id_column)!r} is not a non-negative integer")
         return None
@@ -416,62 +266,7 @@ def _row_key(row: _Row, id_column: str, *, plan: _Plan, seen: dict, report: Impo
     return key
 
 
-def _compare(row: _Row, stale: _Row | None, columns: list[tuple[str, str]], *, report: ImportReport,
-             note: str = "") -> None:
-    """Report every field where a stale jsonl copy disagrees with the CSV row (the CSV is kept)."""
-    if stale is None:
-        return
-    for csv_column, jsonl_key in columns:
-        ours, theirs = row.get(csv_column), _text(stale.values.get(jsonl_key))
-        if theirs and ours and _normalise(csv_column, ours) != _normalise(csv_column, theirs):
-            theirs_part, ours_part = (_result_difference(_normalise(csv_column, theirs), _normalise(csv_column, ours))
-                                      if csv_column == "result" else None) or _difference(theirs, ours)
-            report.skip(stale.at(jsonl_key), f"{theirs_part} disagrees with {row.file}:{row.line} "
-                        f"({ours_part}); the CSV value is kept{note}")
-
-
-def _text(value) -> str:
-    if value is None:
-        return ""
-    return value.strip() if isinstance(value, str) else str(value)
-
-
-def _normalise(column: str, value: str):
-    if column == "func_dependencies":
-        return sorted(part.strip() for part in value.split(",") if part.strip())
-    if column == "result":
-        parsed, _, _ = _parse_result(value)
-        return parsed if parsed is not None else value
-    if column in ("header_line", "func_id", "exp_id"):
-        number = _parse_id(value)
-        return number if number is not None else value
-    return " ".join(value.split())
-
-
-def _result_difference(a, b) -> tuple[str, str] | None:
-    """The first key whose value differs between two parsed results, as two short excerpts."""
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return None
-    for key in list(a) + [key for key in b if key not in a]:
-        if a.get(key, "<missing>") != b.get(key, "<missing>"):
-            return f"{key}={str(a.get(key, '<missing>'))[:40]}", f"{key}={str(b.get(key, '<missing>'))[:40]}"
-    return None
-
-
-def _difference(a: str, b: str, *, width: int = 50) -> tuple[str, str]:
-    """Short excerpts of `a` and `b` starting just before their first difference."""
-    a, b = " ".join(a.split()), " ".join(b.split())
-    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    start = max(0, index - 10)
-
-    def excerpt(text: str) -> str:
-        part = text[start : start + width]
-        return repr(("..." if start else "") + part + ("..." if start + width < len(text) else ""))
-
-    return excerpt(a), excerpt(b)
-
-
-def _plan_functions(rows: list[_Row], *, stale: dict, details: dict, plan: _Plan, report: ImportReport):
+def _plan_functions(rows: list[Row], *, stale: dict, details: dict, plan: _Plan, report: ImportReport):
     seen: dict = {}
     sources: dict[Path, str | None] = {}
     defs: dict[tuple, int] = {}
@@ -481,14 +276,14 @@ def _plan_functions(rows: list[_Row], *, stale: dict, details: dict, plan: _Plan
             continue
         paper_id, func_id = key
         stale_row = stale.get(key)
-        _compare(row, stale_row, [("file", "file"), ("name", "name"), ("header_line", "header_line"),
-                                  ("relevant_paper", "relevant_paper")], report=report)
+        compare_with_stale(row, stale_row, [("file", "file"), ("name", "name"), ("header_line", "header_line"),
+                                            ("relevant_paper", "relevant_paper")], report=report)
         paper = plan.papers[paper_id]
         if not paper.code_dir:
             plan.function_skipped[key] = "its paper has no code"
             report.skip(row.at("row"), f"paper {paper_id} has no code directory")
             continue
-        function = _locate(row, Path(paper.code_dir), sources=sources, report=report)
+        function = locate_row_function(row, Path(paper.code_dir), sources=sources, report=report)
         if function is None:
             plan.function_skipped[key] = f"{FUNCS}:{row.line} was skipped"
             continue
@@ -502,14 +297,14 @@ def _plan_functions(rows: list[_Row], *, stale: dict, details: dict, plan: _Plan
         defs[(paper_id, row.get("file"), qualified, def_line)] = func_id
         description = row.get("description")
         if not description and stale_row is not None:
-            description = _text(stale_row.values.get("description"))
+            description = text_of(stale_row.values.get("description"))
         if not description:
             description = details.get(key, "")
         if not description:
             report.repair(row.at("description"), f"none in {FUNCS}, {paper_id}.functions.jsonl, "
                           f"{paper_id}/functions.jsonl or the samples' func_details; left empty, so the masked "
                           "stub gets no docstring")
-        relevant = row.get("relevant_paper") or (_text(stale_row.values.get("relevant_paper")) if stale_row else "")
+        relevant = row.get("relevant_paper") or (text_of(stale_row.values.get("relevant_paper")) if stale_row else "")
         plan.functions[key] = _Function(paper_id=paper_id, func_id=func_id, file=row.get("file"), name=qualified,
                                         description=description, relevant_paper=relevant, line_hint=def_line)
     for key, stale_row in stale.items():
@@ -518,97 +313,7 @@ def _plan_functions(rows: list[_Row], *, stale: dict, details: dict, plan: _Plan
                         "(the CSV is the source of truth); ignored")
 
 
-def _locate(row: _Row, code_dir: Path, *, sources: dict, report: ImportReport) -> tuple[str, int] | None:
-    """(qualified name, def line) of a functions row in its paper's code, or None after reporting why not."""
-    relative, name = row.get("file"), row.get("name")
-    if len(relative) > FIELD_LENGTH["file"]:
-        report.skip(row.at("file"), f"longer than {FIELD_LENGTH['file']} characters")
-        return None
-    path, error = resolve_code_file(code_dir, relative)
-    if error:
-        report.skip(row.at("file"), error)
-        return None
-    if not name:
-        report.skip(row.at("name"), "empty")
-        return None
-    if path not in sources:
-        try:
-            sources[path] = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as read_error:
-            sources[path] = None
-            report.skip(row.at("file"), f"cannot be read: {read_error}")
-            return None
-    source = sources[path]
-    if source is None:
-        report.skip(row.at("file"), "cannot be read (see above)")
-        return None
-    raw_hint = row.get("header_line")
-    hint = _parse_id(raw_hint) if raw_hint else None
-    if raw_hint and not hint:
-        report.repair(row.at("header_line"), f"{raw_hint!r} is not a line number; ignored")
-        hint = None
-    span = _span(row, report=report)
-    try:
-        location = locate_function(source, name, line_hint=hint, span=span)
-    except FunctionNotFound as not_found:
-        renamed = _renamed_at_hint(source, name, hint)
-        if renamed is None:
-            report.skip(row.at("name"), f"{relative}: {not_found}")
-            return None
-        report.repair(row.at("name"), f"no function `{name}` in {relative}, but `{renamed}` is defined at the hinted "
-                      f"line {hint} and its name differs only in underscores or case; {renamed} stored")
-        location = locate_function(source, renamed, line_hint=hint)
-    except (MaskingError, SyntaxError, ValueError) as locate_error:
-        report.skip(row.at("name"), f"{relative}: {locate_error}")
-        return None
-    if len(location.qualified_name) > FIELD_LENGTH["name"]:
-        report.skip(row.at("name"), f"qualified name longer than {FIELD_LENGTH['name']} characters")
-        return None
-    if hint is not None and hint != location.def_line:
-        report.repair(row.at("header_line"), hint_repair(location, hint, span=span))
-    elif not raw_hint:
-        found_by = f"the row's span {span[0]}-{span[1]}" if location.rule == LocationRule.SPAN else "name"
-        report.repair(row.at("header_line"), f"empty; {location.qualified_name} found by {found_by} at line "
-                      f"{location.def_line}; stored {location.def_line}")
-    return location.qualified_name, location.def_line
-
-
-def _renamed_at_hint(source: str, name: str, hint: int | None) -> str | None:
-    """The qualified name of the one definition on the hinted line whose name is `name` spelled with
-    other underscores or case (upstream's `prepare_datalist` for `prepare_data_list`), or None.
-
-    Two pieces of evidence must agree, the exact def line and the same letters; a similar name alone
-    is only suggested, never taken. A qualified `name` keeps its qualifier: `A.prepare_datalist` is
-    not `B.prepare_data_list` (its dotted parts, so spelled, must end the definition's)."""
-    if hint is None:
-        return None
-
-    def letters(text: str) -> list[str]:
-        return [part.replace("_", "").lower() for part in text.split(".")]
-
-    wanted = letters(name)
-    found = [qualified for qualified, line in list_functions(source)
-             if line == hint and letters(qualified)[-len(wanted):] == wanted]
-    return found[0] if len(found) == 1 else None
-
-
-def _span(row: _Row, *, report: ImportReport) -> tuple[int, int] | None:
-    """The row's line_start..line_end (upstream's lines of the body), or None; unusable values are reported."""
-    start, end = row.get("line_start"), row.get("line_end")
-    if not start and not end:
-        return None
-    for column, value in (("line_start", start), ("line_end", end)):
-        if not _parse_id(value):
-            problem = f"{value!r} is not a line number" if value else "empty while the other end is given"
-            report.repair(row.at(column), f"{problem}; the row's span is not used")
-            return None
-    if int(start) > int(end):
-        report.repair(row.at("line_end"), f"{int(end)} is before line_start {int(start)}; the row's span is not used")
-        return None
-    return int(start), int(end)
-
-
-def _plan_experiments(rows: list[_Row], *, stale: dict, plan: _Plan, report: ImportReport):
+def _plan_experiments(rows: list[Row], *, stale: dict, plan: _Plan, report: ImportReport):
     seen: dict = {}
     commands = {}
     for row in rows:
@@ -617,8 +322,8 @@ def _plan_experiments(rows: list[_Row], *, stale: dict, plan: _Plan, report: Imp
     def renumbered(key, stale_row) -> str:
         # Upstream dropped experiments and renumbered the rest in the CSV but not in the jsonl;
         # saying so explains a wall of disagreements.
-        match = commands.get((key[0], _text(stale_row.values.get("solution"))))
-        if match is None or _parse_id(match) == key[1]:
+        match = commands.get((key[0], text_of(stale_row.values.get("solution"))))
+        if match is None or parse_id(match) == key[1]:
             return ""
         return f" (its command is that of {EXPS} exp_id {match}: the jsonl numbering is stale)"
 
@@ -629,23 +334,23 @@ def _plan_experiments(rows: list[_Row], *, stale: dict, plan: _Plan, report: Imp
         paper_id, exp_id = key
         stale_row = stale.get(key)
         if stale_row is not None:
-            _compare(row, stale_row, [("description", "description"), ("solution", "solution"),
-                                      ("func_dependencies", "func_dependencies"), ("result", "result")],
-                     report=report, note=renumbered(key, stale_row))
+            compare_with_stale(row, stale_row, [("description", "description"), ("solution", "solution"),
+                                                ("func_dependencies", "func_dependencies"), ("result", "result")],
+                               report=report, note=renumbered(key, stale_row))
         if not plan.papers[paper_id].code_dir:
             report.skip(row.at("row"), f"paper {paper_id} has no code directory")
             continue
         texts = {}
         for column in ("description", "solution"):
             texts[column] = row.get(column)
-            if not texts[column] and stale_row is not None and _text(stale_row.values.get(column)):
-                texts[column] = _text(stale_row.values.get(column))
+            if not texts[column] and stale_row is not None and text_of(stale_row.values.get(column)):
+                texts[column] = text_of(stale_row.values.get(column))
                 report.repair(row.at(column), f"empty; filled from {stale_row.file}:{stale_row.line}")
         if not texts["description"] or not texts["solution"]:
             missing = "description" if not texts["description"] else "solution"
             report.skip(row.at(missing), "empty" + (" (no command to run)" if missing == "solution" else ""))
             continue
-        result, error, literal = _parse_result(row.get("result"))
+        result, error, literal = parse_result(row.get("result"))
         if error:
             report.skip(row.at("result"), f"{error}; experiment skipped (stale jsonl results are never used as gold)")
             continue
@@ -664,13 +369,13 @@ def _plan_experiments(rows: list[_Row], *, stale: dict, plan: _Plan, report: Imp
                         f"(the CSV is the source of truth); ignored{renumbered(key, stale_row)}")
 
 
-def _dependencies(row: _Row, paper_id: str, *, plan: _Plan, report: ImportReport) -> list[int]:
+def _dependencies(row: Row, paper_id: str, *, plan: _Plan, report: ImportReport) -> list[int]:
     kept = []
     for token in row.get("func_dependencies").split(","):
         token = token.strip()
         if not token:
             continue
-        func_id = _parse_id(token)
+        func_id = parse_id(token)
         if func_id is None:
             report.repair(row.at("func_dependencies"), f"{token!r} is not a function id; dropped")
         elif (paper_id, func_id) in plan.functions:
@@ -691,15 +396,15 @@ def _sample_ids(value) -> list[int] | None:
         value = [part for part in value.split(",") if part.strip()]
     if not isinstance(value, list):
         return None
-    ids = [_parse_id(item) for item in value]
+    ids = [parse_id(item) for item in value]
     return None if any(item is None for item in ids) else ids
 
 
-def _plan_samples(files: list[tuple[int, list[_Row]]], *, plan: _Plan, report: ImportReport):
-    first: dict[str, _Row] = {}
+def _plan_samples(files: list[tuple[int, list[Row]]], *, plan: _Plan, report: ImportReport):
+    first: dict[str, Row] = {}
     for declared_n, rows in files:
         for row in rows:
-            paper_id = _text(row.values.get("paper_id"))
+            paper_id = text_of(row.values.get("paper_id"))
             if paper_id not in plan.papers:
                 report.skip(row.at("paper_id"), f"paper {paper_id!r} is not in {MAIN}")
                 continue
@@ -733,7 +438,7 @@ def _plan_samples(files: list[tuple[int, list[_Row]]], *, plan: _Plan, report: I
             plan.samples[name] = _Sample(paper_id=paper_id, sample_id=name, n=len(ids), func_ids=sorted(ids))
 
 
-def _check_sample_results(row: _Row, paper_id: str, ids: list[int], *, plan: _Plan, report: ImportReport):
+def _check_sample_results(row: Row, paper_id: str, ids: list[int], *, plan: _Plan, report: ImportReport):
     """Report where a sample's copy of the gold ("Experiment 1..k") disagrees with mlrc_exps.csv.
 
     Upstream renumbers a sample's experiments 1..k in exp_id order; ours are derived from the
@@ -754,7 +459,7 @@ def _check_sample_results(row: _Row, paper_id: str, ids: list[int], *, plan: _Pl
                         f"exp_id {experiment.exp_id}; the CSV gold is kept")
 
 
-def _collect_details(files: list[tuple[int, list[_Row]]]) -> dict[tuple[str, int], str]:
+def _collect_details(files: list[tuple[int, list[Row]]]) -> dict[tuple[str, int], str]:
     """Function descriptions found in the samples' func_details (the CSV has no description column)."""
     found = {}
     for _, rows in files:
@@ -763,31 +468,12 @@ def _collect_details(files: list[tuple[int, list[_Row]]]) -> dict[tuple[str, int
             for detail in details if isinstance(details, list) else []:
                 if not isinstance(detail, dict):
                     continue
-                func_id = _parse_id(detail.get("func_id"))
-                description = _text(detail.get("description"))
-                paper_id = _text(detail.get("paper_id") or row.values.get("paper_id"))
+                func_id = parse_id(detail.get("func_id"))
+                description = text_of(detail.get("description"))
+                paper_id = text_of(detail.get("paper_id") or row.values.get("paper_id"))
                 if func_id is not None and description:
                     found.setdefault((paper_id, func_id), description)
     return found
-
-
-def _stale_rows(metadata_dir: Path, suffix: str, id_column: str, *, report: ImportReport) -> dict:
-    """The rows of every `<paper>.<suffix>` file, then of upstream's `<paper>/<suffix>`, by (paper_id, id)."""
-    rows = {}
-    files = [(path.name[: -len(f".{suffix}")], path) for path in sorted(metadata_dir.glob(f"*.{suffix}"))]
-    files += [(path.parent.name, path) for path in sorted(metadata_dir.glob(f"*/{suffix}"))]
-    for paper_id, path in files:
-        for row in _read_jsonl(path, report=report, name=path.relative_to(metadata_dir).as_posix()):
-            number = _parse_id(row.values.get(id_column))
-            if _text(row.values.get("paper_id")) not in ("", paper_id):
-                report.skip(row.at("paper_id"), f"{row.values.get('paper_id')!r} in the file of paper {paper_id}; ignored")
-            elif number is None:
-                report.skip(row.at(id_column), f"{row.values.get(id_column)!r} is not a non-negative integer; ignored")
-            elif (paper_id, number) in rows:
-                report.skip(row.at("row"), f"duplicate {id_column} {number}; ignored")
-            else:
-                rows[(paper_id, number)] = row
-    return rows
 
 
 def _write(plan: _Plan, *, suite_name: str, metadata_dir: Path, code_dir: Path, report: ImportReport) -> Suite:
@@ -849,7 +535,7 @@ def import_upstream(*, metadata_dir: Path, code_dir: Path, suite_name: str = "up
     if not code_dir.is_dir():
         problems.append(f"{code_dir}: code directory not found (paper P's code is expected at {code_dir}/P/)")
     report = ImportReport()
-    tables = {name: _read_csv(metadata_dir / name, report=report, problems=problems) for name in REQUIRED_COLUMNS}
+    tables = {name: read_csv(metadata_dir / name, report=report, problems=problems) for name in REQUIRED_COLUMNS}
     existing = Suite.objects.filter(name=suite_name).exclude(source_format=Suite.Format.UPSTREAM).first()
     if existing is not None:
         problems.append(f"a suite named {suite_name!r} was imported from another format ({existing.source_format})")
@@ -862,13 +548,13 @@ def import_upstream(*, metadata_dir: Path, code_dir: Path, suite_name: str = "up
         if match is None:
             report.skip(f"{path.name}:0: file", "name does not start with mlrc_n=<number>; ignored")
             continue
-        sample_files.append((int(match.group(1)), _read_jsonl(path, report=report)))
+        sample_files.append((int(match.group(1)), read_jsonl(path, report=report)))
 
     plan = _Plan()
     _plan_papers(tables[MAIN], metadata_dir=metadata_dir, code_dir=code_dir, plan=plan, report=report)
-    _plan_functions(tables[FUNCS], stale=_stale_rows(metadata_dir, "functions.jsonl", "func_id", report=report),
+    _plan_functions(tables[FUNCS], stale=stale_rows(metadata_dir, "functions.jsonl", "func_id", report=report),
                     details=_collect_details(sample_files), plan=plan, report=report)
-    _plan_experiments(tables[EXPS], stale=_stale_rows(metadata_dir, "experiments.jsonl", "exp_id", report=report),
+    _plan_experiments(tables[EXPS], stale=stale_rows(metadata_dir, "experiments.jsonl", "exp_id", report=report),
                       plan=plan, report=report)
     _plan_samples(sample_files, plan=plan, report=report)
     with transaction.atomic():
