@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runs.agents.llm import AnthropicModel, OpenAIChatModel
 from runs.benchmark.execution import printed_result
 from runs.benchmark.masking import function_body_source
 from runs.benchmark.workspace import ExperimentSpec, MaskedFunctionSpec, WorkspaceSpec, build_workspace
@@ -77,6 +76,10 @@ def build_toy_workspace(tmp_path: Path, *, context: str = "full", masked: bool =
 
 def model_for(provider: str, fake, **kwargs):
     """A real SDK adapter for `provider` talking to the fake server."""
+    # Imported here, as the product imports them (runs.agents.llm): each SDK takes seconds to import,
+    # which every test process paid at collection when this module imported them.
+    from runs.agents.llm import AnthropicModel, OpenAIChatModel
+
     kwargs = {"api_key": "sk-test", "max_retries": 1, **kwargs}
     if provider == "openai":
         return OpenAIChatModel(MODELS["openai"], base_url=fake.base_url_openai, **kwargs)
