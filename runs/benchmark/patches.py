@@ -115,7 +115,7 @@ def apply_file_patch(original: str | None, file_patch: FilePatch) -> str | None:
         original = ""
     elif original is None:
         raise PatchError(f"the patch changes {file_patch.path}, which does not exist", line=file_patch.line, source=header)
-    source = _split_lines(original)
+    source = diff_lines(original)
     finder = _Finder(source)
     result: list[str] = []
     position = 0  # source lines before this one are copied or replaced already
@@ -154,13 +154,12 @@ def apply_file_patch(original: str | None, file_patch: FilePatch) -> str | None:
 # --- applying ----------------------------------------------------------------------------------------
 
 
-def _split_lines(text: str) -> list[str]:
-    """Lines with their "\\n"; the last one lacks it when the text does not end with a newline."""
-    parts = text.split("\n")
-    lines = [part + "\n" for part in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
+def diff_lines(text: str) -> list[str]:
+    """Lines as diff(1) and patch(1) read them, each with its "\\n" (a "\\r" or "\\x0c" is content);
+    the last one lacks it when the text does not end with a newline."""
+    lines = text.split("\n")
+    last = lines.pop()
+    return [line + "\n" for line in lines] + ([last] if last else [])
 
 
 def _side(lines: tuple[str, ...], kinds: str, no_newline: bool) -> list[str]:
@@ -232,8 +231,8 @@ def unified_diff(path: str, old: str | None, new: str | None) -> str:
     """A git-style unified diff of one file (None: the file does not exist on that side)."""
     # Lines end at "\n" only, as diff(1) and the parser (runs.benchmark.patch_parsing) read them: str.splitlines would also
     # split at "\r", "\x0c", "\u2028" and others, which are content to a diff.
-    old_lines = _lines(old or "")
-    new_lines = _lines(new or "")
+    old_lines = diff_lines(old or "")
+    new_lines = diff_lines(new or "")
     lines = list(
         difflib.unified_diff(
             old_lines,
@@ -252,7 +251,3 @@ def unified_diff(path: str, old: str | None, new: str | None) -> str:
     return "".join(out)
 
 
-def _lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    last = lines.pop()
-    return [line + "\n" for line in lines] + ([last] if last else [])

@@ -75,7 +75,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from runs.benchmark.locating import parsed
-from runs.benchmark.patches import unified_diff
+from runs.benchmark.patches import diff_lines, unified_diff
 from runs.benchmark.scope_merge import FileMerge
 
 __all__ = ["MAX_FILE_CHARS", "MAX_REASONS", "OutOfScopeEdit", "ScopedCode", "restrict_to_scope"]
@@ -173,7 +173,7 @@ def _diff(path: str, agent: str | None, runs: str | None) -> str:
     size = len(agent or "") + len(runs or "")
     if size > 4 * MAX_DIFF_CHARS:
         return header + f"[diff left out: the two versions have {size} characters]\n"
-    old, new = _diff_lines(agent or ""), _diff_lines(runs or "")
+    old, new = diff_lines(agent or ""), diff_lines(runs or "")
     if _diff_work(old, new) <= MAX_DIFF_WORK:
         diff = unified_diff(path, agent, runs)
     else:
@@ -188,13 +188,6 @@ def _diff(path: str, agent: str | None, runs: str | None) -> str:
     if len(diff) > MAX_DIFF_CHARS:
         diff = diff[:MAX_DIFF_CHARS] + f"\n[diff cut: {len(diff)} characters in all]\n"
     return diff
-
-
-def _diff_lines(text: str) -> list[str]:
-    """Lines as diff(1) reads them: ending at "\\n" only (a "\\r" or "\\x0c" is content)."""
-    lines = text.split("\n")
-    last = lines.pop()
-    return [line + "\n" for line in lines] + ([last] if last else [])
 
 
 def _diff_work(old: list[str], new: list[str]) -> int:
